@@ -1,0 +1,1 @@
+"""headroom anomaly: pure detection core (no I/O)."""

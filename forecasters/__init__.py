@@ -1,0 +1,1 @@
+"""headroom forecasters: pure forecasting core (no I/O)."""

@@ -1,0 +1,1 @@
+"""headroom pipelines: the I/O shell (adapters, warehouse, Prefect flows, CLI)."""

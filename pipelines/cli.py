@@ -1,0 +1,72 @@
+"""The ``headroom`` command line. Each subcommand lives in ``pipelines/commands/<name>.py``
+and exposes ``register(subparsers)``; this module only assembles them and runs one."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+# Prefect phones home unless told not to; the embedded default never needs a network.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+COMMAND_MODULES = (
+    "generate",
+    "ingest",
+    "run",
+    "train",
+    "backtest",
+    "detect",
+    "bursts",
+    "faults",
+    "spikes",
+    "plan",
+    "report",
+    "serve",
+)
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, with an exit code."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="headroom",
+        description="Forecasting and capacity planning for GPU/CPU compute fleets.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module_name = f"pipelines.commands.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # a command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

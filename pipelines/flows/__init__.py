@@ -1,0 +1,1 @@
+"""Prefect flows: thin wrappers, each task one library call."""

@@ -1,0 +1,168 @@
+"""The DuckDB warehouse: connections, migrations, transactions and upserts.
+
+This is the only module that opens the database file. Migrations are the
+``data/schema/NNN_name.sql`` files, applied in order and recorded in
+``schema_version``.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from pipelines.settings import SCHEMA_DIR
+
+log = logging.getLogger(__name__)
+
+_MIGRATION = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+
+class WarehouseLockedError(RuntimeError):
+    """Another process holds the database's write lock for longer than the timeout."""
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
+
+
+def connect(
+    path: str | Path = ":memory:",
+    *,
+    read_only: bool = False,
+    lock_timeout_s: float = 30.0,
+    migrate_schema: bool = True,
+) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse, waiting up to ``lock_timeout_s`` for another writer, and migrate it."""
+    target = str(path)
+    if target != ":memory:":
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + lock_timeout_s
+    delay = 0.05
+    while True:
+        try:
+            con = duckdb.connect(target, read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise WarehouseLockedError(
+                    f"warehouse {target} is locked by another process "
+                    f"(waited {lock_timeout_s:.0f}s; set HEADROOM_LOCK_TIMEOUT to wait longer)"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    con.execute("SET TimeZone = 'UTC'")
+    if migrate_schema and not read_only:
+        migrate(con)
+    return con
+
+
+@contextlib.contextmanager
+def open_warehouse(path: str | Path, **kwargs: object) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Context manager around :func:`connect` that always closes (and so unlocks) the file."""
+    con = connect(path, **kwargs)  # type: ignore[arg-type]
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def migrations(schema_dir: Path = SCHEMA_DIR) -> list[tuple[int, str, Path]]:
+    """The migration files in order: (version, name, path)."""
+    found = []
+    for p in sorted(schema_dir.glob("*.sql")):
+        m = _MIGRATION.match(p.name)
+        if m:
+            found.append((int(m.group(1)), m.group(2), p))
+    return found
+
+
+def migrate(con: duckdb.DuckDBPyConnection, schema_dir: Path = SCHEMA_DIR) -> list[int]:
+    """Apply pending migrations in order, each in its own transaction; return the versions applied."""
+    steps = migrations(schema_dir)
+    ledger = [s for s in steps if s[0] == 0]
+    if not ledger:
+        raise FileNotFoundError(f"no 000_*.sql migration ledger in {schema_dir}")
+    con.execute(ledger[0][2].read_text())
+    done = {r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()}
+    applied = []
+    for version, name, path in steps:
+        if version == 0 or version in done:
+            continue
+        with transaction(con):
+            con.execute(path.read_text())
+            con.execute(
+                "INSERT INTO schema_version VALUES (?, ?, now()::TIMESTAMP)", [version, name]
+            )
+        log.info("applied migration %03d_%s", version, name)
+        applied.append(version)
+    return applied
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT, or ROLLBACK on any exception: a failed write leaves nothing behind."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """Column names of a warehouse table, in order."""
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
+    if not rows:
+        raise KeyError(f"no table {table!r} in the warehouse")
+    return [r[0] for r in rows]
+
+
+def upsert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> int:
+    """Insert or replace ``frame``'s rows by the table's primary key; return the row count.
+
+    Columns are matched by name; table columns missing from the frame become NULL
+    (or their default). Call inside :func:`transaction` to group several writes.
+    """
+    if frame.empty:
+        return 0
+    cols = [c for c in table_columns(con, table) if c in frame.columns]
+    view = f"_upsert_{table}"
+    con.register(view, frame[cols])
+    try:
+        col_list = ", ".join(f'"{c}"' for c in cols)
+        con.execute(f"INSERT OR REPLACE INTO {table} ({col_list}) SELECT {col_list} FROM {view}")
+    finally:
+        con.unregister(view)
+    return len(frame)
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pd.DataFrame:
+    """Run a read query and return a DataFrame."""
+    return con.execute(sql, params or []).df()
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Rows per base table (schema_version excluded)."""
+    names = [
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE' AND table_name <> 'schema_version' ORDER BY 1"
+        ).fetchall()
+    ]
+    rows = [(n, con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0]) for n in names]
+    return pd.DataFrame(rows, columns=["table", "rows"])

@@ -1,0 +1,1 @@
+"""headroom planner: pure capacity-planning core (no I/O)."""
