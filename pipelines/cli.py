@@ -10,10 +10,14 @@ import sys
 
 # Prefect phones home unless told not to; the embedded default never needs a network.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Prefect's per-task INFO lines drown the summary; -v brings them back.
+if not any(a.startswith("-v") or a == "--verbose" for a in sys.argv[1:]):
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 COMMAND_MODULES = (
     "generate",
     "ingest",
+    "convert",
     "run",
     "train",
     "backtest",

@@ -131,6 +131,16 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def has_primary_key(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether ``table`` declares a PRIMARY KEY (the big fact tables keep theirs in the writer)."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
+            [table],
+        ).fetchone()[0]
+    )
+
+
 def upsert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> int:
     """Insert or replace ``frame``'s rows by the table's primary key; return the row count.
 
@@ -166,3 +176,16 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     ]
     rows = [(n, con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0]) for n in names]
     return pd.DataFrame(rows, columns=["table", "rows"])
+
+
+SPANS = {"utilization": "ts", "device_telemetry": "ts", "failures": "ts", "spot_prices": "ts"}
+
+
+def summary(con: duckdb.DuckDBPyConnection) -> dict:
+    """Rows per table and the [first, last] timestamp of each time-stamped kind."""
+    counts = table_counts(con)
+    spans = {}
+    for table, col in SPANS.items():
+        lo, hi = con.execute(f'SELECT min("{col}"), max("{col}") FROM "{table}"').fetchone()
+        spans[table] = (None if lo is None else str(lo), None if hi is None else str(hi))
+    return {"rows": dict(zip(counts["table"], counts["rows"].astype(int))), "spans": spans}

@@ -1,5 +1,10 @@
--- 001: the starting warehouse. Every table has a natural primary key so that every
--- write can be an upsert and re-running a flow over the same input changes nothing.
+-- 001: the starting warehouse. Every table has a natural key and every write is an
+-- upsert on it, so re-running a flow over the same input changes nothing.
+-- The four big fact tables (utilization, device_telemetry, failures, spot_prices) name
+-- their key in a comment instead of a PRIMARY KEY: DuckDB's ART index made bulk loads
+-- 5x slower (benchmarks/ingest.py), so pipelines/ingest.py keeps the key itself
+-- (delete the keys a file replaces, then insert, in one transaction; duplicates inside
+-- a file are rejected before that).
 
 CREATE TABLE IF NOT EXISTS utilization (
     ts        TIMESTAMP NOT NULL,
@@ -9,7 +14,7 @@ CREATE TABLE IF NOT EXISTS utilization (
     resource  VARCHAR   NOT NULL,   -- gpu | cpu | mem
     used      DOUBLE    NOT NULL,   -- units: GPUs, cores, GiB
     capacity  DOUBLE    NOT NULL,
-    PRIMARY KEY (ts, node_id, resource)
+    -- natural key: (ts, node_id, resource)
 );
 
 CREATE TABLE IF NOT EXISTS device_telemetry (
@@ -18,7 +23,7 @@ CREATE TABLE IF NOT EXISTS device_telemetry (
     node_id   VARCHAR,
     metric    VARCHAR   NOT NULL,
     value     DOUBLE    NOT NULL,
-    PRIMARY KEY (ts, device_id, metric)
+    -- natural key: (ts, device_id, metric)
 );
 
 CREATE TABLE IF NOT EXISTS failures (
@@ -26,7 +31,7 @@ CREATE TABLE IF NOT EXISTS failures (
     device_id    VARCHAR   NOT NULL,
     node_id      VARCHAR,
     failure_type VARCHAR   NOT NULL,
-    PRIMARY KEY (ts, device_id, failure_type)
+    -- natural key: (ts, device_id, failure_type)
 );
 
 CREATE TABLE IF NOT EXISTS spot_prices (
@@ -37,7 +42,7 @@ CREATE TABLE IF NOT EXISTS spot_prices (
     instance_type VARCHAR   NOT NULL,
     product       VARCHAR   NOT NULL,
     price         DOUBLE    NOT NULL,   -- holds until the next row of the same series
-    PRIMARY KEY (ts, provider, zone, instance_type, product)
+    -- natural key: (ts, provider, zone, instance_type, product)
 );
 
 CREATE TABLE IF NOT EXISTS instance_catalog (

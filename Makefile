@@ -1,0 +1,43 @@
+# headroom: two commands for a newcomer: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+DATASETS ?= $(abspath ../shared/datasets)
+
+.PHONY: install demo test test-fast test-datasets bench clean
+
+install: $(STAMP)
+
+# torch first and pinned: 2.13.0 is a CPU build on this machine's disk; a looser
+# requirement resolved alone would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/headroom run
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+test-datasets: install
+	HEADROOM_DATASETS=$(DATASETS) $(PY) -m pytest -q -m datasets
+
+$(VENV)/.bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.bench
+	$(PY) benchmarks/ingest.py --rows 5000000
+	HEADROOM_DATASETS=$(DATASETS) $(PY) benchmarks/forecast_accuracy.py
+	HEADROOM_DATASETS=$(DATASETS) $(PY) benchmarks/detection.py
+
+clean:
+	rm -rf $(VENV) data/warehouse.duckdb data/warehouse.duckdb.wal data/demo reports .pytest_cache

@@ -1,0 +1,64 @@
+"""``headroom ingest``: load files of one kind into the warehouse."""
+from __future__ import annotations
+
+import argparse
+
+from pipelines.adapters import FORMATS
+from pipelines.contract import KINDS
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=None, help="warehouse file (default: $HEADROOM_DB or data/warehouse.duckdb)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ingest", help="load utilization, telemetry, failures, spot prices or the catalog")
+    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--format", dest="fmt", default="auto", choices=FORMATS)
+    p.add_argument("--strict", action="store_true", help="any bad row: write nothing of that file, exit 1")
+    p.add_argument("--cluster", default="default", help="cluster label for formats that carry none (gwa-t12, prometheus-json)")
+    p.add_argument("--pool", default="default", help="pool label for formats that carry none")
+    add_db_argument(p)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, globs or folders")
+    p.set_defaults(func=run_ingest)
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from pipelines import ingest, warehouse
+    from pipelines.cli import CliError
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env(db_path=args.db)
+    paths = ingest.expand_paths(args.paths)
+    if not paths:
+        raise CliError(f"no files match {' '.join(args.paths)}", 2)
+    code = 0
+    try:
+        con = warehouse.connect(settings.db_path, lock_timeout_s=settings.lock_timeout_s)
+    except warehouse.WarehouseLockedError as exc:
+        raise CliError(str(exc), 1) from exc
+    try:
+        for path in paths:
+            try:
+                r = ingest.ingest_file(con, path, args.kind, args.fmt, strict=args.strict,
+                                       cluster=args.cluster, pool=args.pool)
+            except ingest.IngestFileError as exc:
+                print(f"error: {exc}")
+                code = max(code, 2)
+                continue
+            except ingest.StrictModeError as exc:
+                r = exc.result
+                print(f"{r.path}: read {r.rows_read}, loaded 0, rejected {r.rows_rejected} (strict: nothing written)")
+                for reason in r.sample_reasons:
+                    print(f"  {reason}")
+                code = max(code, 1)
+                continue
+            if r.status == "skipped":
+                print(f"{r.path}: skipped, already ingested as batch {r.batch_id}")
+                continue
+            print(f"{r.path}: read {r.rows_read}, loaded {r.rows_loaded}, rejected {r.rows_rejected} [{r.fmt}]")
+            for reason in r.sample_reasons:
+                print(f"  {reason}")
+    finally:
+        con.close()
+    return code

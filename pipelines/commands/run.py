@@ -1,0 +1,65 @@
+"""``headroom run``: the whole pipeline once on the embedded default (DuckDB file,
+ephemeral Prefect API). With no ``--input`` it first generates a synthetic fleet."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pipelines.commands.ingest import add_db_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="generate (if no input), ingest, train, detect, plan and report, once")
+    p.add_argument("--input", default=None, help="folder of <kind>.csv|.parquet files (default: generate a fleet)")
+    p.add_argument("--nodes", type=int, default=12, help="generated fleet size")
+    p.add_argument("--days", type=int, default=28, help="generated days of history")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stages", default=None, help="comma list of stages after ingest (default: all available)")
+    p.add_argument("--strict", action="store_true")
+    add_db_argument(p)
+    p.set_defaults(func=run_all)
+
+
+def _print_summary(out: dict) -> None:
+    ing = out["ingest"]
+    for r in ing["files"]:
+        if r["status"] == "skipped":
+            print(f"  {r['path']}: skipped (already ingested)")
+        else:
+            print(f"  {r['path']}: read {r['rows_read']}, loaded {r['rows_loaded']}, rejected {r['rows_rejected']}")
+    print("\nwarehouse:")
+    for table, n in ing["summary"]["rows"].items():
+        print(f"  {table:<18} {n:>10,} rows")
+    print("\ntime span per kind:")
+    for table, (lo, hi) in ing["summary"]["spans"].items():
+        print(f"  {table:<18} {lo or '-'} .. {hi or '-'}")
+    for stage, result in out.items():
+        if stage != "ingest":
+            print(f"\n{stage}:")
+            print("  " + json.dumps(result, indent=2, default=str).replace("\n", "\n  "))
+
+
+def run_all(args: argparse.Namespace) -> int:
+    from pipelines.cli import CliError
+    from pipelines.flows.run import inputs_in, run_flow
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env(db_path=args.db)
+    if args.input:
+        folder = Path(args.input)
+        if not folder.is_dir():
+            raise CliError(f"--input {folder} is not a folder", 2)
+    else:
+        from pipelines.synth_io import write_fleet
+
+        folder = settings.data_dir
+        print(f"generating a synthetic fleet in {folder} (nodes={args.nodes}, days={args.days}, seed={args.seed})")
+        write_fleet(folder, nodes=args.nodes, days=args.days, seed=args.seed)
+    if not inputs_in(folder):
+        raise CliError(f"no input files (utilization.csv, telemetry.csv, ...) in {folder}", 2)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages is not None else None
+    print(f"running the pipeline into {settings.db_path}")
+    out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
+    _print_summary(out)
+    return 0

@@ -1,0 +1,51 @@
+"""The ``ingest`` flow: one task per input file, run in order (DuckDB has one writer).
+
+Tasks are thin: each opens the warehouse, calls :func:`pipelines.ingest.ingest_file`
+and closes it. Only I/O failures (a locked or unreachable file) are retried; a bad
+file fails at once with its message."""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+
+from prefect import flow, task
+from prefect.client.schemas.objects import TaskRun
+from prefect.states import State
+
+from pipelines import ingest, warehouse
+
+log = logging.getLogger(__name__)
+
+
+def _io_only(_task: object, _run: TaskRun, state: State) -> bool:
+    """Retry on I/O trouble (locks, vanished files), never on a bad file."""
+    exc = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
+    retryable = (warehouse.WarehouseLockedError, OSError)
+    return isinstance(exc, retryable) and not isinstance(exc, (ingest.IngestFileError, FileNotFoundError))
+
+
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=_io_only, task_run_name="ingest {kind}: {path}")
+def ingest_file_task(db_path: str, path: str, kind: str, fmt: str = "auto", strict: bool = False,
+                     cluster: str = "default", pool: str = "default", lock_timeout_s: float = 30.0) -> dict:
+    """Ingest one file; returns the IngestResult as a dict."""
+    with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
+        return asdict(ingest.ingest_file(con, path, kind, fmt, strict=strict, cluster=cluster, pool=pool))
+
+
+@task
+def summary_task(db_path: str) -> dict:
+    """Rows per table and the time span of each kind."""
+    with warehouse.open_warehouse(db_path) as con:
+        return warehouse.summary(con)
+
+
+@flow(name="ingest", log_prints=False)
+def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_timeout_s: float = 30.0) -> dict:
+    """Ingest ``inputs`` (each ``{"kind", "path", "format"?, "cluster"?, "pool"?}``) in order."""
+    results = []
+    for item in inputs:
+        results.append(
+            ingest_file_task(db_path, str(item["path"]), item["kind"], item.get("format", "auto"), strict,
+                             item.get("cluster", "default"), item.get("pool", "default"), lock_timeout_s)
+        )
+    return {"files": results, "summary": summary_task(db_path)}

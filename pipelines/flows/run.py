@@ -1,0 +1,67 @@
+"""The whole pipeline once, in order: ingest -> train -> detect -> plan -> report.
+
+Later stages are optional modules (pipelines/flows/<stage>.py exposing ``<stage>_flow``);
+a stage whose module is absent is skipped, so each issue can land on its own."""
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+from prefect import flow
+
+from pipelines.flows.ingest import ingest_flow
+
+log = logging.getLogger(__name__)
+
+STAGES = ("train", "detect", "plan", "report")
+
+# file stems a fleet folder may hold, by ingest kind (catalog first: planners read it)
+KIND_FILES = {
+    "catalog": ("catalog",),
+    "utilization": ("utilization",),
+    "telemetry": ("telemetry", "device_telemetry"),
+    "failures": ("failures",),
+    "spot-prices": ("spot_prices", "spot-prices"),
+}
+SUFFIXES = (".csv", ".csv.gz", ".parquet")
+
+
+def inputs_in(folder: Path) -> list[dict]:
+    """The ingest inputs of a fleet folder: ``<kind>.csv|.csv.gz|.parquet`` files."""
+    found = []
+    for kind, stems in KIND_FILES.items():
+        for stem in stems:
+            for suffix in SUFFIXES:
+                p = folder / f"{stem}{suffix}"
+                if p.is_file():
+                    found.append({"kind": kind, "path": str(p)})
+    return found
+
+
+def stage_flow(stage: str):
+    """The flow function of an optional stage, or None when it is not built."""
+    name = f"pipelines.flows.{stage}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        raise
+    return getattr(module, f"{stage}_flow")
+
+
+@flow(name="headroom-run")
+def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, strict: bool = False) -> dict:
+    """Ingest every input in ``input_dir``, then run each available stage on the warehouse."""
+    inputs = inputs_in(Path(input_dir))
+    if not inputs:
+        raise FileNotFoundError(f"no input files (utilization.csv, telemetry.csv, ...) in {input_dir}")
+    out = {"ingest": ingest_flow(db_path, inputs, strict=strict)}
+    for stage in stages if stages is not None else STAGES:
+        fn = stage_flow(stage)
+        if fn is None:
+            log.info("stage %s not available, skipped", stage)
+            continue
+        out[stage] = fn(db_path=db_path)
+    return out

@@ -1,0 +1,209 @@
+"""Ingest one input file into the warehouse: read (adapter), validate (SQL), write (one
+transaction). Valid rows are upserted by primary key; bad rows go to ``rejects`` with
+their line, raw text and reason; a file already ingested (same sha256) is skipped."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from pipelines import adapters, validate, warehouse
+from pipelines.adapters import IngestFileError, RawInput
+from pipelines.contract import KindSpec, spec_for
+
+log = logging.getLogger(__name__)
+
+MAX_REJECT_LOOKUP = 100_000
+DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".json", ".json.gz")  # beyond this many bad rows the raw text is not looked up
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What happened to one file."""
+
+    path: str
+    kind: str
+    fmt: str
+    batch_id: str
+    sha256: str
+    rows_read: int
+    rows_loaded: int
+    rows_rejected: int
+    status: str  # loaded | skipped | rejected (strict mode: nothing written)
+    sample_reasons: tuple[str, ...] = ()
+
+
+class StrictModeError(Exception):
+    """``--strict`` and the file had bad rows: nothing of it was written."""
+
+    def __init__(self, result: IngestResult) -> None:
+        super().__init__(
+            f"{result.path}: {result.rows_rejected} bad row(s) in strict mode, nothing written; "
+            + "; ".join(result.sample_reasons[:3])
+        )
+        self.result = result
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_input(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, fmt: str, cluster: str, pool: str) -> RawInput:
+    """Dispatch to the adapter for ``fmt`` (``auto`` guesses); fills the ``_raw`` temp table."""
+    if fmt == "auto":
+        fmt = adapters.detect_format(path)
+    if fmt == "csv":
+        return adapters.read_csv(con, path, spec)
+    if fmt == "parquet":
+        return adapters.read_parquet(con, path, spec)
+    if fmt == "aws-json":
+        if spec.kind != "spot-prices":
+            raise IngestFileError(path, f"aws-json holds spot prices; use --kind spot-prices, not {spec.kind}")
+        return adapters.load_frame(con, adapters.aws_json_frame(path), spec, fmt)
+    if fmt == "prometheus-json":
+        return adapters.load_frame(con, adapters.prometheus_frame(path, spec, cluster, pool), spec, fmt)
+    if fmt == "gwa-t12":
+        if spec.kind != "utilization":
+            raise IngestFileError(path, f"gwa-t12 holds utilization; use --kind utilization, not {spec.kind}")
+        return adapters.load_frame(con, adapters.gwa_frame(path, cluster, pool), spec, fmt)
+    raise IngestFileError(path, f"unknown format {fmt!r}; expected one of {', '.join(adapters.FORMATS)}")
+
+
+def _collect_rejects(con: duckdb.DuckDBPyConnection, raw: RawInput, spec: KindSpec) -> pd.DataFrame:
+    """All rejects of the file, one row per line: (line, raw, reason)."""
+    bad = con.execute(
+        f"SELECT _idx, _reason FROM _checked WHERE _reason IS NOT NULL ORDER BY _idx LIMIT {MAX_REJECT_LOOKUP}"
+    ).fetchall()
+    where = {}
+    if bad and raw.locate is not None:
+        where = raw.locate([int(i) for i, _ in bad])
+    rows = [(line, text, reason) for line, text, reason in raw.structural]
+    for idx, reason in bad:
+        line, text = where.get(int(idx), (-(int(idx) + 1), None))
+        rows.append((line, text, reason))
+    frame = pd.DataFrame(rows, columns=["line", "raw", "reason"])
+    if frame.empty:
+        return frame
+    # one input line can yield several rows (a GWA line has cpu and mem): one reject per line
+    return (
+        frame.groupby("line", sort=True)
+        .agg(raw=("raw", "first"), reason=("reason", lambda r: " | ".join(dict.fromkeys(r))))
+        .reset_index()
+    )
+
+
+def _stage(con: duckdb.DuckDBPyConnection, spec: KindSpec, typed_numeric: bool) -> bool:
+    """Type and check ``_raw`` into ``_checked``; mark conflicting duplicate keys; return good rows."""
+    con.execute("DROP TABLE IF EXISTS _checked")
+    con.execute(f"CREATE TEMP TABLE _checked AS {validate.checked_sql(spec, '_raw', typed_numeric)}")
+    repeated = con.execute(validate.has_repeated_keys_sql(spec, "_checked")).fetchone()[0]
+    if repeated:
+        key = ", ".join(f'"{c}"' for c in spec.key)
+        con.execute(
+            "UPDATE _checked SET _reason = 'same key (" + ", ".join(spec.key) + ") twice in this file "
+            f"with different values' WHERE _reason IS NULL AND ({key}) IN ({validate.conflicting_keys_sql(spec, '_checked')})"
+        )
+    return repeated
+
+
+def ingest_file(
+    con: duckdb.DuckDBPyConnection,
+    path: str | Path,
+    kind: str,
+    fmt: str = "auto",
+    *,
+    strict: bool = False,
+    cluster: str = "default",
+    pool: str = "default",
+) -> IngestResult:
+    """Ingest one file in one transaction. Raises IngestFileError (unusable file, nothing
+    written) or StrictModeError (bad rows under ``strict``, nothing written)."""
+    path = Path(path)
+    spec = spec_for(kind)
+    if not path.is_file():
+        raise IngestFileError(path, "no such file")
+    sha = file_sha256(path)
+    batch_id = f"{spec.kind}-{sha[:16]}"
+    prior = con.execute(
+        "SELECT batch_id, rows_read, rows_loaded, rows_rejected, source_format FROM ingest_batches "
+        "WHERE sha256 = ? AND kind = ?",
+        [sha, spec.kind],
+    ).fetchone()
+    if prior:
+        return IngestResult(str(path), spec.kind, prior[4], prior[0], sha, prior[1], 0, 0, "skipped")
+    started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    raw = read_input(con, path, spec, fmt, cluster, pool)
+    repeated = _stage(con, spec, raw.typed_numeric)
+    rejects = _collect_rejects(con, raw, spec)
+    n_bad_rows = con.execute("SELECT count(*) FROM _checked WHERE _reason IS NOT NULL").fetchone()[0]
+    cols = ", ".join(f'"{c}"' for c in spec.columns)
+    good = f"SELECT DISTINCT {cols} FROM _checked WHERE _reason IS NULL" if repeated else f"SELECT {cols} FROM _checked WHERE _reason IS NULL"
+    n_good = con.execute(f"SELECT count(*) FROM ({good})").fetchone()[0]
+    rows_rejected = n_bad_rows + len(raw.structural)
+    reasons = tuple(f"line {r.line}: {r.reason}" for r in rejects.head(5).itertuples())
+    result = IngestResult(str(path), spec.kind, raw.fmt, batch_id, sha, raw.rows_read, n_good, rows_rejected,
+                          "loaded", reasons)
+    if strict and rows_rejected:
+        _drop_staging(con)
+        raise StrictModeError(IngestResult(**{**result.__dict__, "rows_loaded": 0, "status": "rejected"}))
+    with warehouse.transaction(con):
+        _write_rows(con, spec, good)
+        _write_rejects(con, batch_id, path, rejects)
+        con.execute(
+            "INSERT INTO ingest_batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'loaded', ?, now()::TIMESTAMP)",
+            [batch_id, spec.kind, raw.fmt, str(path), sha, raw.rows_read, n_good, rows_rejected, started],
+        )
+    _drop_staging(con)
+    log.info("ingested %s: read %d loaded %d rejected %d", path, raw.rows_read, n_good, rows_rejected)
+    return result
+
+
+def _write_rows(con: duckdb.DuckDBPyConnection, spec: KindSpec, good: str) -> None:
+    """Upsert by the natural key. The big fact tables carry no ART index (it made bulk
+    loads 5x slower), so the key is kept here: delete the rows the file replaces, then insert."""
+    cols = ", ".join(f'"{c}"' for c in spec.columns)
+    if warehouse.has_primary_key(con, spec.table):
+        con.execute(f"INSERT OR REPLACE INTO {spec.table} ({cols}) {good}")
+        return
+    if con.execute(f"SELECT EXISTS (SELECT 1 FROM {spec.table})").fetchone()[0]:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _good AS {good}")
+        on = " AND ".join(f't."{c}" = g."{c}"' for c in spec.key)
+        con.execute(f"DELETE FROM {spec.table} t USING _good g WHERE {on}")
+        good = f"SELECT {cols} FROM _good"
+    con.execute(f"INSERT INTO {spec.table} ({cols}) {good}")
+
+
+def _write_rejects(con: duckdb.DuckDBPyConnection, batch_id: str, path: Path, rejects: pd.DataFrame) -> None:
+    if rejects.empty:
+        return
+    frame = rejects.assign(batch_id=batch_id, path=str(path))
+    warehouse.upsert(con, "rejects", frame)
+
+
+def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("DROP TABLE IF EXISTS _raw; DROP TABLE IF EXISTS _checked; DROP TABLE IF EXISTS _want; DROP TABLE IF EXISTS _good")
+
+
+def expand_paths(patterns: list[str]) -> list[Path]:
+    """Files, globs or folders (folders: the data files inside, recursively, sorted)."""
+    import glob
+
+    out: list[Path] = []
+    for pat in patterns:
+        p = Path(pat)
+        if p.is_dir():
+            out.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES)))
+        elif any(ch in pat for ch in "*?["):
+            out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))
+        else:
+            out.append(p)
+    return out

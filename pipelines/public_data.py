@@ -1,0 +1,175 @@
+"""Converters from the public traces' own layouts to headroom's input contract.
+
+Each converter reads one source file (or folder) and returns contract frames by kind;
+``headroom convert`` writes them as CSV that ``headroom ingest`` then loads. Raw
+Bitbrains GWA-T-12 files need no conversion (``--format gwa-t12``)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+GIB_PER_KB = 1.0 / 1048576.0
+
+
+def _iso(ts: pd.Series) -> pd.Series:
+    t = pd.to_datetime(ts, utc=True, format="mixed").dt.tz_convert(None)
+    return t.dt.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
+    """``rnd_vm_hourly_*.csv.gz`` -> utilization (cpu in cores, mem in GiB) per VM-hour."""
+    f = pd.read_csv(path)
+    per_core = f["cpu_capacity_mhz_mean"] / f["cpu_cores"]
+    base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
+                         "node_id": "vm" + f["vm_id"].astype(str)})
+    cpu = base.assign(resource="cpu", used=(f["cpu_usage_mhz_mean"] / per_core).round(4), capacity=f["cpu_cores"])
+    mem = base.assign(resource="mem", used=(f["mem_usage_kb_mean"] * GIB_PER_KB).round(4),
+                      capacity=(f["mem_capacity_kb_mean"] * GIB_PER_KB).round(4))
+    return {"utilization": pd.concat([cpu, mem], ignore_index=True)}
+
+
+def bitbrains_cluster(path: Path) -> dict[str, pd.DataFrame]:
+    """``rnd_cluster_5min_*.csv.gz`` -> one 'node' (the whole cluster) of CPU in GHz."""
+    f = pd.read_csv(path)
+    return {"utilization": pd.DataFrame({
+        "ts": _iso(f["bucket_start_utc"]), "cluster": "bitbrains", "pool": "rnd", "node_id": "cluster-total",
+        "resource": "cpu", "used": (f["cpu_usage_mhz_sum"] / 1000).round(4),
+        "capacity": (f["cpu_capacity_mhz_sum"] / 1000).round(4),
+    })}
+
+
+def aws_spot(path: Path) -> dict[str, pd.DataFrame]:
+    """The AWS spot CSV (timestamp_utc, region, availability_zone, ...) -> spot-prices."""
+    f = pd.read_csv(path)
+    return {"spot-prices": pd.DataFrame({
+        "ts": _iso(f["timestamp_utc"]), "provider": "aws", "region": f["region"], "zone": f["availability_zone"],
+        "instance_type": f["instance_type"], "product": f["product_description"],
+        "price": f["spot_price_usd_per_hour"],
+    })}
+
+
+def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
+    """``on_demand_prices.csv`` -> catalog rows (public, counted in instances)."""
+    f = pd.read_csv(path)
+    return {"catalog": pd.DataFrame({
+        "provider": "aws", "region": f["region"], "instance_type": f["instance_type"], "location": "public",
+        "resource": ["gpu" if t.startswith(("g", "p")) else "cpu" for t in f["instance_type"]], "units": 1,
+        "vcpus": None, "memory_gb": None, "on_demand_price": f["on_demand_usd_per_hour"],
+        "reserved_1y_price": None, "reserved_3y_price": None, "tflops": None,
+    })}
+
+
+GCP_GPU_COLUMNS = ("a100", "a100-80gb", "h100-80gb", "h100-80gb-mega", "l4", "rtx6000")
+
+
+def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
+    """A ``gcp_compute_price_changes_<year>.csv.gz`` -> spot-prices (spot changes) and, with
+    ``gcp_instance_specs_latest.csv`` beside it, the catalog at the last snapshot."""
+    f = pd.read_csv(path)
+    spot = f.dropna(subset=["hour_spot"])
+    out = {"spot-prices": pd.DataFrame({
+        "ts": _iso(spot["snapshot_utc"]), "provider": "gcp", "region": spot["region"],
+        "zone": spot["region"], "instance_type": spot["instance_type"], "product": "Linux",
+        "price": spot["hour_spot"],
+    })}
+    specs_path = path.parent / "gcp_instance_specs_latest.csv"
+    if specs_path.is_file():
+        specs = pd.read_csv(specs_path).set_index("instance_type")
+        last = f.sort_values("snapshot_utc").groupby(["instance_type", "region"]).last().reset_index()
+        last = last.dropna(subset=["hour"])
+        last = last[last["instance_type"].isin(specs.index)]
+        s = specs.loc[last["instance_type"]]
+        gpus = s[list(GCP_GPU_COLUMNS)].fillna(0).sum(axis=1).to_numpy()
+        hours_per_month = 730.0
+        out["catalog"] = pd.DataFrame({
+            "provider": "gcp", "region": last["region"].to_numpy(), "instance_type": last["instance_type"].to_numpy(),
+            "location": "public", "resource": ["gpu" if g > 0 else "cpu" for g in gpus],
+            "units": [g if g > 0 else c for g, c in zip(gpus, s["cpu"].fillna(0).to_numpy())],
+            "vcpus": s["cpu"].to_numpy(), "memory_gb": s["ram"].to_numpy(), "on_demand_price": last["hour"].to_numpy(),
+            "reserved_1y_price": (last["month_1y"] / hours_per_month).round(6).to_numpy(),
+            "reserved_3y_price": (last["month_3y"] / hours_per_month).round(6).to_numpy(), "tflops": None,
+        })
+        out["catalog"] = out["catalog"][out["catalog"]["units"] > 0]
+    return out
+
+
+PDM_METRICS = ("volt", "rotate", "pressure", "vibration")
+
+
+def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
+    """PdM telemetry (wide, hourly) -> telemetry; ``PdM_failures.csv`` beside it -> failures
+    (limited to the machines and span of the telemetry)."""
+    f = pd.read_csv(path)
+    long = f.melt(id_vars=["datetime", "machineID"], value_vars=list(PDM_METRICS), var_name="metric")
+    out = {"telemetry": pd.DataFrame({
+        "ts": _iso(long["datetime"]), "device_id": "machine" + long["machineID"].astype(str),
+        "node_id": "machine" + long["machineID"].astype(str), "metric": long["metric"], "value": long["value"],
+    })}
+    fail_path = path.parent / "PdM_failures.csv"
+    if fail_path.is_file():
+        fails = pd.read_csv(fail_path)
+        t = pd.to_datetime(fails["datetime"])
+        span = pd.to_datetime(f["datetime"])
+        keep = fails["machineID"].isin(f["machineID"].unique()) & (t >= span.min()) & (t <= span.max() + pd.Timedelta(hours=1))
+        fails = fails[keep]
+        out["failures"] = pd.DataFrame({
+            "ts": _iso(fails["datetime"]), "device_id": "machine" + fails["machineID"].astype(str),
+            "node_id": "machine" + fails["machineID"].astype(str), "failure_type": fails["failure"],
+        })
+    return out
+
+
+def titan(path: Path) -> dict[str, pd.DataFrame]:
+    """Titan ``gc_full.csv.gz`` (one row per GPU placement) -> failures: each removal whose
+    event is a double-bit error (dbe) or off-the-bus (otb)."""
+    f = pd.read_csv(path, dtype={"SN": str})
+    ev = f[f["event"].fillna("").str.lower().isin(["dbe", "otb"])]
+    return {"failures": pd.DataFrame({
+        "ts": _iso(ev["remove"]), "device_id": ev["SN"], "node_id": ev["location"],
+        "failure_type": ev["event"].str.lower(),
+    })}
+
+
+def nab(path: Path) -> dict[str, pd.DataFrame]:
+    """A NAB ``realAWSCloudwatch`` series (timestamp, value in CPU percent) -> utilization
+    of one instance in cores (capacity 1)."""
+    f = pd.read_csv(path)
+    return {"utilization": pd.DataFrame({
+        "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": "ec2", "node_id": path.stem,
+        "resource": "cpu", "used": (f["value"] / 100).clip(upper=1.0).round(6), "capacity": 1.0,
+    })}
+
+
+def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
+    """Alibaba GPU node inventory -> private catalog offers, one per (gpu_model, gpus, cpus)."""
+    f = pd.read_csv(path)
+    g = f.groupby(["gpu_model", "gpu_capacity_num", "cpu_num"]).size().reset_index(name="nodes")
+    return {"catalog": pd.DataFrame({
+        "provider": "alibaba-fleet", "region": "private",
+        "instance_type": g["gpu_model"] + "-" + g["gpu_capacity_num"].astype(str) + "g-" + g["cpu_num"].astype(str) + "c",
+        "location": "private", "resource": "gpu", "units": g["gpu_capacity_num"], "vcpus": g["cpu_num"],
+        "memory_gb": None, "on_demand_price": None, "reserved_1y_price": None, "reserved_3y_price": None,
+        "tflops": None,
+    })}
+
+
+CONVERTERS: dict[str, Callable[[Path], dict[str, pd.DataFrame]]] = {
+    "bitbrains-hourly": bitbrains_hourly,
+    "bitbrains-cluster": bitbrains_cluster,
+    "aws-spot": aws_spot,
+    "aws-on-demand": aws_on_demand,
+    "gcp-prices": gcp_prices,
+    "azure-pdm": azure_pdm,
+    "titan": titan,
+    "nab": nab,
+    "alibaba-nodes": alibaba_nodes,
+}
+
+
+def nab_windows(path: Path) -> dict[str, list[list[str]]]:
+    """NAB ``combined_windows.json`` keyed by file stem (the node_id ``nab`` gives)."""
+    doc = json.loads(path.read_text())
+    return {Path(k).stem: v for k, v in doc.items()}

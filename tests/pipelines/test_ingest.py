@@ -1,0 +1,247 @@
+"""Ingest: every format against valid and malformed input, idempotency, atomicity."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipelines import ingest, warehouse
+from pipelines.adapters import IngestFileError
+
+UTIL_HEADER = "ts,cluster,pool,node_id,resource,used,capacity"
+
+
+def write(path: Path, text: str, *, gz: bool = False, bom: bool = False) -> Path:
+    data = ("\ufeff" if bom else "") + text
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(data)
+    else:
+        path.write_text(data, encoding="utf-8")
+    return path
+
+
+def rows(con, table: str) -> pd.DataFrame:
+    return con.execute(f"SELECT * FROM {table} ORDER BY ALL").df()
+
+
+def rejects(con) -> dict[int, str]:
+    return dict(con.execute("SELECT line, reason FROM rejects").fetchall())
+
+
+def test_valid_csv_loads_and_converts_time_zones(con, tmp_path):
+    p = write(tmp_path / "u.csv", UTIL_HEADER + ",extra\n"
+              "2026-01-01T02:00:00+02:00,c1,p1,n1,gpu,2,8,x\n"
+              "2026-01-01T00:00:00Z,c1,p1,n1,cpu,10,64,x\n"
+              "1767225600,c1,p1,n2,gpu,1,8,x\n"
+              "1767225600000,c1,p1,n2,cpu,3,64,x\n"
+              "2026-01-01 00:00:00,c1,p1,n3,MEM,100,512,x\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_read, r.rows_loaded, r.rows_rejected, r.status) == (5, 5, 0, "loaded")
+    got = rows(con, "utilization")
+    assert set(got["ts"]) == {pd.Timestamp("2026-01-01 00:00:00")}  # all five are the same instant
+    assert set(got["resource"]) == {"gpu", "cpu", "mem"}
+
+
+@pytest.mark.parametrize("gz,bom", [(True, False), (False, True), (True, True)])
+def test_gzip_and_bom(con, tmp_path, gz, bom):
+    name = "u.csv.gz" if gz else "u.csv"
+    p = write(tmp_path / name, UTIL_HEADER + "\n2026-01-01T00:00:00,c,p,n1,gpu,1,8\n", gz=gz, bom=bom)
+    assert ingest.ingest_file(con, p, "utilization").rows_loaded == 1
+
+
+def test_bad_rows_are_rejected_with_line_and_reason(con, tmp_path):
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n"
+              "2026-01-01T00:00:00,c,p,n1,gpu,1,8\n"      # 2 ok
+              "not-a-time,c,p,n1,gpu,1,8\n"                # 3 bad ts
+              "2026-01-01T00:00:00,c,p,n2,gpu,NaN,8\n"     # 4 NaN
+              "2026-01-01T00:00:00,c,p,n3,gpu,-1,8\n"      # 5 negative
+              "2026-01-01T00:00:00,c,p,n4,gpu,9,8\n"       # 6 above capacity
+              "2026-01-01T00:00:00,c,p,n5,disk,1,8\n"      # 7 unknown resource
+              "2026-01-01T00:00:00,c,p,n6,gpu,abc,8\n"     # 8 not a number
+              "2026-01-01T00:00:00,c,p,n7,gpu,1\n"         # 9 short line
+              "2026-01-01T01:00:00,c,p,n8,gpu,1,8\n"       # 10 } same key,
+              "2026-01-01T01:00:00,c,p,n8,gpu,2,8\n"       # 11 } different values
+              "2026-01-01T02:00:00,c,p,n9,gpu,1,8\n"       # 12 } same key,
+              "2026-01-01T02:00:00,c,p,n9,gpu,1,8\n")      # 13 } same values: one row
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_read, r.rows_loaded, r.rows_rejected) == (12, 2, 9)
+    bad = rejects(con)
+    assert sorted(bad) == [3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert "ts: unparseable timestamp 'not-a-time'" in bad[3]
+    assert "used: not finite" in bad[4]
+    assert "used: negative" in bad[5]
+    assert bad[6] == "used above capacity"
+    assert "resource: unknown value 'disk'" in bad[7]
+    assert "used: not a number 'abc'" in bad[8]
+    assert "malformed line" in bad[9]
+    assert "twice in this file" in bad[10] and "twice in this file" in bad[11]
+    raw = dict(con.execute("SELECT line, raw FROM rejects").fetchall())
+    assert raw[3] == "not-a-time,c,p,n1,gpu,1,8"
+    assert len(rows(con, "utilization")) == 2
+
+
+def test_missing_column_is_unusable_and_writes_nothing(con, tmp_path):
+    p = write(tmp_path / "u.csv", "ts,cluster,pool,node_id,resource,used\n2026-01-01,c,p,n,gpu,1\n")
+    with pytest.raises(IngestFileError, match=r"u\.csv: missing column\(s\) capacity"):
+        ingest.ingest_file(con, p, "utilization")
+    assert warehouse.summary(con)["rows"]["ingest_batches"] == 0
+
+
+def test_negative_price_and_spot_prices(con, tmp_path):
+    p = write(tmp_path / "s.csv", "ts,provider,region,zone,instance_type,product,price\n"
+              "2026-01-01T00:00:00Z,aws,us-east-1,us-east-1a,p5.48xlarge,Linux/UNIX,30.5\n"
+              "2026-01-01T01:00:00Z,aws,us-east-1,us-east-1a,p5.48xlarge,Linux/UNIX,-1\n")
+    r = ingest.ingest_file(con, p, "spot-prices")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 1)
+    assert "price: negative" in rejects(con)[3]
+
+
+def test_catalog_location_enum(con, tmp_path):
+    header = ("provider,region,instance_type,location,resource,units,vcpus,memory_gb,on_demand_price,"
+              "reserved_1y_price,reserved_3y_price,tflops\n")
+    p = write(tmp_path / "c.csv", header + "aws,us-east-1,p5.48xlarge,public,gpu,8,192,2048,98.3,62,43,7916\n"
+              "own,dc1,h100-node,private,gpu,8,224,2048,,,,7916\n"
+              "x,y,z,moon,gpu,8,,,,,,\n")
+    r = ingest.ingest_file(con, p, "catalog")
+    assert (r.rows_loaded, r.rows_rejected) == (2, 1)
+    assert "location: unknown value 'moon'" in rejects(con)[4]
+
+
+def test_reingest_same_file_is_skipped_and_changes_nothing(con, tmp_path):
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n2026-01-01T00:00:00,c,p,n1,gpu,1,8\n")
+    ingest.ingest_file(con, p, "utilization")
+    before = rows(con, "utilization")
+    again = ingest.ingest_file(con, p, "utilization")
+    assert again.status == "skipped"
+    pd.testing.assert_frame_equal(before, rows(con, "utilization"))
+
+
+def test_overlapping_file_upserts_by_key(con, tmp_path):
+    a = write(tmp_path / "a.csv", UTIL_HEADER + "\n2026-01-01T00:00:00,c,p,n1,gpu,1,8\n2026-01-01T01:00:00,c,p,n1,gpu,2,8\n")
+    b = write(tmp_path / "b.csv", UTIL_HEADER + "\n2026-01-01T01:00:00,c,p,n1,gpu,5,8\n2026-01-01T02:00:00,c,p,n1,gpu,3,8\n")
+    ingest.ingest_file(con, a, "utilization")
+    ingest.ingest_file(con, b, "utilization")
+    got = rows(con, "utilization")
+    assert got["used"].tolist() == [1.0, 5.0, 3.0]
+
+
+def test_failure_mid_file_rolls_back_everything(con, tmp_path, monkeypatch):
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n2026-01-01T00:00:00,c,p,n1,gpu,1,8\nbad,c,p,n1,gpu,1,8\n")
+
+    def boom(*_a, **_k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ingest, "_write_rejects", boom)  # fails after the rows were inserted
+    with pytest.raises(RuntimeError, match="disk full"):
+        ingest.ingest_file(con, p, "utilization")
+    counts = warehouse.summary(con)["rows"]
+    assert counts["utilization"] == 0 and counts["rejects"] == 0 and counts["ingest_batches"] == 0
+    monkeypatch.undo()
+    assert ingest.ingest_file(con, p, "utilization").rows_loaded == 1  # and a retry then works
+
+
+def test_strict_mode_writes_nothing(con, tmp_path):
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n2026-01-01T00:00:00,c,p,n1,gpu,1,8\nbad,c,p,n1,gpu,1,8\n")
+    with pytest.raises(ingest.StrictModeError):
+        ingest.ingest_file(con, p, "utilization", strict=True)
+    assert warehouse.summary(con)["rows"]["utilization"] == 0
+
+
+def test_parquet_with_typed_columns(con, tmp_path):
+    frame = pd.DataFrame({
+        "ts": pd.to_datetime(["2026-01-01T00:00:00", "2026-01-01T01:00:00"]),
+        "device_id": ["g0", "g0"], "node_id": ["n0", "n0"], "metric": ["gpu_temp", "gpu_temp"],
+        "value": [61.5, float("inf")],
+    })
+    p = tmp_path / "t.parquet"
+    frame.to_parquet(p)
+    r = ingest.ingest_file(con, p, "telemetry")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 1)
+    assert "value: not finite" in rejects(con)[2]
+
+
+def test_aws_json(con, tmp_path):
+    doc = {"SpotPriceHistory": [
+        {"AvailabilityZone": "us-east-1a", "InstanceType": "g5.xlarge", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "0.4123", "Timestamp": "2026-01-01T00:00:00+00:00"},
+        {"AvailabilityZone": "us-east-1b", "InstanceType": "g5.xlarge", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "-0.1", "Timestamp": "2026-01-01T00:00:00.000Z"},
+    ]}
+    p = tmp_path / "spot.json"
+    p.write_text(json.dumps(doc))
+    r = ingest.ingest_file(con, p, "spot-prices")
+    assert (r.fmt, r.rows_loaded, r.rows_rejected) == ("aws-json", 1, 1)
+    got = rows(con, "spot_prices")
+    assert got.loc[0, "region"] == "us-east-1" and got.loc[0, "price"] == pytest.approx(0.4123)
+
+
+def _prom(results: list[dict]) -> str:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": results}})
+
+
+def test_prometheus_dcgm_telemetry_and_gpu_utilization(con, tmp_path):
+    labels = {"Hostname": "node-1", "gpu": "0", "UUID": "GPU-aaa"}
+    results = [
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", **labels}, "values": [[1767225600, "65"], [1767225660, "66"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", **labels}, "values": [[1767225600, "0"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", **labels}, "values": [[1767225600, "50"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "node-1", "gpu": "1", "UUID": "GPU-bbb"},
+         "values": [[1767225600, "100"]]},
+    ]
+    p = tmp_path / "dcgm.json"
+    p.write_text(_prom(results))
+    r = ingest.ingest_file(con, p, "telemetry")
+    assert (r.fmt, r.rows_loaded) == ("prometheus-json", 3)
+    assert set(rows(con, "device_telemetry")["metric"]) == {"gpu_temp", "xid"}
+    ingest.ingest_file(con, p, "utilization", cluster="c1", pool="h100")
+    u = rows(con, "utilization")
+    assert u[["node_id", "resource", "used", "capacity", "cluster"]].values.tolist() == [["node-1", "gpu", 1.5, 2.0, "c1"]]
+
+
+def test_prometheus_node_exporter_cpu(con, tmp_path):
+    def series(cpu, mode, vals):
+        return {"metric": {"__name__": "node_cpu_seconds_total", "instance": "n1:9100", "cpu": cpu, "mode": mode},
+                "values": [[1767225600 + 60 * i, str(v)] for i, v in enumerate(vals)]}
+    # cpu0: 30 s user per 60 s -> 0.5 busy; cpu1: 60 s idle -> 0 busy
+    p = tmp_path / "node.json"
+    p.write_text(_prom([series("0", "user", [0, 30, 60]), series("0", "idle", [0, 30, 60]),
+                        series("1", "idle", [0, 60, 120]), series("1", "user", [0, 0, 0])]))
+    ingest.ingest_file(con, p, "utilization")
+    u = rows(con, "utilization")
+    assert u["used"].tolist() == [0.5, 0.5] and u["capacity"].tolist() == [2.0, 2.0]
+
+
+def test_gwa_t12(con, tmp_path):
+    text = ("Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"
+            "Memory capacity provisioned [KB];\tMemory usage [KB];\tDisk read throughput [KB/s];\t"
+            "Disk write throughput [KB/s];\tNetwork received throughput [KB/s];\tNetwork transmitted throughput [KB/s]\n"
+            "1372629804;\t2;\t5851.9989;\t2925.99945;\t50.0;\t8388608.0;\t1048576.0;\t0;\t0;\t0;\t0\n"
+            "1372630104;\t2;\t5851.9989;\tabc;\t0.5;\t8388608.0;\t458575.4;\t0;\t0;\t0;\t0\n")
+    p = write(tmp_path / "7.csv.gz", text, gz=True)
+    r = ingest.ingest_file(con, p, "utilization", cluster="bitbrains", pool="rnd")
+    assert (r.fmt, r.rows_read, r.rows_loaded, r.rows_rejected) == ("gwa-t12", 4, 3, 1)
+    u = rows(con, "utilization")
+    cpu = u[(u["resource"] == "cpu")].iloc[0]
+    assert cpu["node_id"] == "7" and cpu["used"] == pytest.approx(1.0) and cpu["capacity"] == 2.0
+    mem = u[(u["resource"] == "mem")].iloc[0]
+    assert mem["used"] == pytest.approx(1.0) and mem["capacity"] == pytest.approx(8.0)
+    assert "used: not a number 'abc'" in rejects(con)[3]
+
+
+def test_unreadable_json_names_file_and_position(con, tmp_path):
+    p = tmp_path / "broken.json"
+    p.write_text('{"SpotPriceHistory": [ {"a": 1}, ')
+    with pytest.raises(IngestFileError, match=r"broken\.json: .*line 1 column"):
+        ingest.ingest_file(con, p, "spot-prices", "aws-json")
+
+
+def test_expand_paths(tmp_path):
+    for name in ("a.csv", "b.csv", "sub/c.csv"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x")
+    assert len(ingest.expand_paths([str(tmp_path)])) == 3
+    assert len(ingest.expand_paths([str(tmp_path / "*.csv")])) == 2

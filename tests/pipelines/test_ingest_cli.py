@@ -1,0 +1,116 @@
+"""`headroom ingest` end to end, concurrent writers, and the ingest flow under Prefect."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli, warehouse
+
+HEADER = "ts,cluster,pool,node_id,resource,used,capacity\n"
+
+
+def util_file(path: Path, n: int = 3, node: str = "n1", bad: bool = False) -> Path:
+    lines = [f"2026-01-01T{h:02d}:00:00,c,p,{node},gpu,1,8" for h in range(n)]
+    if bad:
+        lines.append("2026-01-01T23:00:00,c,p,n1,gpu,-5,8")
+    path.write_text(HEADER + "\n".join(lines) + "\n")
+    return path
+
+
+def test_cli_ingest_reports_and_is_idempotent(tmp_path, db_path, capsys):
+    f = util_file(tmp_path / "u.csv", bad=True)
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "read 4, loaded 3, rejected 1" in out and "line 5: used: negative" in out
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(tmp_path)]) == 0
+    assert "skipped, already ingested" in capsys.readouterr().out
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 3
+
+
+def test_cli_strict_exit_1_and_unusable_exit_2(tmp_path, db_path, capsys):
+    bad = util_file(tmp_path / "bad.csv", bad=True)
+    assert cli.main(["ingest", "--kind", "utilization", "--strict", "--db", str(db_path), str(bad)]) == 1
+    assert "strict: nothing written" in capsys.readouterr().out
+    broken = tmp_path / "broken.csv"
+    broken.write_text("ts,node_id\n2026-01-01,n1\n")
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(broken)]) == 2
+    assert "broken.csv: missing column(s) cluster, pool, resource, used, capacity" in capsys.readouterr().out
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 0
+
+
+HOLD = textwrap.dedent("""
+    import sys, time, pathlib
+    from pipelines import warehouse
+    con = warehouse.connect(sys.argv[1])
+    pathlib.Path(sys.argv[2]).write_text("locked")
+    time.sleep(float(sys.argv[3]))
+    con.close()
+""")
+
+
+def _hold_lock(db_path: Path, tmp_path: Path, seconds: float) -> subprocess.Popen:
+    flag = tmp_path / "locked.flag"
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(db_path), str(flag), str(seconds)])
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "lock holder did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def test_second_writer_waits_for_the_lock(tmp_path, db_path, monkeypatch, capsys):
+    f = util_file(tmp_path / "u.csv")
+    holder = _hold_lock(db_path, tmp_path, 2.0)
+    monkeypatch.setenv("HEADROOM_LOCK_TIMEOUT", "60")
+    t0 = time.monotonic()
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(f)]) == 0
+    assert time.monotonic() - t0 > 0.5  # it did wait
+    holder.wait(timeout=30)
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 3
+
+
+def test_second_writer_gives_up_with_a_clear_message(tmp_path, db_path, monkeypatch, capsys):
+    f = util_file(tmp_path / "u.csv")
+    holder = _hold_lock(db_path, tmp_path, 5.0)
+    monkeypatch.setenv("HEADROOM_LOCK_TIMEOUT", "0.5")
+    try:
+        assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(f)]) == 1
+        assert "is locked by another process" in capsys.readouterr().err
+    finally:
+        holder.wait(timeout=30)
+    with warehouse.open_warehouse(db_path) as con:  # the file is intact and usable
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 0
+
+
+def test_two_ingests_at_once_both_land(tmp_path, db_path):
+    files = [util_file(tmp_path / f"u{i}.csv", n=24, node=f"n{i}") for i in range(2)]
+    env_cmd = [sys.executable, "-m", "pipelines.cli", "ingest", "--kind", "utilization", "--db", str(db_path)]
+    procs = [subprocess.Popen(env_cmd + [str(f)], stdout=subprocess.PIPE, text=True) for f in files]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 48
+
+
+@pytest.mark.slow
+def test_ingest_flow_under_prefect(prefect_harness, tmp_path, db_path):
+    from pipelines.flows.ingest import ingest_flow
+
+    inputs = [{"kind": "utilization", "path": str(util_file(tmp_path / "u.csv", bad=True))}]
+    out = ingest_flow(str(db_path), inputs)
+    assert out["files"][0]["rows_loaded"] == 3 and out["files"][0]["rows_rejected"] == 1
+    assert out["summary"]["rows"]["utilization"] == 3
+    again = ingest_flow(str(db_path), inputs)
+    assert again["files"][0]["status"] == "skipped"
+    with pytest.raises(Exception, match="missing column"):
+        broken = tmp_path / "broken.csv"
+        broken.write_text("ts\n1\n")
+        ingest_flow(str(db_path), [{"kind": "utilization", "path": str(broken)}])
