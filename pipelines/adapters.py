@@ -40,7 +40,8 @@ class RawInput:
     rows_read: int
     structural: list[tuple[int, str, str]] = field(default_factory=list)  # (line, raw, reason)
     locate: Callable[[list[int]], dict[int, tuple[int, str]]] | None = None
-    typed_numeric: bool = False  # numeric columns already DOUBLE in _raw
+    typed: frozenset[str] = frozenset()  # columns the reader typed (numeric: DOUBLE, ts: TIMESTAMPTZ)
+    lazy: bool = False  # _raw is a view over the file: no positions, rejects known after the scan
 
 
 def detect_format(path: Path) -> str:
@@ -65,7 +66,8 @@ def detect_format(path: Path) -> str:
 
 def _open_text(path: Path) -> io.TextIOBase:
     raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+    # errors="replace": the header and the raw text of rejects must show, whatever the bytes
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
 
 
 def _header(path: Path, delimiter: str) -> list[str]:
@@ -120,39 +122,96 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
     return locate
 
 
-def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimiter: str = ",") -> RawInput:
-    """Load a (gzipped) CSV into ``_raw`` with DuckDB. Numeric columns are typed by the
-    reader itself (its cast errors and structurally broken lines become rejects)."""
-    header = _header(path, delimiter)
-    _require(path, header, spec)
-    numeric = set(spec.numeric) | set(spec.optional_numeric)
-    columns = "{" + ", ".join(
-        f"{_sql_str(h)}: '{'DOUBLE' if h in numeric else 'VARCHAR'}'" for h in header
-    ) + "}"
-    select = ", ".join('"' + c + '"' for c in spec.columns)
-    con.execute("DROP TABLE IF EXISTS _raw; DROP TABLE IF EXISTS _csv_rejects; DROP TABLE IF EXISTS _csv_scans")
-    try:
-        con.execute(
-            f"CREATE TEMP TABLE _raw AS SELECT {select} FROM read_csv({_sql_str(str(path))}, "
-            f"header = true, auto_detect = false, columns = {columns}, delim = {_sql_str(delimiter)}, "
-            "quote = '\"', escape = '\"', store_rejects = true, "
-            "rejects_table = '_csv_rejects', rejects_scan = '_csv_scans')"
-        )
-    except duckdb.Error as exc:
-        raise IngestFileError(path, f"unreadable as CSV: {str(exc).splitlines()[0]}") from exc
-    structural = []
+def _epoch_like(path: Path, header: list[str], column: str, delimiter: str, sample: int = 200) -> bool:
+    """Whether the first rows write ``column`` as a number (epoch seconds or ms)."""
+    pos = header.index(column)
+    with _open_text(path) as fh:
+        reader = csv.reader(fh, delimiter=delimiter)
+        next(reader, None)
+        for n, row in enumerate(reader):
+            if n >= sample:
+                break
+            if pos < len(row) and re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", row[pos]):
+                return True
+    return False
+
+
+def drop_raw(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop ``_raw``, whether the last adapter left a view or a table."""
+    if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = '_raw' AND temporary").fetchone()[0]:
+        con.execute("DROP VIEW _raw")
+    con.execute("DROP TABLE IF EXISTS _raw")
+
+
+def _csv_reader_sql(path: Path, header: list[str], types: dict[str, str], delimiter: str) -> str:
+    columns = "{" + ", ".join(f"{_sql_str(h)}: '{types.get(h, 'VARCHAR')}'" for h in header) + "}"
+    return (
+        f"read_csv({_sql_str(str(path))}, header = true, auto_detect = false, columns = {columns}, "
+        f"delim = {_sql_str(delimiter)}, quote = '\"', escape = '\"', store_rejects = true, "
+        "rejects_table = '_csv_rejects', rejects_scan = '_csv_scans')"
+    )
+
+
+_NUMBER = re.compile(r"\s*-?\d+(\.\d+)?\s*")
+
+
+def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec) -> list[tuple[int, str, str]] | None:
+    """The reader's rejects as (line, raw, reason); None when a timestamp the fast reader
+    refused is an epoch number (the file must be read again with the general parser)."""
+    out = []
     for line, column, kind, raw, msg in con.execute(
         "SELECT line, column_name, error_type, csv_line, error_message FROM _csv_rejects ORDER BY line"
     ).fetchall():
-        if kind == "CAST":
-            bad = re.search(r'string "(.*?)" to', msg)
-            reason = f"{column}: not a number '{bad.group(1)[:40] if bad else ''}'"
+        bad = re.search(r'string "(.*?)" to', msg)
+        value = bad.group(1) if bad else ""
+        if kind == "CAST" and column == spec.timestamp:
+            if _NUMBER.fullmatch(value):
+                return None
+            reason = f"{column}: unparseable timestamp '{value[:40]}'"
+        elif kind == "CAST":
+            reason = f"{column}: not a number '{value[:40]}'"
         else:
             reason = f"malformed line: {msg.splitlines()[0]}"
-        structural.append((int(line), str(raw), reason))
+        out.append((int(line), str(raw), reason))
+    return out
+
+
+def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimiter: str = ",",
+             fast_timestamps: bool | None = None, lazy: bool = False) -> RawInput:
+    """Read a (gzipped) CSV with DuckDB into ``_raw``. The reader types the numeric
+    columns and, unless the file writes epoch numbers, the ISO timestamps (offsets
+    included); its cast errors and structurally broken lines become rejects.
+
+    ``lazy``: ``_raw`` is a view over the reader, so validation reads the file once;
+    rows then have no position, and the reader's rejects are known only after the scan
+    (:func:`csv_structural`). Ingest uses it first and re-reads eagerly only when some
+    row is rejected. Eager: ``_raw`` is a table whose rowid is the record's position; an
+    epoch number among ISO timestamps sends it to the general timestamp parser."""
+    header = _header(path, delimiter)
+    _require(path, header, spec)
+    if fast_timestamps is None:
+        fast_timestamps = spec.timestamp is not None and not _epoch_like(path, header, spec.timestamp, delimiter)
+    types = {c: "DOUBLE" for c in (*spec.numeric, *spec.optional_numeric)}
+    if fast_timestamps and spec.timestamp:
+        types[spec.timestamp] = "TIMESTAMPTZ"
+    select = ", ".join('"' + c + '"' for c in spec.columns)
+    drop_raw(con)
+    con.execute("DROP TABLE IF EXISTS _csv_rejects; DROP TABLE IF EXISTS _csv_scans")
+    reader = _csv_reader_sql(path, header, types, delimiter)
+    if lazy:
+        con.execute(f"CREATE TEMP VIEW _raw AS SELECT {select} FROM {reader}")
+        return RawInput("csv", 0, [], None, typed=frozenset(types), lazy=True)
+    try:
+        con.execute(f"CREATE TEMP TABLE _raw AS SELECT {select} FROM {reader}")
+    except duckdb.Error as exc:
+        raise IngestFileError(path, f"unreadable as CSV: {str(exc).splitlines()[0]}") from exc
+    structural = csv_structural(con, spec)
+    if structural is None:
+        return read_csv(con, path, spec, delimiter, fast_timestamps=False)
     n = con.execute("SELECT count(*) FROM _raw").fetchone()[0]
     skip = {s[0] for s in structural}
-    return RawInput("csv", n + len(structural), structural, _csv_locator(path, skip, delimiter), typed_numeric=True)
+    return RawInput("csv", n + len(structural), structural, _csv_locator(path, skip, delimiter),
+                    typed=frozenset(types))
 
 
 def read_parquet(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec) -> RawInput:
@@ -163,7 +222,7 @@ def read_parquet(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec) -> 
         raise IngestFileError(path, f"unreadable as Parquet: {str(exc).splitlines()[0]}") from exc
     _require(path, cols, spec)
     select = ", ".join(f'CAST("{c}" AS VARCHAR) AS "{c}"' for c in spec.columns)
-    con.execute("DROP TABLE IF EXISTS _raw")
+    drop_raw(con)
     con.execute(f"CREATE TEMP TABLE _raw AS SELECT {select} FROM read_parquet({_sql_str(str(path))})")
     n = con.execute("SELECT count(*) FROM _raw").fetchone()[0]
     return RawInput("parquet", n, [], _table_locator(con, spec))
@@ -193,7 +252,7 @@ def _table_locator(con: duckdb.DuckDBPyConnection, spec: KindSpec) -> Callable[[
 def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSpec, fmt: str) -> RawInput:
     """Load an adapter's contract frame (text columns plus ``_line``, ``_raw``) into ``_raw``."""
     work = pd.DataFrame({c: frame[c].astype("string") if c in frame else pd.NA for c in spec.columns})
-    con.execute("DROP TABLE IF EXISTS _raw")
+    drop_raw(con)
     con.register("_frame_in", work)
     try:
         con.execute("CREATE TEMP TABLE _raw AS SELECT * FROM _frame_in")

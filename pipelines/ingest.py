@@ -3,6 +3,7 @@ transaction). Valid rows are upserted by primary key; bad rows go to ``rejects``
 their line, raw text and reason; a file already ingested (same sha256) is skipped."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -62,7 +63,7 @@ def read_input(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, fmt: 
     if fmt == "auto":
         fmt = adapters.detect_format(path)
     if fmt == "csv":
-        return adapters.read_csv(con, path, spec)
+        return adapters.read_csv(con, path, spec, lazy=True)
     if fmt == "parquet":
         return adapters.read_parquet(con, path, spec)
     if fmt == "aws-json":
@@ -101,11 +102,16 @@ def _collect_rejects(con: duckdb.DuckDBPyConnection, raw: RawInput, spec: KindSp
     )
 
 
-def _stage(con: duckdb.DuckDBPyConnection, spec: KindSpec, typed_numeric: bool) -> bool:
-    """Type and check ``_raw`` into ``_checked``; mark conflicting duplicate keys; return good rows."""
+def _stage(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw: RawInput, path: Path) -> bool:
+    """Type and check ``_raw`` into ``_checked`` and mark conflicting duplicate keys;
+    return whether any key repeats among good rows."""
     con.execute("DROP TABLE IF EXISTS _checked")
-    con.execute(f"CREATE TEMP TABLE _checked AS {validate.checked_sql(spec, '_raw', typed_numeric)}")
-    repeated = con.execute(validate.has_repeated_keys_sql(spec, "_checked")).fetchone()[0]
+    sql = validate.checked_sql(spec, "_raw", raw.typed, positions=not raw.lazy)
+    try:
+        con.execute(f"CREATE TEMP TABLE _checked AS {sql}")
+    except duckdb.Error as exc:  # a lazy CSV is only really read here
+        raise IngestFileError(path, f"unreadable: {str(exc).splitlines()[0]}") from exc
+    repeated = con.execute(validate.has_repeated_keys_sql("_checked")).fetchone()[0]
     if repeated:
         key = ", ".join(f'"{c}"' for c in spec.key)
         con.execute(
@@ -142,7 +148,17 @@ def ingest_file(
         return IngestResult(str(path), spec.kind, prior[4], prior[0], sha, prior[1], 0, 0, "skipped")
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     raw = read_input(con, path, spec, fmt, cluster, pool)
-    repeated = _stage(con, spec, raw.typed_numeric)
+    repeated = _stage(con, spec, raw, path)
+    if raw.lazy:
+        # the one-pass read found the file clean, or we read it again to place the rejects
+        structural = adapters.csv_structural(con, spec)
+        dirty = con.execute("SELECT count(*) FROM _checked WHERE _reason IS NOT NULL").fetchone()[0]
+        if structural is None or dirty:
+            raw = adapters.read_csv(con, path, spec, fast_timestamps=None if structural is not None else False)
+            repeated = _stage(con, spec, raw, path)
+        else:
+            n = con.execute("SELECT count(*) FROM _checked").fetchone()[0]
+            raw = dataclasses.replace(raw, rows_read=n + len(structural), structural=structural)
     rejects = _collect_rejects(con, raw, spec)
     n_bad_rows = con.execute("SELECT count(*) FROM _checked WHERE _reason IS NOT NULL").fetchone()[0]
     cols = ", ".join(f'"{c}"' for c in spec.columns)
@@ -190,7 +206,8 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, batch_id: str, path: Path, re
 
 
 def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("DROP TABLE IF EXISTS _raw; DROP TABLE IF EXISTS _checked; DROP TABLE IF EXISTS _want; DROP TABLE IF EXISTS _good")
+    adapters.drop_raw(con)
+    con.execute("DROP TABLE IF EXISTS _checked; DROP TABLE IF EXISTS _want; DROP TABLE IF EXISTS _good")
 
 
 def expand_paths(patterns: list[str]) -> list[Path]:

@@ -47,37 +47,45 @@ def parse_timestamp_sql(expr: str) -> str:
     )
 
 
-def checked_sql(spec: KindSpec, source: str = "_raw", typed_numeric: bool = False) -> str:
-    """SELECT over ``source`` of ``_idx``, the typed contract columns and ``_reason``."""
-    inner: list[str] = ["rowid AS _idx"]
+def checked_sql(spec: KindSpec, source: str = "_raw", typed: frozenset[str] = frozenset(),
+                positions: bool = True) -> str:
+    """SELECT over ``source`` of ``_idx``, the typed contract columns, ``_reason`` and
+    ``_key`` (a hash of the key, for the duplicate check). ``typed`` names the columns the
+    reader already typed: numeric ones as DOUBLE, the timestamp as TIMESTAMPTZ.
+    ``positions``: ``source`` is a table whose rowid is the record's position (else NULL)."""
+    inner: list[str] = ["rowid AS _idx" if positions else "CAST(NULL AS BIGINT) AS _idx"]
     reasons: list[str] = []
     for col in spec.columns:
-        raw, typed = q("r_" + col), q(col)
+        raw, out = q("r_" + col), q(col)
         inner.append(f"{q(col)} AS {raw}")
-        blank = f"({raw} IS NULL)" if typed_numeric and col in spec.numeric + spec.optional_numeric else f"({raw} IS NULL OR trim({raw}) = '')"
-        if col == spec.timestamp:
-            inner.append(f"{parse_timestamp_sql('trim(' + q(col) + ')')} AS {typed}")
+        blank = f"({raw} IS NULL)" if col in typed else f"({raw} IS NULL OR trim({raw}) = '')"
+        if col == spec.timestamp and col in typed:
+            # TIMESTAMPTZ holds UTC microseconds: this is the naive UTC instant, for free
+            inner.append(f"make_timestamp(epoch_us({q(col)})) AS {out}")
+            reasons.append(f"CASE WHEN {blank} THEN '{col}: missing' END")
+        elif col == spec.timestamp:
+            inner.append(f"{parse_timestamp_sql('trim(' + q(col) + ')')} AS {out}")
             reasons.append(
                 f"CASE WHEN {blank} THEN '{col}: missing' "
-                f"WHEN {typed} IS NULL THEN '{col}: unparseable timestamp ' || {_shown(raw)} END"
+                f"WHEN {out} IS NULL THEN '{col}: unparseable timestamp ' || {_shown(raw)} END"
             )
         elif col in spec.numeric or col in spec.optional_numeric:
-            inner.append(f"{q(col) if typed_numeric else 'TRY_CAST(trim(' + q(col) + ') AS DOUBLE)'} AS {typed}")
+            inner.append(f"{q(col) if col in typed else 'TRY_CAST(trim(' + q(col) + ') AS DOUBLE)'} AS {out}")
             missing = f"WHEN {blank} THEN '{col}: missing' " if col in spec.numeric else f"WHEN {blank} THEN NULL "
-            neg = f"WHEN {typed} < 0 THEN '{col}: negative ' || {_shown(raw)} " if col in spec.non_negative else ""
+            neg = f"WHEN {out} < 0 THEN '{col}: negative ' || {_shown(raw)} " if col in spec.non_negative else ""
             reasons.append(
-                f"CASE {missing}WHEN {typed} IS NULL THEN '{col}: not a number ' || {_shown(raw)} "
-                f"WHEN NOT isfinite({typed}) THEN '{col}: not finite ' || {_shown(raw)} {neg}END"
+                f"CASE {missing}WHEN {out} IS NULL THEN '{col}: not a number ' || {_shown(raw)} "
+                f"WHEN NOT isfinite({out}) THEN '{col}: not finite ' || {_shown(raw)} {neg}END"
             )
         else:
             value = f"NULLIF(trim({q(col)}), '')"
-            inner.append(f"{'lower(' + value + ')' if col in spec.enums else value} AS {typed}")
+            inner.append(f"{'lower(' + value + ')' if col in spec.enums else value} AS {out}")
             if col not in spec.optional_text:
                 reasons.append(f"CASE WHEN {blank} THEN '{col}: missing' END")
             if col in spec.enums:
                 allowed = ", ".join(lit(v) for v in spec.enums[col])
                 reasons.append(
-                    f"CASE WHEN {typed} NOT IN ({allowed}) THEN '{col}: unknown value ' || {_shown(raw)} "
+                    f"CASE WHEN {out} NOT IN ({allowed}) THEN '{col}: unknown value ' || {_shown(raw)} "
                     f"|| ' (expected {'|'.join(spec.enums[col])})' END"
                 )
     checks = [f"CASE WHEN {cond} THEN {lit(msg)} END" for cond, msg in spec.checks]
@@ -85,7 +93,8 @@ def checked_sql(spec: KindSpec, source: str = "_raw", typed_numeric: bool = Fals
     # rule checks only speak when the row's values are themselves valid
     reason = f"coalesce(_r0, NULLIF(concat_ws('; ', {', '.join(checks)}), ''))" if checks else "_r0"
     cols = ", ".join(q(c) for c in spec.columns)
-    return f"SELECT _idx, {cols}, {reason} AS _reason FROM ({mid})"
+    key = ", ".join(q(c) for c in spec.key)
+    return f"SELECT _idx, {cols}, {reason} AS _reason, hash({key}) AS _key FROM ({mid})"
 
 
 def conflicting_keys_sql(spec: KindSpec, checked: str) -> str:
@@ -99,12 +108,9 @@ def conflicting_keys_sql(spec: KindSpec, checked: str) -> str:
     return f"SELECT {key} FROM {checked} WHERE _reason IS NULL GROUP BY {key} HAVING {having}"
 
 
-def has_repeated_keys_sql(spec: KindSpec, checked: str) -> str:
+def has_repeated_keys_sql(checked: str) -> str:
     """One row, TRUE when some key may occur twice among good rows.
 
     Counts distinct key hashes: a hash collision can only say TRUE wrongly, and TRUE
     just sends the file down the exact (slower) path."""
-    key = ", ".join(q(c) for c in spec.key)
-    return (
-        f"SELECT count(DISTINCT hash({key})) < count(*) FROM {checked} WHERE _reason IS NULL"
-    )
+    return f"SELECT count(DISTINCT _key) < count(*) FROM {checked} WHERE _reason IS NULL"

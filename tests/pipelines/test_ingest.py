@@ -245,3 +245,34 @@ def test_expand_paths(tmp_path):
         (tmp_path / name).write_text("x")
     assert len(ingest.expand_paths([str(tmp_path)])) == 3
     assert len(ingest.expand_paths([str(tmp_path / "*.csv")])) == 2
+
+
+def test_epoch_after_the_sniffed_rows_falls_back_to_the_general_parser(con, tmp_path):
+    lines = [f"2026-01-{d:02d}T{h:02d}:00:00Z,c,p,n1,gpu,1,8" for d in range(1, 12) for h in range(24)]
+    lines.append("1767225600,c,p,n2,gpu,1,8")  # row 265: an epoch among ISO timestamps
+    lines.append("2026-13-45T00:00:00Z,c,p,n3,gpu,1,8")
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n" + "\n".join(lines) + "\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (265, 1)
+    assert "ts: unparseable timestamp '2026-13-45" in rejects(con)[267]
+    got = con.execute("SELECT ts FROM utilization WHERE node_id = 'n2'").fetchone()[0]
+    assert str(got) == "2026-01-01 00:00:00"
+
+
+def test_iso_file_with_a_bad_timestamp_names_line_and_value(con, tmp_path):
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n2026-01-01T00:00:00Z,c,p,n1,gpu,1,8\nyesterday,c,p,n1,gpu,1,8\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 1)
+    assert rejects(con)[3] == "ts: unparseable timestamp 'yesterday'"
+
+
+def test_invalid_utf8_line_is_a_reject_and_binary_file_is_unusable(con, tmp_path):
+    p = tmp_path / "u.csv"
+    p.write_bytes((UTIL_HEADER + "\n2026-01-01,c,p,n").encode() + b"\xff\xfe" + b"1,gpu,1,8\n2026-01-01,c,p,n2,gpu,1,8\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 1)
+    assert "not utf-8" in rejects(con)[2]
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(IngestFileError, match="junk.csv: missing column"):
+        ingest.ingest_file(con, junk, "utilization")
