@@ -1,0 +1,35 @@
+"""``headroom serve``: serve the scheduled deployments (ingest hourly, train daily,
+detect every 15 minutes, plan daily) until interrupted."""
+from __future__ import annotations
+
+import argparse
+
+from pipelines.commands.ingest import add_db_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the scheduled Prefect deployments until interrupted")
+    p.add_argument("--input", default=None, help="folder watched by the hourly ingest (new files are ingested; seen ones skipped)")
+    p.add_argument("--list", action="store_true", help="print the deployments and their schedules, then exit")
+    add_db_argument(p)
+    p.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from prefect import serve
+
+    from pipelines.cli import CliError
+    from pipelines.flows.deployments import SCHEDULES, build_deployments
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env(db_path=args.db)
+    deployments = build_deployments(str(settings.db_path), args.input)
+    if not deployments:
+        raise CliError("nothing to serve: pass --input for the ingest deployment", 2)
+    crons = {s.name: s.cron for s in SCHEDULES}
+    for d in deployments:
+        print(f"{d.name:<16} {crons.get(d.name, ''):<14} {d.flow_name if hasattr(d, 'flow_name') else ''}")
+    if args.list:
+        return 0
+    serve(*deployments)
+    return 0

@@ -1,0 +1,45 @@
+"""Scheduled deployments of the flows: ingest hourly, train daily, detect every 15
+minutes, plan daily. ``headroom serve`` serves them from one process."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.flows.run import stage_flow
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One deployment: which flow, its cron, and which of its parameters come from settings."""
+
+    name: str
+    stage: str  # "ingest" or a stage of pipelines.flows.run.STAGES
+    cron: str
+
+
+SCHEDULES = (
+    Schedule("ingest-hourly", "ingest", "5 * * * *"),
+    Schedule("train-daily", "train", "30 1 * * *"),
+    Schedule("detect-15min", "detect", "*/15 * * * *"),
+    Schedule("plan-daily", "plan", "30 3 * * *"),
+    Schedule("report-daily", "report", "0 4 * * *"),
+)
+
+
+def build_deployments(db_path: str, input_dir: str | None) -> list:
+    """RunnerDeployments for every available flow (ingest only when an input folder is set)."""
+    from pipelines.flows.run import run_flow
+
+    out = []
+    for s in SCHEDULES:
+        if s.stage == "ingest":
+            if input_dir is None:
+                continue
+            out.append(run_flow.to_deployment(
+                name=s.name, cron=s.cron,
+                parameters={"db_path": db_path, "input_dir": input_dir, "stages": []},
+            ))
+            continue
+        fn = stage_flow(s.stage)
+        if fn is not None:
+            out.append(fn.to_deployment(name=s.name, cron=s.cron, parameters={"db_path": db_path}))
+    return out
