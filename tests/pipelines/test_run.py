@@ -1,0 +1,34 @@
+"""`headroom run` and `headroom serve --list` end to end."""
+from __future__ import annotations
+
+import pytest
+
+from pipelines import cli, warehouse
+
+
+@pytest.mark.slow
+def test_run_generates_ingests_and_is_idempotent(prefect_harness, tmp_path, db_path, monkeypatch, capsys):
+    monkeypatch.setenv("HEADROOM_DATA_DIR", str(tmp_path / "fleet"))
+    args = ["run", "--db", str(db_path), "--nodes", "3", "--days", "2", "--stages", ""]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "warehouse:" in out and "time span per kind:" in out
+    with warehouse.open_warehouse(db_path) as con:
+        first = warehouse.summary(con)
+    assert all(first["rows"][t] > 0 for t in ("utilization", "device_telemetry", "spot_prices", "instance_catalog"))
+    assert first["rows"]["rejects"] == 0
+    assert cli.main(args) == 0  # same seed, same files: every file is skipped, nothing changes
+    assert "skipped (already ingested)" in capsys.readouterr().out
+    with warehouse.open_warehouse(db_path) as con:
+        assert warehouse.summary(con) == first
+
+
+def test_run_rejects_a_missing_input_folder(tmp_path, db_path, capsys):
+    assert cli.main(["run", "--db", str(db_path), "--input", str(tmp_path / "nope")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_serve_lists_deployments(tmp_path, db_path, capsys):
+    assert cli.main(["serve", "--list", "--db", str(db_path), "--input", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ingest-hourly" in out and "5 * * * *" in out
