@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from pipelines import adapters, validate, warehouse
+from pipelines import adapters, formats, validate, warehouse
 from pipelines.adapters import IngestFileError, RawInput
 from pipelines.contract import KindSpec, spec_for
 
@@ -69,13 +69,13 @@ def read_input(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, fmt: 
     if fmt == "aws-json":
         if spec.kind != "spot-prices":
             raise IngestFileError(path, f"aws-json holds spot prices; use --kind spot-prices, not {spec.kind}")
-        return adapters.load_frame(con, adapters.aws_json_frame(path), spec, fmt)
+        return adapters.load_frame(con, formats.aws_json_frame(path), spec, fmt)
     if fmt == "prometheus-json":
-        return adapters.load_frame(con, adapters.prometheus_frame(path, spec, cluster, pool), spec, fmt)
+        return adapters.load_frame(con, formats.prometheus_frame(path, spec, cluster, pool), spec, fmt)
     if fmt == "gwa-t12":
         if spec.kind != "utilization":
             raise IngestFileError(path, f"gwa-t12 holds utilization; use --kind utilization, not {spec.kind}")
-        return adapters.load_frame(con, adapters.gwa_frame(path, cluster, pool), spec, fmt)
+        return adapters.load_frame(con, formats.gwa_frame(path, cluster, pool), spec, fmt)
     raise IngestFileError(path, f"unknown format {fmt!r}; expected one of {', '.join(adapters.FORMATS)}")
 
 

@@ -1,0 +1,209 @@
+"""Mappers from the formats users already have to contract frames (text columns plus
+``_line`` and ``_raw`` so every reject can point back into the file): AWS
+``describe-spot-price-history`` JSON, Prometheus ``query_range`` JSON of DCGM and
+node-exporter metrics, and Grid Workloads Archive (GWA-T-12) per-VM files."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from pipelines.adapters import IngestFileError, header_of, open_text
+from pipelines.contract import KindSpec
+
+
+
+def _load_json(path: Path) -> object:
+    try:
+        with open_text(path) as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise IngestFileError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IngestFileError(path, f"unreadable: {exc}") from exc
+
+
+def aws_json_frame(path: Path) -> pd.DataFrame:
+    """``aws ec2 describe-spot-price-history`` output -> spot-prices contract rows."""
+    doc = _load_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("SpotPriceHistory"), list):
+        raise IngestFileError(path, "not a describe-spot-price-history document (no SpotPriceHistory list)")
+    rows = []
+    for n, rec in enumerate(doc["SpotPriceHistory"], start=1):
+        rec = rec if isinstance(rec, dict) else {}
+        zone = str(rec.get("AvailabilityZone") or "")
+        region = zone[:-1] if zone and zone[-1].isalpha() else zone
+        rows.append({
+            "ts": rec.get("Timestamp"), "provider": "aws", "region": region, "zone": zone,
+            "instance_type": rec.get("InstanceType"), "product": rec.get("ProductDescription"),
+            "price": rec.get("SpotPrice"), "_line": n, "_raw": json.dumps(rec, sort_keys=True),
+        })
+    return pd.DataFrame(rows, columns=["ts", "provider", "region", "zone", "instance_type", "product", "price", "_line", "_raw"])
+
+
+DCGM_TELEMETRY = {
+    "DCGM_FI_DEV_GPU_TEMP": "gpu_temp",
+    "DCGM_FI_DEV_POWER_USAGE": "power_usage",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_sbe",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_dbe",
+    "DCGM_FI_DEV_XID_ERRORS": "xid",
+}
+DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+NODE_CPU = "node_cpu_seconds_total"
+NODE_MEM_TOTAL = "node_memory_MemTotal_bytes"
+NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
+
+
+def _prom_samples(path: Path) -> pd.DataFrame:
+    doc = _load_json(path)
+    if not isinstance(doc, dict) or doc.get("status") != "success":
+        raise IngestFileError(path, "not a successful Prometheus API response (status != success)")
+    data = doc.get("data") or {}
+    if data.get("resultType") != "matrix":
+        raise IngestFileError(path, f"expected a query_range matrix, got resultType={data.get('resultType')!r}")
+    rows = []
+    for s, series in enumerate(data.get("result") or [], start=1):
+        labels = series.get("metric") or {}
+        for v, pair in enumerate(series.get("values") or [], start=1):
+            ts, val = (pair + [None, None])[:2] if isinstance(pair, list) else (None, None)
+            rows.append({
+                "series": s, "sample": v, "name": labels.get("__name__", ""),
+                "host": labels.get("Hostname") or labels.get("instance") or labels.get("node") or "",
+                "gpu": labels.get("gpu", ""), "uuid": labels.get("UUID", ""),
+                "cpu": labels.get("cpu", ""), "mode": labels.get("mode", ""),
+                "cluster": labels.get("cluster", ""), "pool": labels.get("pool", ""),
+                "ts": ts, "value": val,
+                "_raw": json.dumps({"metric": labels, "value": pair}, sort_keys=True),
+            })
+    frame = pd.DataFrame(rows, columns=["series", "sample", "name", "host", "gpu", "uuid", "cpu", "mode", "cluster", "pool", "ts", "value", "_raw"])
+    # "line" for a JSON sample: series number * 1e6 + sample number keeps it unique and readable
+    frame["_line"] = frame["series"] * 1_000_000 + frame["sample"]
+    return frame
+
+
+def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.DataFrame:
+    """Prometheus ``query_range`` JSON of DCGM / node-exporter metrics -> telemetry or utilization rows."""
+    s = _prom_samples(path)
+    if spec.kind == "telemetry":
+        t = s[s["name"].isin(DCGM_TELEMETRY)]
+        device = t["uuid"].where(t["uuid"] != "", t["host"] + "/gpu" + t["gpu"].astype(str))
+        return pd.DataFrame({
+            "ts": t["ts"].astype(str), "device_id": device, "node_id": t["host"],
+            "metric": t["name"].map(DCGM_TELEMETRY), "value": t["value"].astype(str),
+            "_line": t["_line"], "_raw": t["_raw"],
+        })
+    if spec.kind != "utilization":
+        raise IngestFileError(path, f"prometheus-json holds telemetry or utilization, not {spec.kind}")
+    parts = [_prom_gpu_util(s), _prom_cpu(s), _prom_mem(s)]
+    out = pd.concat([p for p in parts if not p.empty] or [pd.DataFrame(columns=["ts", "host", "cluster", "pool", "resource", "used", "capacity", "_line", "_raw"])], ignore_index=True)
+    out["cluster"] = out["cluster"].where(out["cluster"] != "", cluster)
+    out["pool"] = out["pool"].where(out["pool"] != "", pool)
+    return pd.DataFrame({
+        "ts": out["ts"].astype(str), "cluster": out["cluster"], "pool": out["pool"],
+        "node_id": out["host"], "resource": out["resource"], "used": out["used"].astype(str),
+        "capacity": out["capacity"].astype(str), "_line": out["_line"], "_raw": out["_raw"],
+    })
+
+
+def _num(series: pd.Series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce")
+
+
+def _agg_by_host(frame: pd.DataFrame, resource: str) -> pd.DataFrame:
+    g = frame.groupby(["host", "ts"], sort=True)
+    out = g.agg(cluster=("cluster", "first"), pool=("pool", "first"), used=("used", "sum"),
+                capacity=("capacity", "sum"), _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
+    out["resource"] = resource
+    return out
+
+
+def _prom_gpu_util(s: pd.DataFrame) -> pd.DataFrame:
+    u = s[s["name"] == DCGM_UTIL].copy()
+    if u.empty:
+        return u
+    # DCGM reports percent per GPU; demand is in GPUs busy, so it sums across devices
+    u["used"] = _num(u["value"]) / 100.0
+    u["capacity"] = 1.0
+    return _agg_by_host(u, "gpu")
+
+
+def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
+    c = s[s["name"] == NODE_CPU].copy()
+    if c.empty:
+        return c
+    c["t"] = _num(c["ts"])
+    c["v"] = _num(c["value"])
+    c = c.sort_values(["host", "cpu", "mode", "t"])
+    grp = c.groupby(["host", "cpu", "mode"], sort=False)
+    # counter -> busy fraction of one core over each step; a counter reset gives NaN (dropped)
+    rate = grp["v"].diff() / grp["t"].diff()
+    c["busy"] = rate.where((rate >= 0) & (c["mode"] != "idle"), 0.0).where(rate.notna())
+    c = c[c["busy"].notna()]
+    per_cpu = c.groupby(["host", "ts", "cpu"], sort=True).agg(
+        busy=("busy", "sum"), cluster=("cluster", "first"), pool=("pool", "first"),
+        _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
+    per_cpu["used"] = per_cpu["busy"].clip(upper=1.0)
+    per_cpu["capacity"] = 1.0
+    return _agg_by_host(per_cpu, "cpu")
+
+
+def _prom_mem(s: pd.DataFrame) -> pd.DataFrame:
+    tot = s[s["name"] == NODE_MEM_TOTAL]
+    avail = s[s["name"] == NODE_MEM_AVAILABLE]
+    if tot.empty or avail.empty:
+        return pd.DataFrame()
+    m = tot.merge(avail[["host", "ts", "value"]], on=["host", "ts"], suffixes=("", "_avail"))
+    gib = 1024.0 ** 3
+    m["capacity"] = _num(m["value"]) / gib
+    m["used"] = (_num(m["value"]) - _num(m["value_avail"])) / gib
+    return _agg_by_host(m, "mem")
+
+
+GWA_COLUMNS = ("Timestamp [ms]", "CPU cores", "CPU capacity provisioned [MHZ]", "CPU usage [MHZ]",
+               "Memory capacity provisioned [KB]", "Memory usage [KB]")
+
+
+def gwa_frame(path: Path, cluster: str, pool: str) -> pd.DataFrame:
+    """A Grid Workloads Archive (GWA-T-12 Bitbrains/Materna) per-VM file -> utilization rows.
+
+    The VM id is the file name; CPU is converted from MHz to cores
+    (usage / (provisioned MHz / cores)) and memory from KB to GiB."""
+    header = header_of(path, ";")
+    missing = [c for c in GWA_COLUMNS if c not in header]
+    if missing:
+        raise IngestFileError(path, f"not a GWA-T-12 file: missing column(s) {', '.join(missing)}")
+    try:
+        with open_text(path) as fh:
+            text = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise IngestFileError(path, f"unreadable: {exc}") from exc
+    pos = {c: header.index(c) for c in GWA_COLUMNS}
+    node = path.name.split(".")[0]
+    rows = []
+    for n, line in enumerate(text[1:], start=2):
+        if not line.strip():
+            continue
+        f = [x.strip() for x in line.split(";")]
+        get = lambda c: f[pos[c]] if pos[c] < len(f) else ""  # noqa: E731
+        cores, cap_mhz, use_mhz = _float(get("CPU cores")), _float(get("CPU capacity provisioned [MHZ]")), _float(get("CPU usage [MHZ]"))
+        per_core = cap_mhz / cores if cores and cores > 0 else math.nan
+        ts = get("Timestamp [ms]")
+        rows.append((ts, cluster, pool, node, "cpu", _fmt(use_mhz / per_core if per_core else math.nan, get("CPU usage [MHZ]")), _fmt(cores, get("CPU cores")), n, line))
+        mem_cap, mem_use = _float(get("Memory capacity provisioned [KB]")), _float(get("Memory usage [KB]"))
+        rows.append((ts, cluster, pool, node, "mem", _fmt(mem_use / 1048576.0, get("Memory usage [KB]")), _fmt(mem_cap / 1048576.0, get("Memory capacity provisioned [KB]")), n, line))
+    return pd.DataFrame(rows, columns=["ts", "cluster", "pool", "node_id", "resource", "used", "capacity", "_line", "_raw"])
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _fmt(value: float, source: str) -> str:
+    """The converted number as text, or the source text when it was not a number (so the
+    reject reason shows what the file said)."""
+    return repr(value) if not math.isnan(value) else (source or "")
