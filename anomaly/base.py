@@ -1,0 +1,34 @@
+"""Shared estimator plumbing: the not-fitted error and frame checks."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+
+class NotFittedError(RuntimeError):
+    """Raised when a detector is used before ``fit``."""
+
+
+def check_fitted(estimator: object, attribute: str) -> None:
+    """Raise :class:`NotFittedError` unless ``estimator`` has the learned ``attribute``."""
+    if getattr(estimator, attribute, None) is None:
+        raise NotFittedError(
+            f"{type(estimator).__name__} is not fitted yet: call fit() before using it"
+        )
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    """Raise a clear ValueError naming the missing columns of ``what``."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} is missing column(s) {missing}; has {list(frame.columns)}")
+
+
+def infer_freq(ds: pd.Series) -> pd.Timedelta:
+    """The most common step between consecutive timestamps (per series callers pass one)."""
+    diffs = pd.Series(ds).sort_values().diff().dropna()
+    diffs = diffs[diffs > pd.Timedelta(0)]
+    if diffs.empty:
+        raise ValueError("cannot infer a frequency from fewer than two distinct timestamps")
+    return pd.Timedelta(diffs.mode().iloc[0])

@@ -1,0 +1,130 @@
+"""End-to-end evaluations behind ``headroom {bursts,faults,spikes} evaluate`` (pure)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
+
+from anomaly.base import infer_freq
+from anomaly.burst_baselines import PeltDetector, ThresholdDetector
+from anomaly.burst_eval import METRIC_COLUMNS as BURST_COLUMNS
+from anomaly.burst_eval import score_bursts, thin_events
+from anomaly.cusum import CusumDetector, CusumPolicy
+from anomaly.fault_eval import METRIC_COLUMNS as FAULT_COLUMNS
+from anomaly.fault_eval import dedup_alerts, point_auc, score_alerts
+from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
+from anomaly.faults import FaultPredictor, time_split
+from anomaly.spike_features import SpikePolicy, build_spike_frame
+from anomaly.spikes import PersistenceSpikeBaseline, SpikePredictor
+
+SPIKE_COLUMNS = ["model", "auc", "precision", "recall", "f1", "positives", "n"]
+
+
+def split_history(series: pd.DataFrame, train_fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The first ``train_fraction`` of each series' points for calibration, the rest to score."""
+    if not 0 < train_fraction < 1:
+        raise ValueError("train_fraction must be in (0, 1)")
+    hist, test = [], []
+    for _uid, g in series.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=True):
+        cut = max(int(len(g) * train_fraction), 2)
+        hist.append(g.iloc[:cut])
+        test.append(g.iloc[cut:])
+    return pd.concat(hist, ignore_index=True), pd.concat(test, ignore_index=True)
+
+
+def evaluate_bursts(
+    series: pd.DataFrame,
+    windows: Mapping[str, Sequence[tuple[pd.Timestamp, pd.Timestamp]]],
+    policy: CusumPolicy,
+    train_fraction: float = 0.15,
+    pelt_jump: int = 5,
+) -> pd.DataFrame:
+    """CUSUM vs the 3-sigma rule vs Pelt on the same residuals: one row per detector.
+
+    The baselines' events are thinned with the policy's cooldown too, so all three get
+    the same "one alarm per incident" rule.
+    """
+    hist, test = split_history(series, train_fraction)
+    spans = {
+        str(uid): (g["ds"].min(), g["ds"].max(), infer_freq(series.loc[series["unique_id"] == uid, "ds"]))
+        for uid, g in test.groupby("unique_id") if len(g)
+    }
+    detectors = [
+        ("cusum", CusumDetector(policy)),
+        ("threshold_3sigma", ThresholdDetector(3.0, policy.season_length, policy.n_seasons)),
+        ("pelt", PeltDetector(policy.season_length, policy.n_seasons, target_arl=policy.target_arl,
+                              jump=pelt_jump)),
+    ]
+    cooldown = pd.Timedelta(policy.cooldown)
+    rows = []
+    for name, det in detectors:
+        events = det.fit(hist).predict(test)
+        if name != "cusum":
+            events = thin_events(events, cooldown)  # the CUSUM applies it itself
+        rows.append(score_bursts(name, events, windows, spans))
+    return pd.DataFrame(rows, columns=BURST_COLUMNS)
+
+
+def evaluate_faults(
+    telemetry: pd.DataFrame,
+    failures: pd.DataFrame,
+    policy: FaultPolicy,
+    test_fraction: float = 0.3,
+    events: pd.DataFrame | None = None,
+    devices: pd.DataFrame | None = None,
+    test_devices: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Train on the early span, score alerts on the late span: one metrics row.
+
+    With ``test_devices`` those devices are held out of training too (time and device split).
+    """
+    feats = build_fault_features(telemetry, policy, events=events, devices=devices)
+    lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
+    held = list(test_devices) if test_devices is not None else None
+    train, test, _cut = time_split(feats, test_fraction, horizon, held)
+    model = FaultPredictor(policy).fit(feats[train], failures)
+    scored = model.predict(feats[test])
+    alerts = dedup_alerts(scored, model.threshold_, horizon)
+    test_rows = feats[test]
+    devs = sorted(test_rows["device_id"].astype(str).unique())
+    row = score_alerts(alerts, failures, lead, horizon, (test_rows["ts"].min(), test_rows["ts"].max()), devs)
+    row["auc"] = point_auc(label_failures(test_rows, failures, policy), scored["score"].to_numpy())
+    return pd.DataFrame([row], columns=FAULT_COLUMNS)
+
+
+def evaluate_spikes(
+    prices: pd.DataFrame,
+    policy: SpikePolicy,
+    on_demand: pd.DataFrame | None = None,
+    test_fraction: float = 0.3,
+) -> pd.DataFrame:
+    """Time split (with a horizon-long embargo): the predictor and persistence, one row each."""
+    frame = build_spike_frame(prices, policy, on_demand)
+    start, end = frame["ts"].min(), frame["ts"].max()
+    cut = start + (end - start) * (1 - test_fraction)
+    labelled = frame["label"].notna()
+    train = frame[labelled & (frame["ts"] < cut - pd.Timedelta(policy.horizon))]
+    test = frame[labelled & (frame["ts"] >= cut)]
+    y = test["label"].to_numpy(dtype=int)
+    rows = []
+    for name, model in (("lightgbm", SpikePredictor(policy)), ("persistence", PersistenceSpikeBaseline(policy.k))):
+        model.fit(train)
+        score, pred = model.predict_proba(test), model.predict(test)
+        p, r, f, _ = precision_recall_fscore_support(y, pred, average="binary", zero_division=0)
+        auc = float(roc_auc_score(y, score)) if 0 < y.sum() < len(y) else float("nan")
+        rows.append({"model": name, "auc": auc, "precision": float(p), "recall": float(r), "f1": float(f),
+                     "positives": int(y.sum()), "n": int(len(y))})
+    return pd.DataFrame(rows, columns=SPIKE_COLUMNS)
+
+
+def parse_duration(text: str) -> pd.Timedelta:
+    """'30m', '24h', '2d', '90s' or anything pandas accepts -> Timedelta (m means minutes)."""
+    t = text.strip()
+    if t.endswith("m") and t[:-1].replace(".", "", 1).isdigit():
+        t = t[:-1] + "min"
+    value = pd.Timedelta(t)
+    if value < pd.Timedelta(0) or np.isnan(value.value):
+        raise ValueError(f"bad duration {text!r}")
+    return value

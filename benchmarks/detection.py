@@ -1,0 +1,160 @@
+"""Detection benchmark: the three ``headroom ... evaluate`` commands on the public traces
+and on the synthetic fleet.
+
+    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,pdm,spot,synthetic]
+                                   [--out bench-out/detection] [--nodes 12 --days 28 --seed 0]
+
+Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``); conversions go to a
+temporary folder, never into the repository. Data preparation, documented:
+  * nab: every ``realAWSCloudwatch/*.csv`` present (``timestamp,value``, 5-min) becomes
+    ``unique_id = realAWSCloudwatch/<file>``, ``ds``, ``y``; windows are
+    ``combined_windows.json`` as is (same keys). CUSUM on a rolling-median
+    baseline (season 1, 576 points = 2 days), target ARL 60 days, 36 h cooldown,
+    calibrated on the first 15% of each series.
+  * pdm: the Azure PdM files are passed as they are; ``headroom faults evaluate`` maps
+    them (machineID -> device_id ``machine<N>``, volt/rotate/pressure/vibration -> metrics,
+    failure comp1..4 -> failure_type, errors and maintenance -> events, age -> age_days).
+  * spot: ``aws_spot_price_history_*.csv.gz`` -> the spot-prices contract (provider aws,
+    zone = availability_zone, product = product_description); ``on_demand_prices.csv`` ->
+    ``provider,region,instance_type,on_demand_price``.
+  * synthetic: ``pipelines.synth.generate_fleet``: GPU telemetry and failures (faults,
+    lead 30 min), spot prices with the catalog's on-demand prices (spikes), and hourly
+    demand per cluster/pool/resource with the injected bursts as windows (bursts).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NAB = "nab-cloud-cpu-anomaly"
+PDM = "azure-pdm-telemetry"
+SPOT = "aws-spot-us-east-1-2015"
+
+
+def headroom(args: list[str], out_csv: Path) -> pd.DataFrame:
+    """Run one ``headroom`` command in a fresh interpreter; return its metrics CSV."""
+    cmd = [sys.executable, "-m", "pipelines.cli", *args, "--out", str(out_csv)]
+    print("$ headroom " + " ".join(args + ["--out", str(out_csv)]), flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"command failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    frame = pd.read_csv(out_csv)
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"({time.perf_counter() - t0:.1f} s)\n", flush=True)
+    return frame
+
+
+def nab(datasets: Path, tmp: Path, out: Path) -> None:
+    root = datasets / NAB
+    frames = []
+    for f in sorted((root / "realAWSCloudwatch").glob("*.csv")):
+        d = pd.read_csv(f)
+        frames.append(pd.DataFrame({"unique_id": f"realAWSCloudwatch/{f.name}", "ds": d["timestamp"], "y": d["value"]}))
+    pd.concat(frames).to_csv(tmp / "nab.csv", index=False)
+    headroom(["bursts", "evaluate", "--input", str(tmp / "nab.csv"), "--windows", str(root / "combined_windows.json"),
+              "--season-length", "1", "--n-seasons", "576", "--target-arl", "60D", "--cooldown", "36h",
+              "--train-fraction", "0.15"], out / "bursts_nab.csv")
+
+
+def pdm(datasets: Path, out: Path) -> None:
+    root = datasets / PDM
+    telemetry = sorted(root.glob("PdM_telemetry*.csv*"))[0]
+    headroom(["faults", "evaluate", "--telemetry", str(telemetry), "--failures", str(root / "PdM_failures.csv"),
+              "--events", str(root / "PdM_errors.csv"), "--events", str(root / "PdM_maint.csv"),
+              "--devices", str(root / "PdM_machines.csv"), "--lead", "30m", "--horizon", "24h",
+              "--windows", "3h,24h", "--test-fraction", "0.3"], out / "faults_pdm.csv")
+
+
+def spot(datasets: Path, tmp: Path, out: Path) -> None:
+    root = datasets / SPOT
+    raw = pd.read_csv(sorted(root.glob("aws_spot_price_history_*.csv.gz"))[0])
+    pd.DataFrame({
+        "ts": raw["timestamp_utc"], "provider": "aws", "region": raw["region"], "zone": raw["availability_zone"],
+        "instance_type": raw["instance_type"], "product": raw["product_description"],
+        "price": raw["spot_price_usd_per_hour"],
+    }).to_csv(tmp / "spot.csv", index=False)
+    od = pd.read_csv(root / "on_demand_prices.csv")
+    pd.DataFrame({"provider": "aws", "region": od["region"], "instance_type": od["instance_type"],
+                  "on_demand_price": od["on_demand_usd_per_hour"]}).to_csv(tmp / "od.csv", index=False)
+    headroom(["spikes", "evaluate", "--prices", str(tmp / "spot.csv"), "--on-demand", str(tmp / "od.csv"),
+              "--horizon", "6h", "--k", "2"], out / "spikes_aws.csv")
+
+
+def synthetic(tmp: Path, out: Path, nodes: int, days: int, seed: int) -> None:
+    from pipelines.synth import generate_fleet
+
+    fleet = generate_fleet(nodes=nodes, days=days, seed=seed)
+    fleet["telemetry"].to_csv(tmp / "telemetry.csv", index=False)
+    fleet["failures"].to_csv(tmp / "failures.csv", index=False)
+    print(f"synthetic fleet: {nodes} nodes, {days} days, seed {seed}: "
+          f"{fleet['failures']['device_id'].nunique()} failed GPUs, {len(fleet['failures'])} failures")
+    headroom(["faults", "evaluate", "--telemetry", str(tmp / "telemetry.csv"), "--failures", str(tmp / "failures.csv"),
+              "--lead", "30m", "--horizon", "24h", "--windows", "1h,6h,24h", "--test-fraction", "0.4"],
+             out / "faults_synthetic.csv")
+    fleet["spot_prices"].to_csv(tmp / "spot.csv", index=False)
+    cat = fleet["catalog"].dropna(subset=["on_demand_price"])
+    cat[["provider", "region", "instance_type", "on_demand_price"]].to_csv(tmp / "od.csv", index=False)
+    headroom(["spikes", "evaluate", "--prices", str(tmp / "spot.csv"), "--on-demand", str(tmp / "od.csv"),
+              "--horizon", "6h", "--k", "2"], out / "spikes_synthetic.csv")
+    util = fleet["utilization"]
+    per_node = util.assign(ds=util["ts"].dt.floor("h")).groupby(
+        ["cluster", "pool", "resource", "node_id", "ds"], as_index=False)["used"].mean()
+    demand = per_node.groupby(["cluster", "pool", "resource", "ds"], as_index=False)["used"].sum()
+    demand["unique_id"] = demand["cluster"] + "/" + demand["pool"] + "/" + demand["resource"]
+    demand.rename(columns={"used": "y"})[["unique_id", "ds", "y"]].to_csv(tmp / "demand.csv", index=False)
+    windows: dict[str, list[list[str]]] = {}
+    for b in fleet["bursts"].itertuples(index=False):
+        windows.setdefault(b.unique_id, []).append([str(b.start), str(b.end + pd.Timedelta(hours=2))])
+    (tmp / "windows.json").write_text(json.dumps(windows))
+    headroom(["bursts", "evaluate", "--input", str(tmp / "demand.csv"), "--windows", str(tmp / "windows.json"),
+              "--season-length", "24", "--n-seasons", "4", "--target-arl", "7D", "--cooldown", "6h",
+              "--train-fraction", "0.3"], out / "bursts_synthetic.csv")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", type=Path, default=os.environ.get("HEADROOM_DATASETS"))
+    ap.add_argument("--suites", default="nab,pdm,spot,synthetic")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "detection")
+    ap.add_argument("--nodes", type=int, default=12)
+    ap.add_argument("--days", type=int, default=28)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    public = [s for s in suites if s in ("nab", "pdm", "spot")]
+    if public and (args.datasets is None or not Path(args.datasets).is_dir()):
+        print(f"skipping {public}: pass --datasets or set HEADROOM_DATASETS", file=sys.stderr)
+        suites = [s for s in suites if s not in public]
+    with tempfile.TemporaryDirectory(prefix="headroom-detect-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        for suite in suites:
+            print(f"== {suite}", flush=True)
+            if suite == "nab":
+                nab(Path(args.datasets), tmp, args.out)
+            elif suite == "pdm":
+                pdm(Path(args.datasets), args.out)
+            elif suite == "spot":
+                spot(Path(args.datasets), tmp, args.out)
+            elif suite == "synthetic":
+                synthetic(tmp, args.out, args.nodes, args.days, args.seed)
+            else:
+                print(f"unknown suite {suite}", file=sys.stderr)
+                return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Alert storage and delivery: the ``alerts`` table, per-sink ``alert_deliveries``, sinks.
+
+* :func:`sync_alerts` records one detector kind's current alerts: new fingerprints fire,
+  firing alerts of that kind that are no longer current resolve. Every transition
+  queues one ``pending`` delivery per sink (key fingerprint, sink, status).
+* :func:`deliver_pending` sends each sink its pending deliveries in one batch and marks
+  them ``delivered`` only when the sink accepted them. A failing sink keeps them pending
+  for the next run; a delivered row is never sent again. (Should the process die between
+  a sink's acceptance and that mark, the batch is sent once more: at-least-once.)
+
+Sinks: a JSONL file, a generic JSON webhook and Prometheus Alertmanager's
+``POST /api/v2/alerts``. Alertmanager resolves an alert at its ``endsAt``; a firing
+alert is sent with ``endsAt`` = the end of its window (what it predicts), and the
+resolution is sent with the time the condition cleared.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+import duckdb
+import httpx
+import pandas as pd
+
+from anomaly.alert import Alert
+from pipelines.warehouse import query, transaction, upsert
+
+log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Somewhere alerts go. ``send`` raises on any failure; the batch then stays pending."""
+
+    name: str
+
+    def send(self, alerts: list[dict[str, object]]) -> None: ...
+
+
+def _iso(value: object) -> str | None:
+    if value is None or pd.isna(value):
+        return None
+    return pd.Timestamp(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class JsonlSink:
+    """Appends one JSON object per alert transition to a file."""
+
+    path: Path
+    name: str = "jsonl"
+
+    def send(self, alerts: list[dict[str, object]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            for a in alerts:
+                fh.write(json.dumps(a, default=str, sort_keys=True) + "\n")
+
+
+def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: float) -> None:
+    """POST JSON, retrying transport errors and 5xx/429; raise after the last attempt."""
+    last: Exception | None = None
+    for attempt in range(retries + 1):
+        try:
+            resp = httpx.post(url, json=body, timeout=timeout_s)
+            if resp.status_code < 300:
+                return
+            last = RuntimeError(f"HTTP {resp.status_code} from {url}: {resp.text[:200]}")
+            if resp.status_code < 500 and resp.status_code != 429:
+                break  # a client error will not fix itself by retrying
+        except httpx.HTTPError as exc:
+            last = exc
+        if attempt < retries:
+            time.sleep(backoff_s * 2**attempt)
+    raise RuntimeError(f"delivery to {url} failed: {last}")
+
+
+@dataclass(frozen=True)
+class WebhookSink:
+    """A generic JSON webhook: ``{"source": "headroom", "alerts": [...]}``."""
+
+    url: str
+    timeout_s: float = 5.0
+    retries: int = 2
+    backoff_s: float = 0.2
+    name: str = "webhook"
+
+    def send(self, alerts: list[dict[str, object]]) -> None:
+        _post(self.url, {"source": "headroom", "alerts": alerts}, self.timeout_s, self.retries, self.backoff_s)
+
+
+@dataclass(frozen=True)
+class AlertmanagerSink:
+    """Prometheus Alertmanager API v2: ``POST {base}/api/v2/alerts`` with postable alerts."""
+
+    base_url: str
+    generator_url: str = "headroom://detect"
+    timeout_s: float = 5.0
+    retries: int = 2
+    backoff_s: float = 0.2
+    name: str = "alertmanager"
+
+    def send(self, alerts: list[dict[str, object]]) -> None:
+        _post(self.base_url.rstrip("/") + "/api/v2/alerts", [self.postable(a) for a in alerts],
+              self.timeout_s, self.retries, self.backoff_s)
+
+    def postable(self, a: dict[str, object]) -> dict[str, object]:
+        """One alert in Alertmanager's postableAlert shape (labels and annotations are strings)."""
+        labels = {str(k): str(v) for k, v in dict(a.get("labels") or {}).items()}  # type: ignore[arg-type]
+        labels.update({
+            "alertname": f"headroom_{a['kind']}", "kind": str(a["kind"]), "entity": str(a["entity"]),
+            "severity": str(a["severity"]), "fingerprint": str(a["fingerprint"]),
+        })
+        annotations = {"summary": str(a.get("summary") or ""), "runbook": str(a.get("runbook") or "")}
+        if a.get("probability") is not None:
+            annotations["probability"] = f"{float(a['probability']):.3f}"  # type: ignore[arg-type]
+        ends = a["ends_at"] if a["status"] == "resolved" else a.get("window_end")
+        body: dict[str, object] = {
+            "labels": labels, "annotations": annotations, "startsAt": _iso(a["starts_at"]),
+            "generatorURL": self.generator_url,
+        }
+        # A firing alert carries endsAt only when its window lies ahead (a prediction);
+        # otherwise Alertmanager's resolve_timeout applies until the resolution arrives.
+        if ends is not None and (
+            a["status"] == "resolved" or pd.Timestamp(ends) > pd.Timestamp(a["starts_at"])  # type: ignore[arg-type]
+        ):
+            body["endsAt"] = _iso(ends)
+        return body
+
+
+def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: str | None) -> list[Sink]:
+    """The configured sinks, in a fixed order."""
+    sinks: list[Sink] = []
+    if jsonl:
+        sinks.append(JsonlSink(Path(jsonl)))
+    if webhook:
+        sinks.append(WebhookSink(webhook))
+    if alertmanager:
+        sinks.append(AlertmanagerSink(alertmanager))
+    return sinks
+
+
+def _row(alert: Alert, status: str, starts_at: datetime, ends_at: datetime | None, now: datetime) -> dict[str, object]:
+    rec = alert.to_record()
+    rec["labels"] = json.dumps(rec["labels"], sort_keys=True)
+    rec.update(status=status, starts_at=starts_at, ends_at=ends_at, updated_at=now)
+    return rec
+
+
+def sync_alerts(
+    con: duckdb.DuckDBPyConnection,
+    kind: str,
+    current: Sequence[Alert],
+    now: datetime,
+    sink_names: Iterable[str],
+    ended: Sequence[Alert] = (),
+) -> dict[str, int]:
+    """Record ``kind``'s alerts as of ``now``; return counts fired / updated / resolved.
+
+    ``current``: conditions that hold now. ``ended``: conditions found and already over
+    (a burst that came and went between runs): they fire and resolve in the same run.
+    Firing alerts of ``kind`` in neither list resolve.
+    """
+    if any(a.kind != kind for a in [*current, *ended]):
+        raise ValueError(f"sync_alerts({kind!r}) got alerts of another kind")
+    names = list(sink_names)
+    existing = query(con, "SELECT fingerprint, status, starts_at FROM alerts WHERE kind = ?", [kind])
+    known = {r.fingerprint: r for r in existing.itertuples(index=False)}
+    keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
+                      "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
+    delivered_keys = set(keys.itertuples(index=False, name=None))
+    rows, queue = [], []
+    fired = updated = resolved = 0
+    current_fps = {a.fingerprint for a in current}
+    for alert in [*current, *(a for a in ended if a.fingerprint not in current_fps)]:
+        fp = alert.fingerprint
+        is_ended = fp not in current_fps
+        old = known.get(fp)
+        if old is not None and old.status == "firing":
+            starts = old.starts_at
+            updated += 1
+            # a sink configured after the alert fired still has to hear about it
+            queue += [(fp, s, "firing") for s in names if (fp, s, "firing") not in delivered_keys]
+        elif old is not None and is_ended:
+            continue  # already fired and resolved: nothing new to say
+        else:
+            starts = now
+            fired += 1
+            queue += [(fp, s, "firing") for s in names]
+        if is_ended:
+            rows.append(_row(alert, "resolved", starts, now, now))
+            queue += [(fp, s, "resolved") for s in names]
+            resolved += 1
+        else:
+            rows.append(_row(alert, "firing", starts, None, now))
+    touched = {r["fingerprint"] for r in rows}
+    stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
+    with transaction(con):
+        upsert(con, "alerts", pd.DataFrame(rows))
+        if stale:
+            con.execute(
+                "UPDATE alerts SET status = 'resolved', ends_at = ?, updated_at = ? "
+                "WHERE fingerprint IN (SELECT unnest(?))", [now, now, stale],
+            )
+            queue += [(fp, s, "resolved") for fp in stale for s in names]
+            resolved += len(stale)
+        if queue:
+            q = pd.DataFrame(queue, columns=["fingerprint", "sink", "status"])
+            q = q.assign(state="pending", attempts=0, last_error=None, updated_at=now)
+            upsert(con, "alert_deliveries", q)
+    return {"fired": fired, "updated": updated, "resolved": resolved}
+
+
+def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: datetime) -> dict[str, int]:
+    """Send every sink its pending deliveries; return how many each sink accepted."""
+    out: dict[str, int] = {}
+    for sink in sinks:
+        pending = query(con, """
+            SELECT d.status AS delivery_status, d.attempts, a.*
+            FROM alert_deliveries d JOIN alerts a USING (fingerprint)
+            WHERE d.sink = ? AND d.state = 'pending'
+            ORDER BY a.starts_at, d.fingerprint, d.status DESC
+        """, [sink.name])
+        if pending.empty:
+            out[sink.name] = 0
+            continue
+        payload = []
+        for r in pending.to_dict("records"):
+            rec = {k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in r.items()}
+            rec["labels"] = json.loads(rec["labels"]) if rec.get("labels") else {}
+            rec["status"] = rec.pop("delivery_status")
+            if rec["status"] == "firing":
+                rec["ends_at"] = None
+            for key in ("window_start", "window_end", "starts_at", "ends_at", "updated_at"):
+                rec[key] = _iso(rec[key])
+            rec.pop("attempts")
+            payload.append(rec)
+        keys = pending[["fingerprint", "delivery_status"]].rename(columns={"delivery_status": "status"})
+        try:
+            sink.send(payload)
+        except Exception as exc:  # noqa: BLE001 - any sink failure keeps the batch pending
+            log.warning("sink %s failed (%d alert(s) stay pending): %s", sink.name, len(payload), exc)
+            _mark(con, sink.name, keys, "pending", now, str(exc)[:500])
+            out[sink.name] = 0
+            continue
+        _mark(con, sink.name, keys, "delivered", now, None)
+        out[sink.name] = len(payload)
+    return out
+
+
+def _mark(con: duckdb.DuckDBPyConnection, sink: str, keys: pd.DataFrame, state: str,
+          now: datetime, error: str | None) -> None:
+    con.register("_delivery_keys", keys)
+    try:
+        with transaction(con):
+            con.execute("""
+                UPDATE alert_deliveries SET state = ?, attempts = attempts + 1, last_error = ?, updated_at = ?
+                FROM _delivery_keys k
+                WHERE alert_deliveries.sink = ? AND alert_deliveries.fingerprint = k.fingerprint
+                  AND alert_deliveries.status = k.status
+            """, [state, error, now, sink])
+    finally:
+        con.unregister("_delivery_keys")

@@ -1,0 +1,42 @@
+"""``headroom detect``: run the detect flow (bursts, faults, spikes, alert delivery) once."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from pipelines.commands.ingest import add_db_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("detect", help="run the detectors over the warehouse and deliver alerts")
+    add_db_argument(p)
+    p.add_argument("--detectors", default="bursts,faults,spikes", help="comma list (default all three)")
+    p.add_argument("--jsonl", default=None, help="append alerts to this JSONL file")
+    p.add_argument("--webhook", default=None, help="POST alerts to this URL")
+    p.add_argument("--alertmanager", default=None, help="Alertmanager base URL (POST /api/v2/alerts)")
+    p.add_argument("--season-length", type=int, default=24, help="hourly points per season (default 24)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.cli import CliError
+    from pipelines.flows.detect import DETECTORS, detect_flow
+    from pipelines.settings import Settings
+    from pipelines.warehouse import WarehouseLockedError
+
+    settings = Settings.from_env(db_path=args.db)
+    chosen = [d.strip() for d in args.detectors.split(",") if d.strip()]
+    bad = sorted(set(chosen) - set(DETECTORS))
+    if bad:
+        raise CliError(f"unknown detector(s) {bad}; choose from {', '.join(DETECTORS)}", 2)
+    if not settings.db_path.exists():
+        raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
+    try:
+        out = detect_flow(
+            db_path=str(settings.db_path), jsonl_path=args.jsonl, webhook_url=args.webhook,
+            alertmanager_url=args.alertmanager, detectors=chosen, season_length=args.season_length,
+        )
+    except WarehouseLockedError as exc:
+        raise CliError(str(exc), 1) from exc
+    print(json.dumps(out, indent=2, default=str))
+    return 0

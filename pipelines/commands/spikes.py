@@ -1,0 +1,48 @@
+"""``headroom spikes evaluate``: the spot-price-spike predictor vs persistence."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("spikes", help="spot-price-spike prediction evaluation")
+    sub = p.add_subparsers(dest="spikes_command", required=True, metavar="ACTION")
+    e = sub.add_parser(
+        "evaluate",
+        help="time-split evaluation of the spike predictor and a persistence baseline",
+        description="A spike is a price >= k x its trailing 7-day median or >= the on-demand price; "
+        "the target is 'a spike within the next --horizon'. Train on the early span, test on the rest.",
+    )
+    e.add_argument("--prices", required=True, type=Path,
+                   help="spot prices: ts,provider,region,zone,instance_type,product,price")
+    e.add_argument("--on-demand", type=Path, default=None,
+                   help="CSV provider,region,instance_type,on_demand_price")
+    e.add_argument("--horizon", default="6h", help="prediction horizon (default 6h)")
+    e.add_argument("--k", type=float, default=2.0, help="spike multiple of the trailing median (default 2)")
+    e.add_argument("--freq", default="1h", help="grid step (default 1h)")
+    e.add_argument("--test-fraction", type=float, default=0.3, help="late share held out (default 0.3)")
+    e.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
+    e.set_defaults(func=run_evaluate)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from anomaly.evaluate import evaluate_spikes, parse_duration
+    from anomaly.spike_features import SpikePolicy
+    from pipelines import detection_io
+    from pipelines.cli import CliError
+
+    try:
+        prices = detection_io.read_spot_prices(args.prices)
+        on_demand = detection_io.read_on_demand(args.on_demand) if args.on_demand else None
+        policy = SpikePolicy(freq=str(parse_duration(args.freq)), horizon=str(parse_duration(args.horizon)),
+                             k=args.k)
+        metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
+    except (detection_io.InputError, ValueError) as exc:
+        raise CliError(str(exc), 2) from exc
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        metrics.to_csv(args.out, index=False)
+    metrics.to_csv(sys.stdout, index=False, float_format="%.4g")
+    return 0

@@ -1,0 +1,91 @@
+"""Demand series from the warehouse: hourly totals per cluster/pool/resource.
+
+Per node, ``used`` is averaged within each hour (so 5-minute and hourly samples
+weigh the same); node averages are then summed per cluster/pool/resource. The
+result is the forecasters' history frame ``unique_id, ds, y``.
+"""
+from __future__ import annotations
+
+import logging
+
+import duckdb
+import pandas as pd
+
+from pipelines import warehouse
+
+log = logging.getLogger(__name__)
+
+DEMAND_SQL = """
+WITH per_node AS (
+    SELECT cluster, pool, resource, node_id,
+           date_trunc('hour', ts) AS ds,
+           avg(used)              AS used
+    FROM utilization
+    WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
+      AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
+    GROUP BY cluster, pool, resource, node_id, date_trunc('hour', ts)
+)
+SELECT cluster || '/' || pool || '/' || resource AS unique_id,
+       ds,
+       sum(used)::DOUBLE                        AS y,
+       count(*)                                 AS nodes
+FROM per_node
+GROUP BY cluster, pool, resource, ds
+ORDER BY unique_id, ds
+"""
+
+
+def load_demand(
+    con: duckdb.DuckDBPyConnection, since: pd.Timestamp | None = None, until: pd.Timestamp | None = None
+) -> pd.DataFrame:
+    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`regularize`)."""
+    params = [since, since, until, until]
+    raw = warehouse.query(con, DEMAND_SQL, params)
+    if raw.empty:
+        return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
+                             "y": pd.Series(dtype=float)})
+    return regularize(raw)
+
+
+def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
+    """Put every series on a complete ``freq`` grid; hours with no report at all are
+    interpolated linearly between their neighbours (and counted in the log), and a
+    last hour reported by fewer nodes than the series' median (a partial hour) is dropped."""
+    parts = []
+    for uid, g in raw.groupby("unique_id", sort=True):
+        g = g.sort_values("ds")
+        if "nodes" in g and len(g) > 1 and g["nodes"].iloc[-1] < g["nodes"].median():
+            g = g.iloc[:-1]
+        series = g.set_index("ds")["y"]
+        grid = pd.date_range(series.index.min(), series.index.max(), freq=freq)
+        filled = series.reindex(grid)
+        gaps = int(filled.isna().sum())
+        if gaps:
+            log.warning("demand %s: %d missing hour(s) interpolated", uid, gaps)
+            filled = filled.interpolate(limit_direction="both")
+        parts.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": filled.to_numpy()}))
+    out = pd.concat(parts, ignore_index=True)
+    out["ds"] = out["ds"].astype("datetime64[ns]")
+    return out
+
+
+def series_group(unique_id: str, group_by: str) -> str:
+    """The group a ``cluster/pool/resource`` series belongs to: 'resource', 'cluster',
+    'pool' (cluster/pool) or 'all'."""
+    cluster, pool, resource = (unique_id.split("/") + ["", "", ""])[:3]
+    return {"resource": resource, "cluster": cluster, "pool": f"{cluster}/{pool}", "all": "all"}[group_by]
+
+
+def split_groups(demand: pd.DataFrame, group_by: str = "resource") -> dict[str, pd.DataFrame]:
+    """Demand split into series groups; one global model (and one champion) per group."""
+    if group_by not in ("resource", "cluster", "pool", "all"):
+        raise ValueError(f"group_by must be resource, cluster, pool or all, not {group_by!r}")
+    keys = demand["unique_id"].map(lambda u: series_group(u, group_by))
+    return {k: g.reset_index(drop=True) for k, g in demand.groupby(keys, sort=True)}
+
+
+def describe(frame: pd.DataFrame) -> dict:
+    """Series count and data cutoff (last timestamp) of a demand frame."""
+    if frame.empty:
+        return {"series": 0, "data_cutoff": None}
+    return {"series": int(frame["unique_id"].nunique()), "data_cutoff": pd.Timestamp(frame["ds"].max())}

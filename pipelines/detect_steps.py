@@ -1,0 +1,196 @@
+"""The detect flow's steps: each calls the pure core and turns results into Alerts.
+
+Kept out of the flow module so the flow stays thin and these stay testable without
+Prefect. Nothing here opens files; all SQL is in ``detect_store``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import pickle
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+import numpy as np
+import pandas as pd
+
+from anomaly.alert import Alert, severity_for
+from anomaly.cusum import MIN_RESIDUALS, CusumDetector, CusumPolicy, CusumState
+from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
+from anomaly.faults import FaultPredictor
+from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame
+from anomaly.spikes import SpikePredictor
+from pipelines import detect_store
+
+log = logging.getLogger(__name__)
+
+FAULT_MODEL = "fault_predictor"
+
+BURST_RUNBOOK = "Check the pool's queue and recent deploys; pre-scale if the burst persists."
+FAULT_RUNBOOK = "Drain the device's node, run diagnostics (dcgmi diag -r 3), open an RMA if it fails."
+SPIKE_RUNBOOK = "Move interruptible load off this spot market or fall back to on-demand/other zones."
+
+
+@dataclass(frozen=True)
+class BurstResult:
+    """New CUSUM states, alerts that hold now, and bursts that came and went."""
+
+    states: dict[str, CusumState]
+    current: list[Alert]
+    ended: list[Alert]
+    events: int
+
+
+def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: CusumPolicy,
+               first_window: str = "1D") -> BurstResult:
+    """Continue every series from its state; a new series is calibrated on all but its
+    last ``first_window`` and then scanned over it."""
+    states = dict(states)
+    fresh = series[~series["unique_id"].isin(list(states))]
+    if not fresh.empty:
+        cut = fresh.groupby("unique_id")["ds"].transform("max") - pd.Timedelta(first_window)
+        hist = fresh[fresh["ds"] <= cut]
+        # a series too young to calibrate waits for a later run
+        counts = hist.groupby("unique_id")["ds"].transform("size")
+        hist = hist[counts >= policy.season_length + MIN_RESIDUALS + 1]
+        if not hist.empty:
+            states.update(CusumDetector(policy).fit(hist).states_)
+    events, new_states = CusumDetector(policy).detect(series, states=states)
+    current, ended = [], []
+    for uid, st in new_states.items():
+        if st.active and st.active_onset is not None and st.active_detected is not None:
+            current.append(_burst_alert(uid, st.active_onset, st.active_detected, "up" if st.active > 0 else "down"))
+    current_fps = {a.fingerprint for a in current}
+    for ev in events.itertuples(index=False):
+        alert = _burst_alert(ev.unique_id, ev.onset, ev.detected_at, ev.direction, float(ev.peak_z))
+        if alert.fingerprint not in current_fps:
+            ended.append(alert)
+    return BurstResult(new_states, current, ended, len(events))
+
+
+def _burst_alert(uid: str, onset: pd.Timestamp, detected: pd.Timestamp, direction: str,
+                 peak_z: float | None = None) -> Alert:
+    sev = "critical" if peak_z is not None and peak_z >= 6 else "warning"
+    return Alert(
+        kind="burst", entity=uid, window_start=onset, window_end=detected, severity=sev,
+        summary=f"demand {direction}-burst on {uid} since {onset} (detected {detected})",
+        runbook=BURST_RUNBOOK, labels=(("direction", direction),),
+    )
+
+
+def _bucket(ts: pd.Timestamp, horizon: pd.Timedelta) -> tuple[pd.Timestamp, pd.Timestamp]:
+    start = ts.floor(horizon)
+    return start, start + horizon
+
+
+def fault_params(policy: FaultPolicy) -> str:
+    """The policy as canonical JSON: a stored model is reused only for the same policy."""
+    return json.dumps(dataclasses.asdict(policy), sort_keys=True)
+
+
+def feature_span(policy: FaultPolicy) -> pd.Timedelta:
+    """How much telemetry history the features of one row need."""
+    return max(pd.Timedelta(w) for w in policy.windows) + pd.Timedelta(hours=1)
+
+
+def train_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy
+                 ) -> tuple[FaultPredictor | None, pd.Timestamp | None]:
+    """Fit on the history whose labels are known (rows at least one horizon old)."""
+    if telemetry.empty or failures.empty:
+        log.info("fault model not trained: %d telemetry rows, %d failures", len(telemetry), len(failures))
+        return None, None
+    feats = build_fault_features(telemetry, policy)
+    cutoff = feats["ts"].max() - pd.Timedelta(policy.horizon)
+    known = feats["ts"] <= cutoff
+    if label_failures(feats[known], failures, policy).sum() == 0:
+        log.info("fault model not trained: no failure inside a labelled horizon yet")
+        return None, None
+    return FaultPredictor(policy).fit(feats[known], failures), cutoff
+
+
+def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPolicy) -> list[Alert]:
+    """Alerts for the devices whose latest row scores at or above the model's threshold."""
+    if telemetry.empty:
+        return []
+    feats = build_fault_features(telemetry, policy)
+    latest = feats.sort_values("ts").groupby("device_id").tail(1)
+    scored = model.predict(latest)
+    horizon = pd.Timedelta(policy.horizon)
+    hours = horizon / pd.Timedelta(hours=1)
+    alerts = []
+    for r in scored[scored["alert"]].itertuples(index=False):
+        start, end = _bucket(pd.Timestamp(r.ts), horizon)
+        alerts.append(Alert(
+            kind="hardware_fault", entity=str(r.device_id), window_start=start, window_end=end,
+            severity=severity_for(float(r.score)), probability=float(np.clip(r.score, 0, 1)),
+            summary=f"{r.device_id} likely to fail within {hours:g}h (p={r.score:.2f} at {r.ts})",
+            runbook=FAULT_RUNBOOK,
+        ))
+    return alerts
+
+
+def run_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy) -> list[Alert]:
+    """Train on the labelled history, then score each device's latest row."""
+    model, _cutoff = train_faults(telemetry, failures, policy)
+    return [] if model is None else score_faults(model, telemetry, policy)
+
+
+def ensure_fault_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: FaultPolicy,
+                       retrain_every: str) -> bool:
+    """Train and register a fault model unless one with ``policy`` is younger than
+    ``retrain_every``; True when a new model was registered."""
+    params = fault_params(policy)
+    if detect_store.latest_model(con, FAULT_MODEL, params, now - pd.Timedelta(retrain_every)) is not None:
+        return False
+    model, cutoff = train_faults(detect_store.telemetry(con), detect_store.failures(con), policy)
+    if model is None or cutoff is None:
+        return False
+    metrics = json.dumps({"threshold": model.threshold_})
+    # pickle: our own estimator, stored in and read back from our own warehouse only
+    detect_store.save_model(con, FAULT_MODEL, "device_telemetry", params, cutoff.to_pydatetime(),
+                            pickle.dumps(model), metrics, now)
+    return True
+
+
+def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> list[Alert]:
+    """Score the recent telemetry (as much as the feature windows need) with the newest
+    registered model for ``policy``; no model yet means no alerts."""
+    blob = detect_store.latest_model(con, FAULT_MODEL, fault_params(policy), datetime.min)
+    if blob is None:
+        return []
+    latest = detect_store.latest_telemetry_ts(con)
+    if latest is None:
+        return []
+    recent = detect_store.telemetry(con, since=latest - feature_span(policy))
+    return score_faults(pickle.loads(blob), recent, policy)
+
+
+def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy) -> list[Alert]:
+    """Train on labelled history, score every series' latest grid row."""
+    if prices.empty:
+        return []
+    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
+    labelled = frame[frame["label"].notna()]
+    if labelled["label"].nunique() < 2:
+        log.info("spike scoring skipped: labels have a single class")
+        return []
+    model = SpikePredictor(policy).fit(labelled)
+    latest = frame.sort_values("ts").groupby(SERIES_KEY).tail(1)
+    prob = model.predict_proba(latest)
+    horizon = pd.Timedelta(policy.horizon)
+    alerts = []
+    for r, p in zip(latest.itertuples(index=False), prob):
+        if p < model.threshold_:
+            continue
+        entity = "/".join(str(getattr(r, c)) for c in SERIES_KEY)
+        start, end = _bucket(pd.Timestamp(r.ts), horizon)
+        alerts.append(Alert(
+            kind="price_spike", entity=entity, window_start=start, window_end=end,
+            severity=severity_for(float(p)), probability=float(np.clip(p, 0, 1)),
+            summary=f"spot price spike likely on {entity} within {policy.horizon} (p={p:.2f}, price {r.price:g})",
+            runbook=SPIKE_RUNBOOK,
+        ))
+    return alerts

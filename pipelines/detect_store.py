@@ -1,0 +1,100 @@
+"""Warehouse reads and writes for the ``detect`` flow (all SQL of detection lives here)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+
+import duckdb
+import pandas as pd
+
+from anomaly.cusum import CusumState
+from pipelines.demand import load_demand
+from pipelines.warehouse import query, transaction, upsert
+
+def demand_series(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Hourly demand ``unique_id, ds, y`` (``cluster/pool/resource``), the same series the
+    forecasters see (:func:`pipelines.demand.load_demand`: node hourly means summed, a
+    partial last hour dropped, so a half-reported hour never looks like a drop)."""
+    return load_demand(con)
+
+
+def telemetry(con: duckdb.DuckDBPyConnection, since: datetime | None = None) -> pd.DataFrame:
+    """Device telemetry in the long contract, optionally from ``since`` on."""
+    sql = "SELECT ts, device_id, node_id, metric, value FROM device_telemetry"
+    if since is None:
+        return query(con, sql + " ORDER BY device_id, ts")
+    return query(con, sql + " WHERE ts >= ? ORDER BY device_id, ts", [since])
+
+
+def latest_telemetry_ts(con: duckdb.DuckDBPyConnection) -> pd.Timestamp | None:
+    """The newest telemetry timestamp, or None when there is none."""
+    row = con.execute("SELECT max(ts) FROM device_telemetry").fetchone()
+    return pd.Timestamp(row[0]) if row and row[0] is not None else None
+
+
+def failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """All recorded hardware failures."""
+    return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures ORDER BY ts")
+
+
+def spot_prices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Spot price change events."""
+    return query(con, "SELECT ts, provider, region, zone, instance_type, product, price FROM spot_prices")
+
+
+def on_demand(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """On-demand prices from the catalog (where known)."""
+    return query(con, """
+        SELECT provider, region, instance_type, on_demand_price FROM instance_catalog
+        WHERE on_demand_price IS NOT NULL
+    """)
+
+
+def load_states(con: duckdb.DuckDBPyConnection, detector: str) -> dict[str, CusumState]:
+    """Persisted detector states by series."""
+    rows = query(con, "SELECT unique_id, state FROM detector_state WHERE detector = ?", [detector])
+    return {r.unique_id: CusumState.from_dict(json.loads(r.state)) for r in rows.itertuples(index=False)}
+
+
+def save_states(con: duckdb.DuckDBPyConnection, detector: str, states: Mapping[str, CusumState],
+                now: datetime) -> int:
+    """Upsert states (one transaction)."""
+    frame = pd.DataFrame([
+        {"detector": detector, "unique_id": uid, "last_ts": st.last_ts,
+         "state": json.dumps(st.to_dict(), sort_keys=True), "updated_at": now}
+        for uid, st in states.items()
+    ])
+    with transaction(con):
+        return upsert(con, "detector_state", frame)
+
+
+def alert_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Firing alerts and pending deliveries, for the flow's summary."""
+    firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing'").fetchone()
+    pending = con.execute("SELECT count(*) FROM alert_deliveries WHERE state = 'pending'").fetchone()
+    return {"firing": int(firing[0]) if firing else 0, "pending_deliveries": int(pending[0]) if pending else 0}
+
+
+def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_before: datetime) -> bytes | None:
+    """The newest artifact of ``kind`` trained with exactly ``params`` since ``not_before``."""
+    row = con.execute(
+        "SELECT artifact FROM models WHERE kind = ? AND params = ? AND created_at >= ? "
+        "ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
+        [kind, params, not_before],
+    ).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def save_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str,
+               data_cutoff: datetime, artifact: bytes, metrics: str, now: datetime) -> str:
+    """Register a detector model; its id is a hash of kind, params and data cutoff."""
+    model_id = hashlib.sha256(f"{kind}|{params}|{pd.Timestamp(data_cutoff).isoformat()}".encode()).hexdigest()[:16]
+    frame = pd.DataFrame([{
+        "model_id": model_id, "kind": kind, "target": target, "series": None, "data_cutoff": data_cutoff,
+        "params": params, "metrics": metrics, "artifact": artifact, "is_champion": False, "created_at": now,
+    }])
+    with transaction(con):
+        upsert(con, "models", frame)
+    return model_id

@@ -1,0 +1,117 @@
+"""The ``detect`` flow: CUSUM bursts, fault and price-spike scoring, alert delivery.
+
+Each task wraps one library call; the warehouse is opened per task (DuckDB allows one
+writer process, and tasks may run in threads).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+
+from anomaly.cusum import CusumPolicy
+from anomaly.fault_features import FaultPolicy
+from anomaly.spike_features import SpikePolicy
+from pipelines import alerts as alerting
+from pipelines import detect_steps, detect_store
+from pipelines.settings import Settings
+from pipelines.warehouse import open_warehouse
+
+DETECTORS = ("bursts", "faults", "spikes")
+
+
+@task
+def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: CusumPolicy) -> dict[str, int]:
+    """Continue the CUSUM states over the demand series; persist states; sync burst alerts."""
+    with open_warehouse(db_path) as con:
+        series, states = detect_store.demand_series(con), detect_store.load_states(con, "cusum")
+        result = detect_steps.run_bursts(series, states, policy)
+        # alerts first: if saving the states fails, the next run re-detects the same bursts,
+        # which have the same fingerprints, so nothing is lost and nothing doubles
+        counts = alerting.sync_alerts(con, "burst", result.current, now, sink_names, ended=result.ended)
+        detect_store.save_states(con, "cusum", result.states, now)
+    return {"events": result.events, **counts}
+
+
+@task
+def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_every: str) -> bool:
+    """Train and register the fault model unless one with this policy is recent enough."""
+    with open_warehouse(db_path) as con:
+        return detect_steps.ensure_fault_model(con, now, policy, retrain_every)
+
+
+@task
+def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy) -> dict[str, int]:
+    """Score every device's latest telemetry with the registered model; sync fault alerts."""
+    with open_warehouse(db_path) as con:
+        found = detect_steps.score_latest_faults(con, policy)
+        return alerting.sync_alerts(con, "hardware_fault", found, now, sink_names)
+
+
+@task
+def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy) -> dict[str, int]:
+    """Score the latest grid row per spot market; sync price-spike alerts."""
+    with open_warehouse(db_path) as con:
+        found = detect_steps.run_spikes(detect_store.spot_prices(con), detect_store.on_demand(con), policy)
+        return alerting.sync_alerts(con, "price_spike", found, now, sink_names)
+
+
+@task(retries=0)
+def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str, int]:
+    """Send pending deliveries; failures stay pending for the next run."""
+    with open_warehouse(db_path) as con:
+        return alerting.deliver_pending(con, sinks, now)
+
+
+@flow(name="detect")
+def detect_flow(
+    db_path: str,
+    now: datetime | None = None,
+    jsonl_path: str | None = None,
+    webhook_url: str | None = None,
+    alertmanager_url: str | None = None,
+    detectors: list[str] | None = None,
+    season_length: int = 24,
+    fault_horizon: str = "24h",
+    fault_lead: str = "30min",
+    spike_horizon: str = "6h",
+    retrain_every: str = "1D",
+) -> dict:
+    """Run the detectors over the warehouse at ``db_path`` and deliver alerts.
+
+    Sinks not given come from the ``HEADROOM_ALERT_JSONL`` / ``HEADROOM_ALERT_WEBHOOK`` /
+    ``HEADROOM_ALERTMANAGER_URL`` settings. Returns ``{"bursts": {"events", "fired",
+    "updated", "resolved"}, "faults": {...}, "spikes": {...}, "delivered": {sink: n},
+    "firing": n, "pending_deliveries": n}`` (a detector not run is absent). The fault
+    model is retrained when the newest registered one (``models``, kind
+    ``fault_predictor``) is older than ``retrain_every``; scoring reads only the recent
+    telemetry its feature windows need.
+    """
+    run_at = now or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    chosen = list(detectors or DETECTORS)
+    unknown = sorted(set(chosen) - set(DETECTORS))
+    if unknown:
+        raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
+    if jsonl_path is None and webhook_url is None and alertmanager_url is None:
+        env = Settings.from_env()  # no sink given: the HEADROOM_ALERT_* settings decide
+        jsonl_path = str(env.alert_jsonl) if env.alert_jsonl else None
+        webhook_url, alertmanager_url = env.alert_webhook_url, env.alertmanager_url
+    sinks = alerting.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
+    names = [s.name for s in sinks]
+    out: dict = {}
+    if "bursts" in chosen:
+        policy = CusumPolicy(season_length=season_length, n_seasons=4, target_arl="7D", cooldown="6h")
+        out["bursts"] = detect_bursts(str(db_path), run_at, names, policy)
+    if "faults" in chosen:
+        # canonical durations, so "30m" and "30min" find the same registered model
+        fault_policy = FaultPolicy(lead=str(pd.Timedelta(fault_lead)), horizon=str(pd.Timedelta(fault_horizon)))
+        trained = train_fault_model(str(db_path), run_at, fault_policy, retrain_every)
+        out["faults"] = {"trained": int(trained), **detect_faults(str(db_path), run_at, names, fault_policy)}
+    if "spikes" in chosen:
+        out["spikes"] = detect_spikes(str(db_path), run_at, names, SpikePolicy(horizon=spike_horizon))
+    out["delivered"] = deliver(str(db_path), run_at, sinks)
+    with open_warehouse(str(db_path)) as con:
+        out.update(detect_store.alert_counts(con))
+    return out

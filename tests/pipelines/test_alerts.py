@@ -1,0 +1,181 @@
+"""Alert storage and delivery against a real local HTTP server (no mocks)."""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pandas as pd
+import pytest
+
+from anomaly.alert import Alert
+from pipelines import alerts as al
+from pipelines.warehouse import query
+
+T0 = datetime(2026, 1, 10, 12, 0)
+T1 = datetime(2026, 1, 10, 12, 15)
+T2 = datetime(2026, 1, 10, 12, 30)
+
+
+class Recorder:
+    """A tiny HTTP endpoint: records JSON bodies; fails the first ``fail`` requests with 503."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.fail = fail
+        self.bodies: list[tuple[str, object]] = []
+        self.requests = 0
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                recorder.requests += 1
+                if recorder.fail > 0:
+                    recorder.fail -= 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                recorder.bodies.append((self.path, body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "Recorder":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def server() -> Iterator[Recorder]:
+    with Recorder() as r:
+        yield r
+
+
+def fault(entity: str = "n1-gpu0", p: float = 0.9) -> Alert:
+    return Alert(kind="hardware_fault", entity=entity, window_start=pd.Timestamp("2026-01-10"),
+                 window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=p,
+                 summary=f"{entity} may fail", runbook="drain it", labels=(("node", "n1"),))
+
+
+def test_fire_dedup_then_resolve(con):
+    assert al.sync_alerts(con, "hardware_fault", [fault()], T0, ["jsonl"]) == {"fired": 1, "updated": 0, "resolved": 0}
+    # the same condition again: one row, same start, no new delivery
+    assert al.sync_alerts(con, "hardware_fault", [fault(p=0.95)], T1, ["jsonl"])["updated"] == 1
+    rows = query(con, "SELECT * FROM alerts")
+    assert len(rows) == 1 and rows.loc[0, "status"] == "firing" and rows.loc[0, "probability"] == 0.95
+    assert rows.loc[0, "starts_at"] == pd.Timestamp(T0)
+    assert len(query(con, "SELECT * FROM alert_deliveries")) == 1
+    # the condition clears: resolved, and a resolved delivery is queued
+    assert al.sync_alerts(con, "hardware_fault", [], T2, ["jsonl"])["resolved"] == 1
+    rows = query(con, "SELECT * FROM alerts")
+    assert rows.loc[0, "status"] == "resolved" and rows.loc[0, "ends_at"] == pd.Timestamp(T2)
+    d = query(con, "SELECT status, state FROM alert_deliveries ORDER BY status")
+    assert list(d["status"]) == ["firing", "resolved"] and set(d["state"]) == {"pending"}
+
+
+def test_other_kinds_are_left_alone(con):
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [])
+    al.sync_alerts(con, "price_spike", [], T1, [])
+    assert query(con, "SELECT status FROM alerts")["status"].tolist() == ["firing"]
+    with pytest.raises(ValueError):
+        al.sync_alerts(con, "price_spike", [fault()], T1, [])
+
+
+def test_ended_burst_fires_and_resolves_once(con):
+    burst = Alert(kind="burst", entity="c/p/gpu", window_start=pd.Timestamp("2026-01-10 03:00"),
+                  window_end=pd.Timestamp("2026-01-10 04:00"))
+    assert al.sync_alerts(con, "burst", [], T0, ["jsonl"], ended=[burst]) == {"fired": 1, "updated": 0, "resolved": 1}
+    assert al.sync_alerts(con, "burst", [], T1, ["jsonl"], ended=[burst]) == {"fired": 0, "updated": 0, "resolved": 0}
+    assert len(query(con, "SELECT * FROM alert_deliveries")) == 2
+
+
+def test_jsonl_sink_delivers_each_transition_once(con, tmp_path):
+    sink = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
+    assert al.deliver_pending(con, [sink], T0) == {"jsonl": 1}
+    assert al.deliver_pending(con, [sink], T1) == {"jsonl": 0}  # nothing twice
+    al.sync_alerts(con, "hardware_fault", [], T2, [sink.name])
+    assert al.deliver_pending(con, [sink], T2) == {"jsonl": 1}
+    lines = [json.loads(x) for x in sink.path.read_text().splitlines()]
+    assert [x["status"] for x in lines] == ["firing", "resolved"]
+    assert lines[0]["labels"] == {"node": "n1"} and lines[0]["fingerprint"] == fault().fingerprint
+    assert lines[1]["ends_at"].startswith("2026-01-10T12:30")
+
+
+def test_webhook_fails_then_recovers_without_duplicates(con):
+    with Recorder(fail=3) as down:  # more failures than one run's retries (1 + 2)
+        sink = al.WebhookSink(down.url, timeout_s=2, retries=2, backoff_s=0.01)
+        al.sync_alerts(con, "hardware_fault", [fault("a"), fault("b")], T0, [sink.name])
+        assert al.deliver_pending(con, [sink], T0) == {"webhook": 0}
+        assert down.requests == 3 and down.bodies == []
+        d = query(con, "SELECT state, attempts, last_error FROM alert_deliveries")
+        assert set(d["state"]) == {"pending"} and set(d["attempts"]) == {1}
+        assert "503" in d.loc[0, "last_error"]
+        # next run: the server is back; both alerts arrive, once
+        assert al.deliver_pending(con, [sink], T1) == {"webhook": 2}
+        assert al.deliver_pending(con, [sink], T2) == {"webhook": 0}
+        assert len(down.bodies) == 1
+        path, body = down.bodies[0]
+        assert body["source"] == "headroom"
+        assert sorted(a["entity"] for a in body["alerts"]) == ["a", "b"]
+        assert set(query(con, "SELECT state FROM alert_deliveries")["state"]) == {"delivered"}
+
+
+def test_unreachable_webhook_keeps_alert_pending(con):
+    sink = al.WebhookSink("http://127.0.0.1:9", timeout_s=0.5, retries=1, backoff_s=0.01)
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
+    assert al.deliver_pending(con, [sink], T0) == {"webhook": 0}
+    assert query(con, "SELECT state FROM alert_deliveries")["state"].tolist() == ["pending"]
+
+
+def test_alertmanager_v2_payload(con, server):
+    sink = al.AlertmanagerSink(server.url, generator_url="http://headroom/detect", retries=0)
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
+    assert al.deliver_pending(con, [sink], T0) == {"alertmanager": 1}
+    al.sync_alerts(con, "hardware_fault", [], T1, [sink.name])
+    assert al.deliver_pending(con, [sink], T1) == {"alertmanager": 1}
+    (p1, firing), (p2, resolved) = server.bodies
+    assert p1 == p2 == "/api/v2/alerts"
+    assert isinstance(firing, list) and len(firing) == 1
+    a = firing[0]
+    assert a["labels"]["alertname"] == "headroom_hardware_fault"
+    assert a["labels"]["entity"] == "n1-gpu0" and a["labels"]["severity"] == "critical"
+    assert a["labels"]["node"] == "n1" and all(isinstance(v, str) for v in a["labels"].values())
+    assert a["annotations"]["summary"] == "n1-gpu0 may fail" and a["annotations"]["probability"] == "0.900"
+    assert a["startsAt"] == "2026-01-10T12:00:00.000000Z"
+    assert a["endsAt"] == "2026-01-11T00:00:00.000000Z"  # the predicted window's end
+    assert a["generatorURL"] == "http://headroom/detect"
+    assert resolved[0]["endsAt"] == "2026-01-10T12:15:00.000000Z"
+    assert resolved[0]["labels"] == a["labels"]
+
+
+def test_a_failing_sink_does_not_block_the_others(con, server, tmp_path):
+    good = al.JsonlSink(tmp_path / "a.jsonl")
+    bad = al.WebhookSink("http://127.0.0.1:9", timeout_s=0.5, retries=0)
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [good.name, bad.name])
+    assert al.deliver_pending(con, [bad, good], T0) == {"webhook": 0, "jsonl": 1}
+    states = dict(query(con, "SELECT sink, state FROM alert_deliveries").itertuples(index=False))
+    assert states == {"jsonl": "delivered", "webhook": "pending"}
+
+
+def test_a_sink_added_later_still_gets_firing_alerts(con, tmp_path):
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [])  # no sink configured yet
+    sink = al.JsonlSink(tmp_path / "late.jsonl")
+    al.sync_alerts(con, "hardware_fault", [fault()], T1, [sink.name])
+    assert al.deliver_pending(con, [sink], T1) == {"jsonl": 1}
+    al.sync_alerts(con, "hardware_fault", [fault()], T2, [sink.name])
+    assert al.deliver_pending(con, [sink], T2) == {"jsonl": 0}  # and only once

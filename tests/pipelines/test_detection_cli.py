@@ -1,0 +1,82 @@
+"""``headroom bursts|faults|spikes evaluate`` end to end on tiny files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipelines.cli import main
+from tests.anomaly.synthetic import fleet_telemetry, spot_prices, tidal_series
+
+
+def test_bursts_evaluate_writes_the_metrics_csv(tmp_path: Path, capsys):
+    series = pd.concat([tidal_series("a", days=21, seed=1),
+                        tidal_series("b", days=21, seed=2, shift_at=24 * 17, shift=50.0)])
+    series.to_csv(tmp_path / "s.csv", index=False)
+    start = pd.Timestamp("2026-01-05") + pd.Timedelta(hours=24 * 17)
+    (tmp_path / "w.json").write_text(json.dumps({"b": [[str(start), str(start + pd.Timedelta(hours=12))]]}))
+    out = tmp_path / "m.csv"
+    rc = main(["bursts", "evaluate", "--input", str(tmp_path / "s.csv"), "--windows", str(tmp_path / "w.json"),
+               "--season-length", "24", "--train-fraction", "0.5", "--target-arl", "30D", "--out", str(out)])
+    assert rc == 0
+    m = pd.read_csv(out).set_index("detector")
+    assert list(m.reset_index().columns) == ["detector", "windows", "detected", "detection_rate", "false_alarms",
+                                             "false_alarms_per_week", "median_delay_points"]
+    assert list(m.index) == ["cusum", "threshold_3sigma", "pelt"]
+    assert m.loc["cusum", "detected"] == 1
+    assert "cusum" in capsys.readouterr().out
+
+
+def test_faults_evaluate(tmp_path: Path):
+    tel, fails = fleet_telemetry()
+    tel.to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    out = tmp_path / "m.csv"
+    rc = main(["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
+               "--lead", "30m", "--horizon", "6h", "--out", str(out)])
+    assert rc == 0
+    m = pd.read_csv(out)
+    assert list(m.columns) == ["events", "caught", "recall", "alerts", "precision", "median_lead_hours",
+                               "false_alarms_per_device_week", "auc"]
+    assert len(m) == 1 and m.loc[0, "events"] == 3
+
+
+def test_spikes_evaluate(tmp_path: Path):
+    spot_prices().to_csv(tmp_path / "p.csv", index=False)
+    pd.DataFrame({"provider": ["aws"], "region": ["us-east-1"], "instance_type": ["g5.xlarge"],
+                  "on_demand_price": [3.0]}).to_csv(tmp_path / "od.csv", index=False)
+    out = tmp_path / "m.csv"
+    rc = main(["spikes", "evaluate", "--prices", str(tmp_path / "p.csv"), "--on-demand", str(tmp_path / "od.csv"),
+               "--horizon", "3h", "--k", "2", "--out", str(out)])
+    assert rc == 0
+    m = pd.read_csv(out)
+    assert list(m.columns) == ["model", "auc", "precision", "recall", "f1", "positives", "n"]
+    assert list(m["model"]) == ["lightgbm", "persistence"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["bursts", "evaluate", "--input", "{tmp}/missing.csv", "--windows", "{tmp}/w.json"],
+    ["spikes", "evaluate", "--prices", "{tmp}/bad.csv"],
+    ["faults", "evaluate", "--telemetry", "{tmp}/bad.csv", "--failures", "{tmp}/bad.csv"],
+])
+def test_unusable_input_exits_2_with_the_file_named(tmp_path: Path, capsys, argv: list[str]):
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "w.json").write_text("{}")
+    rc = main([a.format(tmp=tmp_path) for a in argv])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "error" in err and str(tmp_path) in err
+
+
+def test_detect_without_a_warehouse_exits_2(tmp_path: Path, capsys):
+    rc = main(["detect", "--db", str(tmp_path / "none.duckdb")])
+    assert rc == 2
+    assert "no warehouse" in capsys.readouterr().err
+
+
+def test_detect_rejects_unknown_detector(tmp_path: Path, capsys):
+    rc = main(["detect", "--db", str(tmp_path / "none.duckdb"), "--detectors", "bursts,crystal-ball"])
+    assert rc == 2
+    assert "crystal-ball" in capsys.readouterr().err
