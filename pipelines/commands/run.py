@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
@@ -59,6 +60,8 @@ def run_all(args: argparse.Namespace) -> int:
     if not inputs_in(folder):
         raise CliError(f"no input files (utilization.csv, telemetry.csv, ...) in {folder}", 2)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages is not None else None
+    # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
+    os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
     print(f"running the pipeline into {settings.db_path}")
     out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
     _print_summary(out)
