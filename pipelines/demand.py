@@ -47,6 +47,13 @@ def load_demand(
     return regularize(raw)
 
 
+def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None) -> pd.DataFrame:
+    """Demand over the last ``lookback_days`` of utilization (all of it when None)."""
+    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
+    since = None if last is None or lookback_days is None else pd.Timestamp(last) - pd.Timedelta(days=lookback_days)
+    return load_demand(con, since=since)
+
+
 def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
     """Put every series on a complete ``freq`` grid; hours with no report at all are
     interpolated linearly between their neighbours (and counted in the log), and a

@@ -1,0 +1,244 @@
+"""Forecast accuracy benchmark: every headroom model side by side with statsforecast /
+mlforecast peers (when installed) on the public Bitbrains traces and the synthetic fleet,
+plus the 100-series speed check.
+
+    python benchmarks/forecast_accuracy.py [--datasets ../shared/datasets] [--suites cluster,panel,synthetic,speed]
+
+Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``), never copied.
+Data preparation, documented:
+  * cluster: ``rnd_cluster_5min_until_2013-08-01.csv.gz``, hourly mean of the 5-min
+    ``cpu_usage_mhz_sum`` (the cluster total), cut before the first hour with no data
+    (2013-07-30 22:00, a one-day hole); hours when fewer than half the usual VMs
+    reported (a 30-hour outage on 2013-07-16/17) are filled from the same hour a day
+    earlier, since the total then counts only ~33 VMs.
+  * panel: ``rnd_vm_hourly_2013-07.csv.gz``, ``cpu_usage_mhz_mean`` of the first 100 VMs
+    (by id) that report in >= 95% of hours, on the same hourly range; their missing hours
+    (mostly the same outage) are filled from a day earlier.
+  * synthetic: ``pipelines.synth.generate_fleet`` -> DuckDB -> ``pipelines.demand``.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import forecasters  # noqa: E402
+
+log = logging.getLogger("forecast_accuracy")
+BITBRAINS = "bitbrains-rnd-vm-utilization"
+MODELS = ("seasonal_naive", "ets", "prophet", "lgbm", "prophet_lgbm", "lstm")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (cmdstan runs as a child)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _fill_from_yesterday(series: pd.Series, season: int = 24) -> pd.Series:
+    out = series.copy()
+    for _ in range(7):
+        if not out.isna().any():
+            break
+        out = out.fillna(out.shift(season))
+    return out.interpolate(limit_direction="both")
+
+
+def bitbrains_cluster(root: Path) -> pd.DataFrame:
+    raw = pd.read_csv(root / BITBRAINS / "rnd_cluster_5min_until_2013-08-01.csv.gz")
+    raw["ds"] = pd.to_datetime(raw["bucket_start_utc"], utc=True).dt.tz_localize(None).dt.floor("h")
+    hourly = raw.groupby("ds").agg(y=("cpu_usage_mhz_sum", "mean"), vms=("n_vms", "mean"))
+    hourly = hourly.reindex(pd.date_range(hourly.index.min(), hourly.index.max(), freq="h"))
+    hole = hourly["y"].isna().to_numpy()
+    hourly = hourly.iloc[: int(np.argmax(hole)) if hole.any() else len(hourly)]
+    y = hourly["y"].where(hourly["vms"] >= 0.5 * hourly["vms"].median())
+    return pd.DataFrame({"unique_id": "rnd_cluster", "ds": hourly.index, "y": _fill_from_yesterday(y).to_numpy()})
+
+
+def bitbrains_panel(root: Path, n_vms: int = 100) -> pd.DataFrame:
+    raw = pd.read_csv(root / BITBRAINS / "rnd_vm_hourly_2013-07.csv.gz")
+    raw["ds"] = pd.to_datetime(raw["hour_utc"], utc=True).dt.tz_localize(None)
+    wide = raw.pivot_table(index="ds", columns="vm_id", values="cpu_usage_mhz_mean")
+    wide = wide.reindex(pd.date_range(wide.index.min(), wide.index.max(), freq="h"))
+    hole = wide.isna().all(axis=1).to_numpy()
+    wide = wide.iloc[: int(np.argmax(hole)) if hole.any() else len(wide)]
+    keep = [c for c in sorted(wide.columns) if wide[c].notna().mean() >= 0.95][:n_vms]
+    wide = wide[keep].apply(_fill_from_yesterday)
+    long = wide.stack().rename("y").reset_index()
+    long.columns = ["ds", "unique_id", "y"]
+    long["unique_id"] = "vm" + long["unique_id"].astype(str)
+    return long[["unique_id", "ds", "y"]].sort_values(["unique_id", "ds"]).reset_index(drop=True)
+
+
+def synthetic_demand(nodes: int, days: int, seed: int) -> pd.DataFrame:
+    from pipelines import demand, warehouse
+    from pipelines.synth import generate_fleet
+
+    util = generate_fleet(nodes=nodes, days=days, seed=seed)["utilization"]
+    con = warehouse.connect(":memory:")
+    try:
+        con.register("_util", util)
+        con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _util")
+        return demand.load_demand(con)
+    finally:
+        con.close()
+
+
+def speed_panel(n_series: int = 100, days: int = 60, seed: int = 0) -> pd.DataFrame:
+    """100 hourly demand-like series: daily and weekly cycles, trend, AR noise, bursts."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(days * 24)
+    frames = []
+    for i in range(n_series):
+        level = rng.uniform(20, 500)
+        shape = 1 + 0.35 * np.sin(2 * np.pi * (t + rng.integers(24)) / 24) + 0.15 * np.sin(2 * np.pi * t / 168)
+        noise = np.convolve(rng.normal(0, 0.05, len(t)), np.ones(3) / 3, mode="same")
+        bursts = (rng.random(len(t)) < 0.01) * rng.uniform(0.2, 0.6, len(t))
+        y = level * (shape + 0.001 * t + noise + bursts)
+        frames.append(pd.DataFrame({"unique_id": f"s{i:03d}", "ds": pd.date_range("2026-01-05", periods=len(t),
+                                    freq="h"), "y": y}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def run_ours(data: pd.DataFrame, names: list[str], h: int, windows: int) -> list[dict]:
+    rows = []
+    for name in names:
+        model = forecasters.create(name, horizon=h, freq="h", season_length=24)
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        cv = forecasters.cross_validation(model, data, h=h, n_windows=windows, step=h)
+        row = forecasters.evaluate(cv, data, 24).iloc[0].to_dict()
+        row.update(seconds=time.perf_counter() - wall, cpu_seconds=cpu_seconds() - cpu, source="headroom")
+        rows.append(row)
+        log.info("%s: wape %.4f in %.1fs", name, row["wape"], row["seconds"])
+    return rows
+
+
+def _peer_frame(cv: pd.DataFrame, model: str) -> pd.DataFrame:
+    out = pd.DataFrame({"unique_id": cv["unique_id"].astype(str), "ds": cv["ds"], "cutoff": cv["cutoff"],
+                        "model": model, "y": cv["y"], "mean": cv[model]})
+    for lv in (80, 95):
+        for side in ("lo", "hi"):
+            col = f"{model}-{side}-{lv}"
+            out[f"{side}_{lv}"] = cv[col] if col in cv else np.nan
+    return out
+
+
+def run_peers(data: pd.DataFrame, h: int, windows: int) -> list[dict]:
+    """statsforecast SeasonalNaive/AutoETS/MSTL and mlforecast LightGBM, when installed."""
+    rows: list[dict] = []
+    frames: list[tuple[str, pd.DataFrame, float, float]] = []
+    try:
+        from statsforecast import StatsForecast
+        from statsforecast.models import MSTL, AutoETS, SeasonalNaive
+
+        for model in (SeasonalNaive(season_length=24, alias="sf_seasonal_naive"),
+                      AutoETS(season_length=24, alias="sf_autoets"),
+                      MSTL(season_length=[24, 168], alias="sf_mstl")):
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            sf = StatsForecast(models=[model], freq="h", n_jobs=1)
+            cv = sf.cross_validation(df=data, h=h, n_windows=windows, step_size=h, level=[80, 95])
+            frames.append((model.alias, cv, time.perf_counter() - wall, cpu_seconds() - cpu))
+    except ImportError:
+        log.warning("statsforecast not installed: no statsforecast peers")
+    try:
+        import lightgbm as lgb
+        from mlforecast import MLForecast
+        from mlforecast.lag_transforms import RollingMean
+        from mlforecast.utils import PredictionIntervals
+
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        mlf = MLForecast(models={"mlf_lgbm": lgb.LGBMRegressor(verbosity=-1, n_jobs=1)}, freq="h",
+                         lags=[1, 2, 3, 24, 48, 168], lag_transforms={1: [RollingMean(window_size=24)]},
+                         date_features=["hour", "dayofweek"])
+        cv = mlf.cross_validation(data, n_windows=windows, h=h, step_size=h,
+                                  prediction_intervals=PredictionIntervals(n_windows=2, h=h), level=[80, 95])
+        frames.append(("mlf_lgbm", cv, time.perf_counter() - wall, cpu_seconds() - cpu))
+    except ImportError:
+        log.warning("mlforecast not installed: no mlforecast peer")
+    for name, cv, wall, cpu in frames:
+        row = forecasters.evaluate(_peer_frame(cv, name), data, 24).iloc[0].to_dict()
+        row.update(seconds=wall, cpu_seconds=cpu, source="peer")
+        rows.append(row)
+        log.info("%s: wape %.4f in %.1fs", name, row["wape"], wall)
+    return rows
+
+
+def speed_check(n_series: int, days: int, h: int) -> dict:
+    """prophet_lgbm: fit (with conformal calibration) and forecast on the speed panel."""
+    data = speed_panel(n_series, days)
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    fc = forecasters.create("prophet_lgbm", horizon=h, freq="h", season_length=24).fit(data).predict()
+    return {"dataset": f"speed_{n_series}x{days}d", "model": "prophet_lgbm", "rows": len(fc),
+            "seconds": time.perf_counter() - wall, "cpu_seconds": cpu_seconds() - cpu}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    default_root = os.environ.get("HEADROOM_DATASETS", str(ROOT.parent / "shared" / "datasets"))
+    parser.add_argument("--datasets", default=default_root)
+    parser.add_argument("--suites", default="cluster,panel,synthetic,speed")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--horizon", type=int, default=24)
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--nodes", type=int, default=48, help="synthetic fleet nodes")
+    parser.add_argument("--days", type=int, default=42, help="synthetic fleet days")
+    parser.add_argument("--out", default=str(ROOT / "bench-out" / "forecast_accuracy.csv"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    for noisy in ("cmdstanpy", "prophet", "prophet.plot"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    root = Path(args.datasets)
+    rows: list[dict] = []
+    for suite in suites:
+        if suite == "speed":
+            rows.append(speed_check(100, 60, args.horizon))
+            log.info("speed: %s", rows[-1])
+            continue
+        if suite in ("cluster", "panel") and not (root / BITBRAINS).is_dir():
+            log.warning("%s: no %s under %s, skipped", suite, BITBRAINS, root)
+            continue
+        data = {"cluster": lambda: bitbrains_cluster(root), "panel": lambda: bitbrains_panel(root),
+                "synthetic": lambda: synthetic_demand(args.nodes, args.days, 0)}[suite]()
+        log.info("%s: %d series x %d hours", suite, data["unique_id"].nunique(), data.groupby("unique_id").size().max())
+        found = run_ours(data, names, args.horizon, args.windows)
+        if not args.no_peers:
+            found += run_peers(data, args.horizon, args.windows)
+        table = pd.DataFrame(found)
+        base = table.set_index("model")["wape"]
+        for ref in ("seasonal_naive", "prophet"):
+            if ref in base:
+                table[f"wape_vs_{ref}"] = table["wape"] / base[ref]
+        peers = table.loc[table["source"] == "peer", "wape"]
+        if not peers.empty:
+            table["wape_vs_best_peer"] = table["wape"] / peers.min()
+        table.insert(0, "dataset", suite)
+        rows += table.to_dict("records")
+    out = pd.DataFrame(rows)
+    cols = [c for c in ["dataset", "model", "source", "wape", "smape", "mase", "msis", "coverage_80", "coverage_95",
+                        "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "seconds", "cpu_seconds",
+                        "rows"] if c in out.columns]
+    out = out[cols]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(args.out, index=False)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(out.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The Forecaster protocol, the shared base class and its conformal intervals.
+
+Every model follows scikit-learn's estimator contract: parameters are stored by
+``__init__`` unchanged, learned state lives in attributes ending with ``_``,
+``fit`` returns ``self`` and replaces earlier state, ``predict`` before ``fit``
+raises :class:`NotFittedError`.
+
+Intervals are split-conformal, per horizon step: ``fit`` first fits a copy of
+the model on each series minus its last ``horizon + calibration_origins - 1``
+points, forecasts from rolling origins in that held-out stretch (all of the
+``calibration_origins``, or 168 of them spread evenly when there are more; each
+forecast sees only data up to its origin), and keeps the absolute errors.
+Errors are normalised by each series' mean absolute calibration error so that
+series of different scale can be pooled; the interval half-width at step ``j``
+is the conformal quantile of the pooled normalised errors at step ``j`` times
+the series' scale. Then the model is fit on all data.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
+
+import numpy as np
+import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
+
+from forecasters.validation import HistoryError, future_ds, step_index, validate_history
+
+MAX_CAL_ORIGINS = 168
+FORECAST_COLUMNS = ["unique_id", "ds", "model", "mean", "lo_80", "hi_80", "lo_95", "hi_95"]
+
+
+class NotFittedError(RuntimeError):
+    """``predict`` was called before ``fit``."""
+
+
+@runtime_checkable
+class Forecaster(Protocol):
+    """What the backtester, the registry and the pipelines rely on."""
+
+    name: ClassVar[str]
+    horizon: int
+
+    def fit(self, history: pd.DataFrame) -> Self: ...
+
+    def predict(
+        self, h: int | None = None, level: tuple[int, ...] = (80, 95), history: pd.DataFrame | None = None
+    ) -> pd.DataFrame: ...
+
+    def get_params(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """Right-aligned recent values of a set of series, the input of every point forecast.
+
+    ``values`` is (n, length), left-padded with NaN; the last column is the value at
+    ``end`` (the step index of the forecast origin) for each row.
+    """
+
+    uids: np.ndarray
+    values: np.ndarray
+    end: np.ndarray
+
+
+def series_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """Split a validated frame into (uids, y arrays, first step index) per series."""
+    uids, starts = np.unique(frame["unique_id"].to_numpy(), return_index=True)
+    order = np.argsort(starts)
+    uids, starts = uids[order], starts[order]
+    y = frame["y"].to_numpy(dtype=float)
+    bounds = list(starts[1:])
+    return uids, np.split(y, bounds), frame["_step"].to_numpy()[starts]
+
+
+def windows_at(y: np.ndarray, length: int, known: np.ndarray) -> np.ndarray:
+    """Rows of the last ``length`` values of ``y[:k]`` for each ``k`` in ``known``, NaN-padded."""
+    padded = np.concatenate([np.full(length, np.nan), y])
+    return sliding_window_view(padded, length)[np.asarray(known, dtype=np.int64)]
+
+
+class BaseForecaster:
+    """Shared fit/predict plumbing: validation, contexts, conformal intervals, the frame."""
+
+    name: ClassVar[str] = "base"
+
+    # --- parameters -------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """The constructor parameters, as given."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {n: getattr(self, n) for n in names}
+
+    def clone(self) -> Self:
+        """An unfitted copy with the same parameters."""
+        return type(self)(**self.get_params())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # --- what subclasses provide -------------------------------------------------
+    def _min_length(self) -> int:
+        """Points a series needs for the model itself (not counting calibration)."""
+        return 1
+
+    def _context_length(self) -> int:
+        """How many trailing values a point forecast reads."""
+        return int(getattr(self, "season_length", 1))
+
+    def _fit_points(self, frame: pd.DataFrame) -> None:
+        """Learn from a validated frame (with ``_step``); set attributes ending in ``_``."""
+        raise NotImplementedError
+
+    def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
+        """Point forecasts (len(ctx.uids), h) from the given contexts."""
+        raise NotImplementedError
+
+    # --- public API ---------------------------------------------------------------
+    def _validate(self, history: pd.DataFrame, min_length: int) -> pd.DataFrame:
+        frame = validate_history(history, self.freq, min_length=min_length)
+        frame["_step"] = step_index(frame["ds"], self.freq)
+        return frame
+
+    def fit(self, history: pd.DataFrame) -> Self:
+        """Calibrate the intervals on held-out origins, then fit on all of ``history``."""
+        if self.horizon < 1:
+            raise ValueError(f"{self.name}: horizon must be >= 1")
+        frame = self._validate(history, self._min_length() + 1)
+        lengths = frame.groupby("unique_id", sort=False).size()
+        n_cal = min(self.calibration_origins, int(lengths.min()) - self._min_length() - self.horizon + 1)
+        if n_cal < 1:
+            uid = lengths.idxmin()
+            need = self._min_length() + self.horizon
+            raise HistoryError(
+                f"series {uid!r}: {int(lengths.min())} points is too short for {self.name} with "
+                f"horizon {self.horizon} and conformal calibration; need at least {need}"
+            )
+        self._calibrate(frame, n_cal)
+        self._fit_points(frame)
+        self.history_ = frame
+        self.nonnegative_ = bool((frame["y"] >= 0).all())
+        return self
+
+    def _calibrate(self, frame: pd.DataFrame, n_cal: int) -> None:
+        span = self.horizon + n_cal - 1
+        keep = frame.groupby("unique_id", sort=False).cumcount(ascending=False) >= span
+        calib = self.clone()
+        calib._fit_points(frame.loc[keep].reset_index(drop=True))
+        uids, ys, starts = series_arrays(frame)
+        length = self._context_length()
+        rows, truths, owners, ends = [], [], [], []
+        # at most MAX_CAL_ORIGINS origins, spread evenly over the calibration stretch:
+        # neighbouring origins give nearly the same errors, a long stretch gives variety
+        offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, MAX_CAL_ORIGINS)).round().astype(np.int64))
+        n_cal = len(offsets)
+        for i, (y, start) in enumerate(zip(ys, starts)):
+            known = len(y) - span + offsets
+            rows.append(windows_at(y, length, known))
+            truths.append(sliding_window_view(y, self.horizon)[known])
+            owners.append(np.full(n_cal, i))
+            ends.append(start + known - 1)
+        ctx = Context(np.repeat(uids, n_cal), np.vstack(rows), np.concatenate(ends))
+        pred = calib._predict_points(ctx, self.horizon)
+        err = np.abs(np.vstack(truths) - pred)
+        owner = np.concatenate(owners)
+        scale = np.array([err[owner == i].mean() for i in range(len(uids))])
+        floor = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
+        scale = np.maximum(scale, floor)
+        self.conformal_scores_ = (err / scale[owner, None]).astype(np.float64)
+        self.conformal_scale_ = dict(zip(uids.tolist(), scale.tolist()))
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "history_"):
+            raise NotFittedError(f"{self.name} is not fitted yet: call fit(history) before predict")
+
+    def conformal_quantile(self, level: int) -> np.ndarray:
+        """Normalised half-width per horizon step for a central ``level``% interval."""
+        self._check_fitted()
+        scores = self.conformal_scores_
+        n = scores.shape[0]
+        rank = min(math.ceil((n + 1) * level / 100.0), n)
+        return np.sort(scores, axis=0)[rank - 1]
+
+    def predict(
+        self, h: int | None = None, level: tuple[int, ...] = (80, 95), history: pd.DataFrame | None = None
+    ) -> pd.DataFrame:
+        """Forecast ``h`` steps after the end of the fitted history (or of ``history``,
+        with the learned parameters and no refit) as a forecast frame."""
+        self._check_fitted()
+        h = self.horizon if h is None else int(h)
+        if not 1 <= h <= self.horizon:
+            raise ValueError(f"{self.name}: h must be in 1..{self.horizon} (the fitted horizon), got {h}")
+        frame = self.history_ if history is None else self._validate(history, 1)
+        uids, ys, starts = series_arrays(frame)
+        unknown = [u for u in uids if u not in self.conformal_scale_]
+        if unknown:
+            raise HistoryError(f"series {unknown[0]!r} was not seen by fit; refit to forecast it")
+        length = self._context_length()
+        values = np.vstack([windows_at(y, length, [len(y)]) for y in ys])
+        ends = np.array([s + len(y) - 1 for y, s in zip(ys, starts)])
+        mean = self._predict_points(Context(uids, values, ends), h)
+        scale = np.array([self.conformal_scale_[u] for u in uids])
+        if self.nonnegative_:
+            mean = np.maximum(mean, 0.0)
+        last = frame.groupby("unique_id", sort=False)["ds"].last().loc[uids].to_numpy()
+        out = pd.DataFrame(
+            {
+                "unique_id": np.repeat(uids, h),
+                "ds": np.concatenate([future_ds(t, h, self.freq) for t in last]),
+                "model": self.name,
+                "mean": mean.ravel(),
+            }
+        )
+        for lv in level:
+            half = (scale[:, None] * self.conformal_quantile(lv)[None, :h]).ravel()
+            lo, hi = out["mean"].to_numpy() - half, out["mean"].to_numpy() + half
+            if self.nonnegative_:
+                lo = np.maximum(lo, 0.0)
+            out[f"lo_{lv}"], out[f"hi_{lv}"] = lo, hi
+        cols = FORECAST_COLUMNS[:4] + [c for lv in level for c in (f"lo_{lv}", f"hi_{lv}")]
+        return out[cols]

@@ -1,0 +1,103 @@
+"""The one feature builder of the LightGBM family, used by fit and by predict.
+
+Models are direct multi-horizon: a row describes the value ``k`` steps after an
+origin, from the window of values up to the origin (most recent last) and ``k``.
+A feature can never read past the origin. Values are divided by the window's own
+scale (mean absolute value of its recent part), which lets one global model fit
+series of any size and needs nothing but data up to the origin.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """Which lags and seasonal statistics to build."""
+
+    seasons: tuple[int, ...]
+    short_lags: int = 6
+    season_repeats: tuple[int, ...] = (7, 2)  # past cycles read per season, by position
+
+    def repeats(self, i: int) -> int:
+        return self.season_repeats[min(i, len(self.season_repeats) - 1)]
+
+    @property
+    def window(self) -> int:
+        """Values each row needs."""
+        need = [s * self.repeats(i) for i, s in enumerate(self.seasons)]
+        return max(max(need), max(self.seasons), self.short_lags)
+
+    @property
+    def scale_window(self) -> int:
+        return min(self.window, max(self.seasons))
+
+
+def seasonal_block(norm: np.ndarray, k: np.ndarray, s: int, repeats: int) -> list[np.ndarray]:
+    """Values at the target's phase one, two, ... cycles back (NaN when not yet known),
+    and their median and mean."""
+    w = norm.shape[1]
+    rows = np.arange(len(norm))
+    lagged = []
+    for r in range(1, repeats + 1):
+        # the value r cycles before the target sits r*s - k steps before the origin
+        back = r * s - k
+        pos = w - 1 - back
+        ok = (back >= 0) & (pos >= 0)
+        lagged.append(np.where(ok, norm[rows, np.clip(pos, 0, w - 1)], np.nan))
+    stack = np.column_stack(lagged)
+    with warnings.catch_warnings():  # all-NaN rows (short history) give NaN, as intended
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med, mean = np.nanmedian(stack, axis=1), np.nanmean(stack, axis=1)
+    return lagged[:2] + [med, mean]
+
+
+def build_features(
+    y_win: np.ndarray,
+    origin_step: np.ndarray,
+    k: np.ndarray,
+    spec: FeatureSpec,
+    base_win: np.ndarray | None = None,
+    base_target: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features for the value ``k`` steps after each window's last value: (X, scale, anchor).
+
+    ``anchor`` is the robust seasonal forecast the boosters correct: the median of the
+    values at the target's phase over the last cycles of the first season (the last
+    value when none is known yet), in scaled units.
+
+    ``origin_step`` is the global step index of the window's last value. With
+    ``base_win``/``base_target`` (the hybrid) a base model's curve over the window and
+    at the target adds the base forecast and its recent residuals.
+    """
+    k = np.asarray(k, dtype=np.int64)
+    with np.errstate(all="ignore"):
+        scale = np.nanmean(np.abs(y_win[:, -spec.scale_window:]), axis=1)
+    scale = np.where(np.isfinite(scale) & (scale > EPS), scale, 1.0)
+    norm = y_win / scale[:, None]
+    cols: list[np.ndarray] = [k.astype(float)]
+    cols += [norm[:, -j] for j in range(1, spec.short_lags + 1)]
+    anchor = None
+    for i, s in enumerate(spec.seasons):
+        block = seasonal_block(norm, k, s, spec.repeats(i))
+        if anchor is None:
+            last = pd.DataFrame(norm[:, -s:]).ffill(axis=1).to_numpy()[:, -1]
+            anchor = np.where(np.isnan(block[2]), last, block[2])
+        cols += block
+        part = norm[:, -s:]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            cols += [np.nanmean(part, axis=1), np.nanstd(part, axis=1), np.nanmax(part, axis=1),
+                     np.nanmedian(part, axis=1)]
+        cols.append(((np.asarray(origin_step) + k) % s).astype(float))
+    cols.append(np.log1p(scale))
+    if base_win is not None and base_target is not None:
+        resid = (y_win[:, -3:] - base_win[:, -3:]) / scale[:, None]
+        cols += [base_target / scale, (base_target - base_win[:, -1]) / scale, *resid.T]
+    return np.column_stack(cols).astype(np.float32), scale, np.nan_to_num(anchor)

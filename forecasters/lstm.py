@@ -1,0 +1,246 @@
+"""lstm: one global LSTM across series, direct multi-horizon output.
+
+Each sample is a window of per-window-scaled history before an origin; the
+network reads the last ``input_length`` values (with their seasonal phase) and,
+through a skip connection, corrects the robust seasonal-median anchor for all
+``h`` steps at once. Training stops early on a time-based validation split: the last
+``val_points`` of every series are only ever validation targets.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from forecasters.base import BaseForecaster, Context, series_arrays, windows_at
+from forecasters.features import FeatureSpec, seasonal_block
+from forecasters.registry import register
+from forecasters.validation import HistoryError, default_seasons
+
+log = logging.getLogger(__name__)
+EPS = 1e-9
+
+
+def lstm_inputs(
+    win: np.ndarray, origin_step: np.ndarray, h: int, input_length: int, seasons: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The one feature builder (fit and predict): (sequence, static, anchor, scale).
+
+    ``win`` holds the values up to each origin (most recent last), ``origin_step``
+    the step index of its last value. The anchor is the robust seasonal median the
+    network corrects (see :func:`forecasters.features.build_features`).
+    """
+    spec = FeatureSpec(seasons)
+    with np.errstate(all="ignore"):
+        scale = np.nanmean(np.abs(win[:, -spec.scale_window:]), axis=1)
+    scale = np.where(np.isfinite(scale) & (scale > EPS), scale, 1.0)
+    norm = win / scale[:, None]
+    last = pd.DataFrame(norm).ffill(axis=1).to_numpy()[:, -1]
+    seq_y = np.where(np.isnan(norm[:, -input_length:]), last[:, None], norm[:, -input_length:])
+    steps = origin_step[:, None] + np.arange(-input_length + 1, 1)[None, :]
+    s0 = seasons[0]
+    seq = np.stack([seq_y, np.sin(2 * np.pi * steps / s0), np.cos(2 * np.pi * steps / s0)], axis=2)
+    anchor, statics = [], []
+    for k in range(1, h + 1):
+        ks = np.full(len(norm), k)
+        block = [seasonal_block(norm, ks, s, spec.repeats(i)) for i, s in enumerate(seasons)]
+        anchor.append(np.where(np.isnan(block[0][2]), last, block[0][2]))
+        statics += [b[0] for b in block]  # one cycle back, per season
+    anchor_m = np.column_stack(anchor)
+    static = np.column_stack(statics)
+    static = np.where(np.isnan(static), np.repeat(anchor_m, len(seasons), axis=1), static)
+    phase = [np.column_stack([np.sin(2 * np.pi * ((origin_step + 1) % s) / s),
+                              np.cos(2 * np.pi * ((origin_step + 1) % s) / s)]) for s in seasons]
+    static = np.hstack([static, anchor_m, *phase])
+    return seq.astype(np.float32), static.astype(np.float32), anchor_m.astype(np.float32), scale
+
+
+def _network(n_static: int, h: int, hidden: int, layers: int) -> object:
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(3, hidden, num_layers=layers, batch_first=True)
+            self.head = nn.Sequential(nn.Linear(hidden + n_static, hidden), nn.ReLU(), nn.Linear(hidden, h))
+            # start exactly at the anchor: the network only learns a correction
+            nn.init.zeros_(self.head[2].weight)
+            nn.init.zeros_(self.head[2].bias)
+
+        def forward(self, seq: torch.Tensor, static: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+            _, (hn, _) = self.lstm(seq)
+            return base + self.head(torch.cat([hn[-1], static], dim=1))
+
+    return Net()
+
+
+def weighted_l1(pred: object, target: object, weight: object) -> object:
+    """Mean absolute error with one weight per sample (row)."""
+    return ((pred - target).abs().mean(dim=1) * weight).mean()  # type: ignore[operator, union-attr]
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Use ``n`` intra-op threads for the block, then restore the caller's setting."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@register
+class LSTMForecaster(BaseForecaster):
+    """Global LSTM, direct multi-horizon, early-stopped, seeded."""
+
+    name = "lstm"
+
+    def __init__(
+        self,
+        horizon: int = 24,
+        freq: str | None = "h",
+        season_length: int = 24,
+        calibration_origins: int = 336,
+        input_length: int = 48,
+        hidden_size: int = 48,
+        num_layers: int = 1,
+        max_epochs: int = 40,
+        patience: int = 4,
+        batch_size: int = 256,
+        learning_rate: float = 1e-3,
+        samples_per_epoch: int = 4096,
+        max_train_points: int = 24 * 42,
+        val_points: int | None = None,
+        min_improvement: float = 0.02,
+        device: str = "cpu",
+        n_threads: int = 1,
+        seed: int = 0,
+    ) -> None:
+        self.horizon = horizon
+        self.freq = freq
+        self.season_length = season_length
+        self.calibration_origins = calibration_origins
+        self.input_length = input_length
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.samples_per_epoch = samples_per_epoch
+        self.max_train_points = max_train_points
+        self.val_points = val_points
+        self.min_improvement = min_improvement
+        self.device = device
+        self.n_threads = n_threads
+        self.seed = seed
+
+    def _seasons(self) -> tuple[int, ...]:
+        return default_seasons(self.freq, self.season_length)
+
+    def _context_length(self) -> int:
+        return max(self.input_length, FeatureSpec(self._seasons()).window)
+
+    def _min_length(self) -> int:
+        return self.input_length + self.horizon + self._val_points()
+
+    def _val_points(self) -> int:
+        return self.val_points if self.val_points is not None else max(self.horizon, 7 * self.season_length)
+
+    def _samples(self, ys: list[np.ndarray], starts: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Train and validation arrays (seq, static, anchor, target, weight); validation
+        targets are the last ``val_points`` of each series, train targets end before them.
+        The weight is the window scale: the scaled L1 loss then sums absolute errors in
+        each series' own units, as WAPE does."""
+        h, ctx = self.horizon, self._context_length()
+        train, val = [], []
+        for y, start in zip(ys, starts):
+            n = len(y)
+            cut = n - self._val_points()
+            origins = np.arange(max(self.input_length, n - self.max_train_points), n - h + 1)
+            for part, keep in ((train, origins + h <= cut), (val, origins + h > cut)):
+                o = origins[keep]
+                if o.size == 0:
+                    continue
+                seq, static, base, scale = lstm_inputs(windows_at(y, ctx, o), start + o - 1, h,
+                                                       self.input_length, self._seasons())
+                target = np.lib.stride_tricks.sliding_window_view(y, h)[o] / scale[:, None]
+                part.append((seq, static, base, target.astype(np.float32), scale.astype(np.float32)))
+        if not train or not val:
+            raise HistoryError(
+                f"lstm: not enough history for a train/validation split; need more than "
+                f"{self.input_length + self.horizon + self._val_points()} points per series"
+            )
+        train_a = [np.concatenate(a) for a in zip(*train)]
+        val_a = [np.concatenate(a) for a in zip(*val)]
+        norm = float(train_a[4].mean())
+        train_a[4], val_a[4] = train_a[4] / norm, val_a[4] / norm
+        return train_a, val_a
+
+    def _fit_points(self, frame: pd.DataFrame) -> None:
+        import torch
+
+        _, ys, starts = series_arrays(frame)
+        train, val = self._samples(ys, starts)
+        rng = np.random.default_rng(self.seed)
+        with _torch_threads(self.n_threads):
+            torch.manual_seed(self.seed)
+            dev = torch.device(self.device)
+            net = _network(train[1].shape[1], self.horizon, self.hidden_size, self.num_layers).to(dev)
+            opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate)
+            tv = [torch.from_numpy(a).to(dev) for a in val]
+
+            def val_loss() -> float:
+                net.eval()
+                with torch.no_grad():
+                    return float(weighted_l1(net(*tv[:3]), tv[3], tv[4]))
+
+            # the untrained network is the anchor itself: it is the first candidate
+            best, bad, epochs = val_loss(), 0, 0
+            best_state = {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
+            for epoch in range(self.max_epochs):
+                epochs = epoch + 1
+                net.train()
+                pick = rng.choice(len(train[0]), size=min(self.samples_per_epoch, len(train[0])), replace=False)
+                for b in range(0, len(pick), self.batch_size):
+                    idx = pick[b:b + self.batch_size]
+                    seq, static, base, target, weight = (torch.from_numpy(a[idx]).to(dev) for a in train)
+                    opt.zero_grad()
+                    loss = weighted_l1(net(seq, static, base), target, weight)
+                    loss.backward()
+                    opt.step()
+                vloss = val_loss()
+                if vloss < best * (1 - self.min_improvement):
+                    best, bad = vloss, 0
+                    best_state = {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
+                else:
+                    bad += 1
+                    if bad >= self.patience:
+                        break
+        log.debug("lstm: stopped after %d epochs, best validation L1 %.4f", epochs, best)
+        self.weights_ = best_state
+        self.n_static_ = int(train[1].shape[1])
+        self.epochs_ = epochs
+        self.val_loss_ = float(best)
+
+    def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
+        import torch
+
+        seq, static, base, scale = lstm_inputs(ctx.values, ctx.end, self.horizon, self.input_length, self._seasons())
+        with _torch_threads(self.n_threads), torch.no_grad():
+            dev = torch.device(self.device)
+            net = _network(self.n_static_, self.horizon, self.hidden_size, self.num_layers)
+            net.load_state_dict({k: torch.from_numpy(v) for k, v in self.weights_.items()})
+            net = net.to(dev).eval()
+            outs = [
+                net(*(torch.from_numpy(a[b:b + 4096]).to(dev) for a in (seq, static, base))).cpu().numpy()
+                for b in range(0, len(seq), 4096)
+            ]
+        return np.vstack(outs)[:, :h] * scale[:, None]

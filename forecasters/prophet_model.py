@@ -1,0 +1,141 @@
+"""Prophet per series, in a lean configuration (few changepoints, no sampling).
+
+Built-in seasonalities are off; one Fourier seasonality per period in
+``default_seasons(freq, season_length)`` is added instead, so any regular
+frequency works. Integer-step series are mapped onto a fake hourly clock.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+
+from forecasters.base import BaseForecaster, Context, series_arrays
+from forecasters.registry import register
+from forecasters.validation import default_seasons, freq_offset
+
+log = logging.getLogger(__name__)
+_EPOCH = pd.Timestamp("1970-01-05")
+COMPONENTS = ("yhat", "trend")
+
+
+def quiet_stan() -> None:
+    """cmdstanpy logs two INFO lines per fit to its own handler; silence it."""
+    logging.getLogger("cmdstanpy").disabled = True
+    logging.getLogger("prophet").setLevel(logging.WARNING)
+
+
+class ProphetCore:
+    """Fits and evaluates one Prophet model per series; shared by prophet and prophet_lgbm."""
+
+    def __init__(
+        self, freq: str | None, season_length: int, n_changepoints: int, changepoint_prior_scale: float,
+        max_fit_points: int, n_jobs: int,
+    ) -> None:
+        self.freq = freq
+        self.season_length = season_length
+        self.n_changepoints = n_changepoints
+        self.changepoint_prior_scale = changepoint_prior_scale
+        self.max_fit_points = max_fit_points
+        self.n_jobs = n_jobs
+
+    def seasons(self) -> tuple[int, ...]:
+        return default_seasons(self.freq, self.season_length)
+
+    def to_ds(self, steps: np.ndarray) -> pd.DatetimeIndex:
+        """Prophet's clock for global step indices."""
+        step = freq_offset(self.freq) or pd.Timedelta(hours=1)
+        return pd.DatetimeIndex(_EPOCH + step * np.asarray(steps, dtype=np.int64))
+
+    def _fit_one(self, y: np.ndarray, start: int) -> object:
+        from prophet import Prophet
+
+        quiet_stan()
+        step_days = (freq_offset(self.freq) or pd.Timedelta(hours=1)) / pd.Timedelta(days=1)
+        model = Prophet(
+            n_changepoints=min(self.n_changepoints, max(len(y) // 10, 0)),
+            changepoint_prior_scale=self.changepoint_prior_scale,
+            uncertainty_samples=0,
+            daily_seasonality=False, weekly_seasonality=False, yearly_seasonality=False,
+        )
+        for s in self.seasons():
+            if len(y) >= 2 * s:
+                model.add_seasonality(name=f"s{s}", period=s * step_days, fourier_order=min(10, max(s // 4, 1)))
+        model.fit(pd.DataFrame({"ds": self.to_ds(start + np.arange(len(y))), "y": y}))
+        return model
+
+    def fit(self, frame: pd.DataFrame) -> dict[str, object]:
+        """One fitted Prophet per series, fitted on its last ``max_fit_points`` points."""
+        uids, ys, starts = series_arrays(frame)
+        tails = [(y[-self.max_fit_points:], int(s) + max(len(y) - self.max_fit_points, 0)) for y, s in zip(ys, starts)]
+        if self.n_jobs > 1 and len(tails) > 1:
+            # cmdstan runs in a subprocess, so threads overlap the optimiser runs
+            with ThreadPoolExecutor(self.n_jobs) as pool:
+                fitted = list(pool.map(lambda t: self._fit_one(*t), tails))
+        else:
+            fitted = [self._fit_one(*t) for t in tails]
+        return dict(zip(uids.tolist(), fitted))
+
+    def components(self, model: object, steps: np.ndarray) -> pd.DataFrame:
+        """Prophet's yhat and trend at the given step indices."""
+        out = model.predict(pd.DataFrame({"ds": self.to_ds(steps)}))  # type: ignore[attr-defined]
+        return out[list(COMPONENTS)].reset_index(drop=True)
+
+    def curve(self, models: dict[str, object], uids: np.ndarray, steps: np.ndarray, column: str = "yhat") -> np.ndarray:
+        """A Prophet component at a (rows, k) matrix of step indices, row i from series uids[i]."""
+        out = np.empty(steps.shape)
+        for uid in np.unique(uids):
+            rows = np.flatnonzero(uids == uid)
+            need = np.unique(steps[rows])
+            comp = self.components(models[str(uid)], need)[column].to_numpy()
+            out[rows] = comp[np.searchsorted(need, steps[rows])]
+        return out
+
+    def forecast(self, models: dict[str, object], ctx: Context, h: int) -> np.ndarray:
+        """(rows, h) of yhat for the ``h`` steps after each context's end."""
+        return self.curve(models, ctx.uids, ctx.end[:, None] + np.arange(1, h + 1)[None, :])
+
+
+@register
+class ProphetForecaster(BaseForecaster):
+    """Prophet alone, one model per series."""
+
+    name = "prophet"
+
+    def __init__(
+        self,
+        horizon: int = 24,
+        freq: str | None = "h",
+        season_length: int = 24,
+        calibration_origins: int = 336,
+        n_changepoints: int = 10,
+        changepoint_prior_scale: float = 0.05,
+        max_fit_points: int = 24 * 28,
+        n_jobs: int = 2,
+    ) -> None:
+        self.horizon = horizon
+        self.freq = freq
+        self.season_length = season_length
+        self.calibration_origins = calibration_origins
+        self.n_changepoints = n_changepoints
+        self.changepoint_prior_scale = changepoint_prior_scale
+        self.max_fit_points = max_fit_points
+        self.n_jobs = n_jobs
+
+    def _core(self) -> ProphetCore:
+        return ProphetCore(self.freq, self.season_length, self.n_changepoints,
+                           self.changepoint_prior_scale, self.max_fit_points, self.n_jobs)
+
+    def _min_length(self) -> int:
+        return 2 * self.season_length
+
+    def _context_length(self) -> int:
+        return 1
+
+    def _fit_points(self, frame: pd.DataFrame) -> None:
+        self.models_ = self._core().fit(frame)
+
+    def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
+        return self._core().forecast(self.models_, ctx, h)

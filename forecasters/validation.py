@@ -1,0 +1,119 @@
+"""History validation and time-axis helpers shared by every forecaster.
+
+A history frame is long format ``unique_id, ds, y``. ``ds`` is either a
+timezone-naive datetime on a regular grid of ``freq``, or an integer step
+(``freq=None``) spaced by 1. Validation happens once, at the boundary.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+REQUIRED = ("unique_id", "ds", "y")
+
+
+class HistoryError(ValueError):
+    """The history frame breaks the data contract; the message names the series."""
+
+
+def freq_offset(freq: str | None) -> pd.Timedelta | None:
+    """The fixed step of ``freq`` ('h', '5min', 'D', ...), or None for integer steps."""
+    if freq is None:
+        return None
+    try:
+        step = pd.Timedelta(pd.tseries.frequencies.to_offset(freq))
+    except (ValueError, TypeError) as exc:
+        raise HistoryError(f"freq {freq!r} is not a fixed-length pandas frequency") from exc
+    if step <= pd.Timedelta(0):
+        raise HistoryError(f"freq {freq!r} must be positive")
+    return step
+
+
+def default_seasons(freq: str | None, season_length: int) -> tuple[int, ...]:
+    """Seasonal periods in steps: hourly data with a daily season also gets the weekly one."""
+    step = freq_offset(freq)
+    if step == pd.Timedelta(hours=1) and season_length == 24:
+        return (24, 168)
+    return (season_length,)
+
+
+def step_index(ds: pd.Series | pd.Index | np.ndarray, freq: str | None) -> np.ndarray:
+    """Integer position of each timestamp on the global ``freq`` grid (epoch-based)."""
+    step = freq_offset(freq)
+    if step is None:
+        return np.asarray(ds, dtype=np.int64)
+    values = pd.DatetimeIndex(ds).asi8 - pd.Timestamp("1970-01-05").value  # a Monday
+    return values // step.value
+
+
+def future_ds(last: object, h: int, freq: str | None) -> np.ndarray:
+    """The ``h`` timestamps (or integer steps) after ``last``."""
+    step = freq_offset(freq)
+    if step is None:
+        return int(last) + np.arange(1, h + 1, dtype=np.int64)
+    return (pd.Timestamp(last) + pd.to_timedelta(np.arange(1, h + 1) * step.value, unit="ns")).to_numpy()
+
+
+def validate_history(
+    history: pd.DataFrame, freq: str | None, min_length: int = 1
+) -> pd.DataFrame:
+    """Check the data contract and return a clean copy sorted by ``unique_id, ds``.
+
+    Raises :class:`HistoryError` naming the first offending series when keys repeat,
+    ``y`` is missing or not finite, the grid is irregular or gappy, or a series is
+    shorter than ``min_length``.
+    """
+    missing = [c for c in REQUIRED if c not in history.columns]
+    if missing:
+        raise HistoryError(f"history is missing column(s) {missing}; need {list(REQUIRED)}")
+    if history.empty:
+        raise HistoryError("history is empty")
+    frame = history.loc[:, list(REQUIRED)].copy()
+    frame["unique_id"] = frame["unique_id"].astype(str)
+    step = freq_offset(freq)
+    if step is None:
+        if not pd.api.types.is_integer_dtype(frame["ds"]):
+            raise HistoryError("ds must be integer steps when freq is None (or pass freq)")
+    else:
+        if not pd.api.types.is_datetime64_any_dtype(frame["ds"]):
+            raise HistoryError(f"ds must be datetimes for freq={freq!r}")
+        if getattr(frame["ds"].dt, "tz", None) is not None:
+            raise HistoryError("ds must be timezone-naive UTC")
+        frame["ds"] = frame["ds"].astype("datetime64[ns]")
+    try:
+        frame["y"] = frame["y"].astype(float)
+    except (TypeError, ValueError) as exc:
+        raise HistoryError("y must be numeric") from exc
+    frame = frame.sort_values(["unique_id", "ds"], kind="stable").reset_index(drop=True)
+
+    bad_y = ~np.isfinite(frame["y"].to_numpy())
+    if bad_y.any():
+        uid = frame.loc[bad_y, "unique_id"].iloc[0]
+        raise HistoryError(f"series {uid!r}: y has {int(bad_y.sum())} missing or non-finite value(s)")
+    dup = frame.duplicated(["unique_id", "ds"])
+    if dup.any():
+        row = frame.loc[dup].iloc[0]
+        raise HistoryError(f"series {row.unique_id!r}: duplicate ds {row.ds}")
+
+    idx = step_index(frame["ds"], freq)
+    if step is not None:
+        on_grid = (pd.DatetimeIndex(frame["ds"]).asi8 - pd.Timestamp("1970-01-05").value) % step.value == 0
+        if not on_grid.all():
+            uid = frame.loc[~on_grid, "unique_id"].iloc[0]
+            raise HistoryError(f"series {uid!r}: timestamps are not aligned to freq {freq!r}")
+    same = frame["unique_id"].to_numpy()[1:] == frame["unique_id"].to_numpy()[:-1]
+    gaps = np.diff(idx)[same] != 1
+    if gaps.any():
+        pos = np.flatnonzero(same)[gaps][0] + 1
+        row = frame.iloc[pos]
+        raise HistoryError(
+            f"series {row.unique_id!r}: irregular or gappy time axis at {row.ds} "
+            f"(expected one row every {freq or 1}); fill or resample before forecasting"
+        )
+    lengths = frame.groupby("unique_id", sort=False).size()
+    short = lengths[lengths < min_length]
+    if not short.empty:
+        raise HistoryError(
+            f"series {short.index[0]!r}: {int(short.iloc[0])} points, need at least {min_length}"
+        )
+    return frame

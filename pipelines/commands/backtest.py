@@ -1,0 +1,114 @@
+"""``headroom backtest``: rolling-origin evaluation of any models on any long-format file."""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+CSV_COLUMNS = ["model", "smape", "mase", "wape", "coverage_80", "coverage_95", "seconds"]
+DEFAULT_MODELS = "seasonal_naive,ets,prophet,lgbm,prophet_lgbm,lstm"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "backtest",
+        help="backtest forecasters on a long-format unique_id,ds,y file",
+        description="Rolling-origin backtest. With --windows 1 the test window is the last H points "
+        "of every series (M4 style).",
+    )
+    p.add_argument("--input", required=True, type=Path, help="CSV or Parquet with unique_id,ds,y")
+    p.add_argument("--horizon", required=True, type=int, help="forecast horizon H (steps)")
+    p.add_argument("--season-length", required=True, type=int, help="main seasonal period in steps")
+    p.add_argument("--freq", default=None, help="pandas frequency of ds (h, 5min, D); omit for integer steps")
+    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
+    p.add_argument("--windows", type=int, default=1, help="number of backtest windows (default 1)")
+    p.add_argument("--step", type=int, default=None, help="steps between window origins (default H)")
+    p.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run)
+
+
+def read_series(path: Path, freq: str | None) -> pd.DataFrame:
+    """Read a long-format CSV/Parquet file into unique_id (str), ds, y (float)."""
+    from pipelines.cli import CliError
+
+    if not path.is_file():
+        raise CliError(f"{path}: no such file", 2)
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise CliError(f"{path}: cannot read ({exc})", 2) from exc
+    missing = {"unique_id", "ds", "y"} - set(frame.columns)
+    if missing:
+        raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y", 2)
+    out = frame[["unique_id", "ds", "y"]].copy()
+    out["unique_id"] = out["unique_id"].astype(str)
+    try:
+        if freq is None:
+            out["ds"] = pd.to_numeric(out["ds"], downcast=None).astype("int64")
+        else:
+            ds = pd.to_datetime(out["ds"], utc=True, format="mixed")
+            out["ds"] = ds.dt.tz_localize(None)
+        out["y"] = pd.to_numeric(out["y"]).astype(float)
+    except (ValueError, TypeError) as exc:
+        what = "an integer step (pass --freq for timestamps)" if freq is None else "a timestamp"
+        raise CliError(f"{path}: ds must be {what} and y numeric ({exc})", 2) from exc
+    return out
+
+
+def backtest_models(
+    history: pd.DataFrame, names: list[str], horizon: int, season_length: int, freq: str | None,
+    windows: int, step: int | None, seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics table with CSV_COLUMNS plus extras, the cross-validation frame of every model)."""
+    import forecasters
+
+    rows, frames = [], []
+    for name in names:
+        model = forecasters.create(name, horizon=horizon, freq=freq, season_length=season_length, seed=seed)
+        started = time.perf_counter()
+        cv = forecasters.cross_validation(model, history, h=horizon, n_windows=windows, step=step)
+        log.info("%s: %d forecasts in %.1fs", name, len(cv), time.perf_counter() - started)
+        row = forecasters.evaluate(cv, history, season_length).iloc[0].to_dict()
+        row["seconds"] = cv.attrs["seconds"]
+        rows.append(row)
+        frames.append(cv)
+    table = pd.DataFrame(rows)
+    return table[CSV_COLUMNS + [c for c in table.columns if c not in CSV_COLUMNS]], pd.concat(frames, ignore_index=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    import forecasters
+    from pipelines.cli import CliError
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in forecasters.available()]
+    if unknown or not names:
+        raise CliError(f"unknown model(s) {unknown}; choose from {','.join(forecasters.available())}", 2)
+    if args.horizon < 1 or args.season_length < 1 or args.windows < 1:
+        raise CliError("--horizon, --season-length and --windows must be >= 1", 2)
+    if args.freq is not None:
+        try:
+            forecasters.validation.freq_offset(args.freq)
+        except forecasters.HistoryError as exc:
+            raise CliError(str(exc), 2) from exc
+    history = read_series(args.input, args.freq)
+    try:
+        table, _ = backtest_models(history, names, args.horizon, args.season_length, args.freq,
+                                   args.windows, args.step, args.seed)
+    except forecasters.HistoryError as exc:
+        raise CliError(f"{args.input}: {exc}", 2) from exc
+    print(table[CSV_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        table[CSV_COLUMNS].to_csv(args.out, index=False)
+        print(f"wrote {args.out}")
+    return 0

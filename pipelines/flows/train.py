@@ -1,0 +1,132 @@
+"""The ``train`` flow: demand series -> backtest every enabled model per series group ->
+champion by backtest WAPE -> fit, register, forecast.
+
+Tasks are thin wrappers of :mod:`pipelines.demand` and :mod:`pipelines.model_store`.
+Backtests and fits of the (group, model) pairs are submitted together, so they fan
+out over the task runner: a thread pool by default, Dask (prefect-dask) when the
+settings say ``task_runner = "dask"``. Prophet-based models also fit their
+per-series Prophets on ``n_jobs`` threads inside each task.
+"""
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from pipelines import demand, model_store, warehouse
+from pipelines.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# lean by default so that `headroom run` stays quick; --models enables any registered model
+DEFAULT_MODELS = ("seasonal_naive", "lgbm", "prophet_lgbm")
+
+
+def task_runner_for(settings: Settings) -> object:
+    """The task runner the settings ask for (Dask needs the prefect-dask extra)."""
+    if settings.task_runner == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as exc:
+            raise RuntimeError("task_runner=dask needs prefect-dask: pip install 'headroom[dask]'") from exc
+        if settings.dask_address:
+            return DaskTaskRunner(address=settings.dask_address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": settings.max_workers, "processes": False})
+    return ThreadPoolTaskRunner(max_workers=settings.max_workers)
+
+
+@task(cache_policy=NO_CACHE)
+def load_demand_task(db_path: str, lookback_days: int | None) -> pd.DataFrame:
+    """Hourly demand per cluster/pool/resource from the warehouse."""
+    with warehouse.open_warehouse(db_path) as con:
+        return demand.load_recent_demand(con, lookback_days)
+
+
+@task(cache_policy=NO_CACHE)
+def describe_task(frame: pd.DataFrame) -> dict:
+    """Series count and data cutoff."""
+    return demand.describe(frame)
+
+
+@task(cache_policy=NO_CACHE)
+def split_task(frame: pd.DataFrame, group_by: str) -> dict[str, pd.DataFrame]:
+    """Series groups."""
+    return demand.split_groups(frame, group_by)
+
+
+@task(cache_policy=NO_CACHE, task_run_name="backtest {name} on {group}")
+def backtest_task(group: str, history: pd.DataFrame, name: str, spec: model_store.TrainSpec) -> dict:
+    """Cross-validate one model on one group."""
+    metrics, cv = model_store.backtest_model(history, name, spec)
+    return {"group": group, "model": name, "metrics": metrics, "cv": cv}
+
+
+@task(cache_policy=NO_CACHE, task_run_name="fit {name} on {group}")
+def fit_task(group: str, history: pd.DataFrame, name: str, spec: model_store.TrainSpec, metrics: dict) -> dict:
+    """Fit the champion on all of the group's data and forecast."""
+    return model_store.fit_champion(group, history, name, spec, metrics)
+
+
+@task(cache_policy=NO_CACHE)
+def save_task(db_path: str, run_id: str, champions: list[dict], backtests: list[pd.DataFrame]) -> dict:
+    """Write models, forecasts and backtests in one transaction."""
+    with warehouse.open_warehouse(db_path) as con:
+        return model_store.save_run(con, run_id, champions, backtests)
+
+
+@task(cache_policy=NO_CACHE)
+def champions_task(results: list[dict]) -> dict[str, str]:
+    """Champion model per group by backtest WAPE."""
+    return model_store.champions_from(results)
+
+
+@flow(name="train", task_runner=ThreadPoolTaskRunner(max_workers=2))
+def train_flow(
+    db_path: str,
+    horizon: int = 24,
+    models: list[str] | None = None,
+    windows: int = 2,
+    season_length: int = 24,
+    group_by: str = "resource",
+    lookback_days: int | None = 56,
+    run_id: str | None = None,
+    seed: int = 0,
+) -> dict:
+    """Backtest ``models`` (default DEFAULT_MODELS) per series group, pick champions by
+    WAPE, fit them on all data and write forecasts for ``horizon`` hours.
+
+    Returns ``{"run_id", "series", "groups": {group: {"champion", "model_id"?, "wape",
+    "scores": {model: wape}}}, "rows": {"models", "forecasts", "backtests"}}``.
+    """
+    names = list(models or DEFAULT_MODELS)
+    spec = model_store.TrainSpec(horizon=horizon, freq="h", season_length=season_length, windows=windows, seed=seed)
+    history = load_demand_task(db_path, lookback_days)
+    info = describe_task(history)
+    if info["series"] == 0:
+        raise ValueError(f"no utilization in {db_path}: ingest some before training")
+    groups = split_task(history, group_by)
+    futures = [backtest_task.submit(g, frame, n, spec) for g, frame in groups.items() for n in names]
+    results = [f.result() for f in futures]
+    best = champions_task(results)
+    metrics = {(r["group"], r["model"]): r["metrics"] for r in results}
+    fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)]) for g, n in best.items()]
+    champions = [f.result() for f in fits]
+    run = run_id or f"train-{info['data_cutoff']:%Y%m%dT%H%M}"
+    saved = save_task(db_path, run, champions, [r["cv"] for r in results])
+    summary = {
+        "run_id": run,
+        "series": info["series"],
+        "data_cutoff": str(info["data_cutoff"]),
+        "groups": {
+            g: {"champion": best.get(g), "model_id": saved["model_ids"].get(g),
+                "wape": metrics.get((g, best.get(g)), {}).get("wape"),
+                "scores": {n: metrics[(g, n)].get("wape") for n in names}}
+            for g in groups
+        },
+        "rows": {k: v for k, v in saved.items() if k != "model_ids"},
+    }
+    log.info("train: %s", summary)
+    return summary

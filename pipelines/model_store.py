@@ -1,0 +1,155 @@
+"""The model registry in the warehouse's ``models`` table, and the backtest/fit steps
+the train flow wraps.
+
+A model id is a hash of what defines the model (kind, group, series, data cutoff,
+params), so re-running training over the same data upserts the same rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import duckdb
+import pandas as pd
+
+import forecasters
+from pipelines import warehouse
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """How a group is backtested and fitted."""
+
+    horizon: int = 24
+    freq: str = "h"
+    season_length: int = 24
+    windows: int = 2
+    seed: int = 0
+
+
+def make_model(name: str, spec: TrainSpec) -> forecasters.BaseForecaster:
+    """A registered forecaster configured by ``spec``."""
+    return forecasters.create(name, horizon=spec.horizon, freq=spec.freq, season_length=spec.season_length,
+                              seed=spec.seed)
+
+
+def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame]:
+    """Cross-validate one model on one group: (metrics dict, backtest frame)."""
+    model = make_model(name, spec)
+    cv = forecasters.cross_validation(model, history, h=spec.horizon, n_windows=spec.windows)
+    metrics = forecasters.evaluate(cv, history, spec.season_length).iloc[0].to_dict()
+    metrics["seconds"] = cv.attrs["seconds"]
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv
+
+
+def fit_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[bytes, pd.DataFrame, dict]:
+    """Fit on all of ``history`` and forecast: (artifact bytes, forecast frame, params)."""
+    model = make_model(name, spec).fit(history)
+    return forecasters.dumps(model), model.predict(spec.horizon), model.get_params()
+
+
+def fit_champion(group: str, history: pd.DataFrame, name: str, spec: TrainSpec, metrics: dict) -> dict:
+    """Fit a group's champion and forecast: the dict :func:`save_run` takes."""
+    artifact, forecast, params = fit_model(history, name, spec)
+    return {
+        "group": group, "kind": name, "series": sorted(history["unique_id"].unique().tolist()),
+        "data_cutoff": history["ds"].max(), "params": params, "metrics": metrics,
+        "artifact": artifact, "forecast": forecast,
+    }
+
+
+def pick_champions(metrics: pd.DataFrame, score: str = "wape") -> dict[str, str]:
+    """Best model per group (columns ``group, model, <score>``); lower is better, ties
+    go to the earlier row, and a group whose scores are all missing gets none."""
+    valid = metrics.dropna(subset=[score])
+    best = valid.loc[valid.groupby("group", sort=True)[score].idxmin()]
+    return dict(zip(best["group"], best["model"]))
+
+
+def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
+    """Champions from backtest results (dicts with group, model and metrics)."""
+    table = pd.DataFrame(
+        [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score)} for r in results]
+    )
+    return pick_champions(table.astype({score: float}), score)
+
+
+def model_id_for(kind: str, target: str, series: list[str], data_cutoff: pd.Timestamp, params: dict) -> str:
+    """Deterministic model id."""
+    blob = json.dumps([kind, target, sorted(series), str(data_cutoff), params], sort_keys=True, default=str)
+    return f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def register_model(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    kind: str,
+    target: str,
+    series: list[str],
+    data_cutoff: pd.Timestamp,
+    params: dict,
+    metrics: dict,
+    artifact: bytes,
+    champion: bool = False,
+) -> str:
+    """Upsert one model row (inside the caller's transaction if any); returns its id.
+    A new champion for ``target`` demotes the previous one."""
+    model_id = model_id_for(kind, target, series, data_cutoff, params)
+    if champion:
+        con.execute("UPDATE models SET is_champion = FALSE WHERE target = ? AND model_id <> ?", [target, model_id])
+    row = pd.DataFrame([{
+        "model_id": model_id, "kind": kind, "target": target, "series": json.dumps(sorted(series)),
+        "data_cutoff": pd.Timestamp(data_cutoff), "params": json.dumps(params, sort_keys=True, default=str),
+        "metrics": json.dumps(metrics, sort_keys=True, default=str), "artifact": artifact,
+        "is_champion": champion, "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+    }])
+    warehouse.upsert(con, "models", row)
+    return model_id
+
+
+def load_model(con: duckdb.DuckDBPyConnection, model_id: str) -> forecasters.BaseForecaster:
+    """The fitted forecaster stored under ``model_id``."""
+    found = con.execute("SELECT artifact FROM models WHERE model_id = ?", [model_id]).fetchone()
+    if found is None or found[0] is None:
+        raise KeyError(f"no model artifact {model_id!r} in the registry")
+    return forecasters.loads(bytes(found[0]))
+
+
+def champion_id(con: duckdb.DuckDBPyConnection, target: str) -> str | None:
+    """The current champion's model id for a series group, if any."""
+    found = con.execute(
+        "SELECT model_id FROM models WHERE target = ? AND is_champion ORDER BY created_at DESC LIMIT 1", [target]
+    ).fetchone()
+    return None if found is None else str(found[0])
+
+
+def save_run(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    champions: list[dict],
+    backtests: list[pd.DataFrame],
+) -> dict:
+    """Register each group's champion and write its forecasts and all backtests, in one
+    transaction. Each champion dict has group, kind, series, data_cutoff, params, metrics,
+    artifact and forecast; returns row counts and ``model_ids`` per group."""
+    counts: dict = {"models": 0, "forecasts": 0, "backtests": 0, "model_ids": {}}
+    with warehouse.transaction(con):
+        for champ in champions:
+            model_id = register_model(
+                con, kind=champ["kind"], target=champ["group"], series=champ["series"],
+                data_cutoff=champ["data_cutoff"], params=champ["params"], metrics=champ["metrics"],
+                artifact=champ["artifact"], champion=True,
+            )
+            rows = champ["forecast"].assign(run_id=run_id, model_id=model_id)
+            counts["models"] += 1
+            counts["model_ids"][champ["group"]] = model_id
+            counts["forecasts"] += warehouse.upsert(con, "forecasts", rows)
+        for cv in backtests:
+            counts["backtests"] += warehouse.upsert(con, "backtests", cv.assign(run_id=run_id))
+    return counts

@@ -1,0 +1,152 @@
+"""One contract test suite, parametrized over every registered forecaster."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forecasters
+from forecasters import FORECAST_COLUMNS, NotFittedError, cross_validation, dumps, loads
+
+from .conftest import H, make_model, make_panel, model_params
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_registry_has_every_model() -> None:
+    assert set(forecasters.available()) >= {"seasonal_naive", "ets", "prophet", "lgbm", "prophet_lgbm", "lstm"}
+    with pytest.raises(KeyError, match="unknown forecaster"):
+        forecasters.get("nope")
+
+
+@pytest.mark.parametrize("name", model_params())
+def test_contract(name: str, panel: pd.DataFrame) -> None:
+    model = make_model(name)
+    params = model.get_params()
+    with pytest.raises(NotFittedError, match="fit"):
+        model.predict()
+    before = panel.copy(deep=True)
+    assert model.fit(panel) is model
+    pd.testing.assert_frame_equal(panel, before)  # the caller's frame is untouched
+    assert model.get_params() == params  # fit does not touch parameters
+
+    fc = model.predict()
+    assert list(fc.columns) == FORECAST_COLUMNS
+    assert len(fc) == panel["unique_id"].nunique() * H
+    assert (fc["model"] == name).all()
+    assert np.isfinite(fc[FORECAST_COLUMNS[3:]].to_numpy()).all()
+    assert (fc["lo_95"] <= fc["lo_80"]).all() and (fc["lo_80"] <= fc["mean"]).all()
+    assert (fc["mean"] <= fc["hi_80"]).all() and (fc["hi_80"] <= fc["hi_95"]).all()
+    for uid, g in fc.groupby("unique_id"):
+        last = panel.loc[panel["unique_id"] == uid, "ds"].max()
+        assert list(g["ds"]) == list(pd.date_range(last, periods=H + 1, freq="h")[1:])
+    assert len(model.predict(h=3)) == panel["unique_id"].nunique() * 3
+    with pytest.raises(ValueError, match="h must be"):
+        model.predict(h=H + 1)
+
+    # save/load gives identical predictions
+    clone = loads(dumps(model))
+    pd.testing.assert_frame_equal(clone.predict(), fc)
+
+    # fitting again replaces the learned state
+    other = make_panel(n_series=3, seed=5, prefix="t")
+    refit = model.fit(other).predict()
+    assert set(refit["unique_id"]) == {"t0", "t1", "t2"}
+    fresh = make_model(name).fit(other).predict()
+    pd.testing.assert_frame_equal(refit, fresh)
+
+
+@pytest.mark.parametrize("name", model_params())
+def test_no_leakage(name: str, panel: pd.DataFrame) -> None:
+    """Changing every value after the cutoff changes nothing in the forecast."""
+    cv = cross_validation(make_model(name), panel, h=H, n_windows=1)
+    cutoff = cv["cutoff"].min()
+    tampered = panel.copy()
+    after = tampered["ds"] > cutoff
+    tampered.loc[after, "y"] = tampered.loc[after, "y"] * 5 + 1000
+    cv2 = cross_validation(make_model(name), tampered, h=H, n_windows=1)
+    cols = ["mean", "lo_80", "hi_80", "lo_95", "hi_95"]
+    np.testing.assert_array_equal(cv[cols].to_numpy(), cv2[cols].to_numpy())
+    assert not np.array_equal(cv["y"].to_numpy(), cv2["y"].to_numpy())
+
+
+@pytest.mark.parametrize("name", ["seasonal_naive", "lgbm"])
+def test_integer_steps(name: str) -> None:
+    """freq=None: integer ds, as in M4."""
+    data = make_panel(freq=None)
+    fc = make_model(name, freq=None).fit(data).predict()
+    assert fc["ds"].dtype.kind == "i"
+    assert fc.groupby("unique_id")["ds"].min().eq(24 * 10).all()
+
+
+def test_five_minute_frequency() -> None:
+    data = make_panel(freq="5min", length=12 * 24)
+    fc = make_model("lgbm", freq="5min", season_length=12).fit(data).predict()
+    assert (fc.groupby("unique_id")["ds"].diff().dropna() == pd.Timedelta("5min")).all()
+
+
+@pytest.mark.parametrize("name", ["seasonal_naive", "lgbm", "ets"])
+def test_too_short_is_a_clear_error(name: str) -> None:
+    short = make_panel(length=30)
+    with pytest.raises(forecasters.HistoryError, match="too short|at least"):
+        make_model(name).fit(short)
+
+
+def test_cross_validation_windows(panel: pd.DataFrame) -> None:
+    cv = cross_validation(make_model("seasonal_naive"), panel, h=H, n_windows=3, step=6)
+    assert cv.groupby("unique_id")["cutoff"].nunique().eq(3).all()
+    assert len(cv) == 2 * 3 * H
+    last = cv.groupby("unique_id")["ds"].max()
+    assert (last == panel.groupby("unique_id")["ds"].max()).all()
+    assert (cv["ds"] > cv["cutoff"]).all()
+    # seasonal naive from each cutoff repeats the day before it
+    row = cv.iloc[0]
+    series = panel[panel["unique_id"] == row["unique_id"]].set_index("ds")["y"]
+    assert row["mean"] == pytest.approx(series[row["ds"] - pd.Timedelta(hours=24)])
+    assert cv.attrs["seconds"] >= 0
+
+
+@pytest.mark.slow
+def test_lstm_is_seeded(panel: pd.DataFrame) -> None:
+    a = make_model("lstm").fit(panel).predict()
+    b = make_model("lstm").fit(panel).predict()
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_conformal_coverage_near_nominal() -> None:
+    """On a stationary noisy panel the 80/95 intervals cover close to nominal."""
+    rng = np.random.default_rng(3)
+    t = np.arange(24 * 40)
+    frames = [
+        pd.DataFrame({"unique_id": f"c{i}", "ds": pd.date_range("2024-01-01", periods=len(t), freq="h"),
+                      "y": 50 + 10 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 1 + i, len(t))})
+        for i in range(4)
+    ]
+    data = pd.concat(frames, ignore_index=True)
+    model = forecasters.create("seasonal_naive", horizon=24)
+    cv = cross_validation(model, data, h=24, n_windows=6)
+    scores = forecasters.evaluate(cv, data, 24).iloc[0]
+    assert abs(scores["coverage_80"] - 0.80) < 0.07
+    assert abs(scores["coverage_95"] - 0.95) < 0.05
+
+
+def test_predict_from_new_history_uses_only_that_history(panel: pd.DataFrame) -> None:
+    """predict(history=...) forecasts after the given history with the learned model."""
+    model = make_model("lgbm").fit(panel)
+    cut = panel.groupby("unique_id").head(24 * 8)
+    fc = model.predict(history=cut)
+    assert (fc.groupby("unique_id")["ds"].min() == cut.groupby("unique_id")["ds"].max() + pd.Timedelta(hours=1)).all()
+    later = panel.groupby("unique_id").head(24 * 9)
+    assert not np.allclose(model.predict(history=later)["mean"], fc["mean"])
+    with pytest.raises(forecasters.HistoryError, match="not seen"):
+        model.predict(history=make_panel(prefix="zz"))
+
+
+@pytest.mark.slow
+def test_hybrid_residual_variant(panel: pd.DataFrame) -> None:
+    base = make_model("prophet_lgbm")
+    model = type(base)(**{**base.get_params(), "boost_target": "residual"})
+    fc = model.fit(panel).predict()
+    assert np.isfinite(fc["mean"]).all() and len(fc) == 2 * 12
+    with pytest.raises(ValueError, match="boost_target"):
+        type(base)(**{**base.get_params(), "boost_target": "nope"}).fit(panel)

@@ -1,0 +1,60 @@
+"""The history validator: clean copies, and errors that name the series."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasters import HistoryError, validate_history
+from forecasters.validation import default_seasons
+
+from .conftest import make_panel
+
+
+def test_sorts_without_touching_the_input() -> None:
+    data = make_panel(length=30).sample(frac=1.0, random_state=0)
+    before = data.copy()
+    clean = validate_history(data, "h")
+    pd.testing.assert_frame_equal(data, before)
+    assert clean["unique_id"].is_monotonic_increasing
+    assert clean.groupby("unique_id")["ds"].apply(lambda s: s.is_monotonic_increasing).all()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.drop(columns="y"), "missing column"),
+        (lambda d: d.assign(y=d["y"].where(d.index != 40, np.nan)), "'s1'.*non-finite"),
+        (lambda d: d.assign(y=d["y"].where(d.index != 3, np.inf)), "'s0'.*non-finite"),
+        (lambda d: pd.concat([d, d.iloc[[35]]]), "'s1'.*duplicate"),
+        (lambda d: d.drop(index=45), "'s1'.*gappy"),
+        (lambda d: d.assign(ds=d["ds"] + pd.Timedelta(minutes=7) * (d.index == 10)), "'s0'"),
+        (lambda d: d.assign(ds=d["ds"].dt.tz_localize("UTC")), "timezone-naive"),
+        (lambda d: d.assign(ds=d["ds"].astype(str)), "datetimes"),
+        (lambda d: d.iloc[0:0], "empty"),
+    ],
+)
+def test_errors_name_the_problem(mutate, message: str) -> None:
+    data = make_panel(length=30)
+    with pytest.raises(HistoryError, match=message):
+        validate_history(mutate(data), "h")
+
+
+def test_short_series_named() -> None:
+    data = make_panel(length=30)
+    data = data[~((data["unique_id"] == "s1") & (data["ds"] > data["ds"].min() + pd.Timedelta(hours=3)))]
+    with pytest.raises(HistoryError, match="'s1'.*4 points"):
+        validate_history(data, "h", min_length=10)
+
+
+def test_integer_steps_need_freq_none() -> None:
+    ints = make_panel(length=30, freq=None)
+    assert validate_history(ints, None)["ds"].dtype.kind == "i"
+    with pytest.raises(HistoryError, match="integer"):
+        validate_history(make_panel(length=30), None)
+
+
+def test_seasons() -> None:
+    assert default_seasons("h", 24) == (24, 168)
+    assert default_seasons("5min", 288) == (288,)
+    assert default_seasons(None, 24) == (24,)

@@ -1,0 +1,117 @@
+"""The train flow on a real warehouse file, under the session's Prefect harness."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines import demand, model_store, warehouse
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def utilization() -> pd.DataFrame:
+    from pipelines.synth import generate_fleet
+
+    return generate_fleet(nodes=4, days=10, seed=1)["utilization"]
+
+
+def _load(con, utilization: pd.DataFrame) -> None:
+    """Plain insert: utilization keeps its key in pipelines.ingest, not as a PRIMARY KEY."""
+    con.register("_util", utilization)
+    con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _util")
+    con.unregister("_util")
+
+
+def test_demand_is_hourly_sum_of_node_means(con, utilization: pd.DataFrame) -> None:
+    _load(con, utilization)
+    got = demand.load_demand(con)
+    assert set(got.columns) == {"unique_id", "ds", "y"}
+    assert got["unique_id"].str.count("/").eq(2).all()
+    assert (got.groupby("unique_id")["ds"].diff().dropna() == pd.Timedelta(hours=1)).all()
+    # one hour by hand
+    uid = got["unique_id"].iloc[0]
+    cluster, pool, resource = uid.split("/")
+    hour = got["ds"].iloc[5]
+    rows = utilization[(utilization.cluster == cluster) & (utilization.pool == pool)
+                       & (utilization.resource == resource) & (utilization.ts.dt.floor("h") == hour)]
+    expected = rows.groupby("node_id")["used"].mean().sum()
+    assert got.loc[(got.unique_id == uid) & (got.ds == hour), "y"].iloc[0] == pytest.approx(expected)
+
+
+def test_regularize_fills_gaps_and_drops_partial_last_hour() -> None:
+    ds = pd.to_datetime(["2024-01-01 00:00", "2024-01-01 01:00", "2024-01-01 03:00", "2024-01-01 04:00"])
+    raw = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "y": [1.0, 2.0, 4.0, 1.0], "nodes": [3, 3, 3, 1]})
+    out = demand.regularize(raw)
+    assert out["y"].tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_pick_champions_by_wape() -> None:
+    table = pd.DataFrame({"group": ["gpu", "gpu", "cpu", "cpu"], "model": ["a", "b", "a", "b"],
+                          "wape": [0.2, 0.1, 0.3, np.nan]})
+    assert model_store.pick_champions(table) == {"gpu": "b", "cpu": "a"}
+
+
+def test_train_flow_end_to_end(prefect_harness, db_path, utilization: pd.DataFrame) -> None:
+    from pipelines.flows.train import train_flow
+
+    with warehouse.open_warehouse(db_path) as con:
+        _load(con, utilization)
+    out = train_flow(str(db_path), horizon=12, models=["seasonal_naive", "lgbm"], windows=1, lookback_days=None)
+    assert out["series"] == 8
+    assert set(out["groups"]) == {"cpu", "gpu", "mem"}
+    for g in out["groups"].values():
+        assert g["champion"] == min(g["scores"], key=g["scores"].get)
+        assert g["model_id"].startswith(g["champion"])
+
+    with warehouse.open_warehouse(db_path) as con:
+        models = warehouse.query(con, "SELECT * FROM models")
+        forecasts = warehouse.query(con, "SELECT * FROM forecasts")
+        backtests = warehouse.query(con, "SELECT * FROM backtests")
+        assert len(models) == 3 and models["is_champion"].all()
+        assert set(forecasts["model_id"]) == set(models["model_id"])
+        assert len(forecasts) == 8 * 12
+        assert len(backtests) == 8 * 12 * 2  # two models, one window
+        assert (forecasts["lo_95"] <= forecasts["mean"]).all() and (forecasts["mean"] <= forecasts["hi_95"]).all()
+        assert json.loads(models["metrics"].iloc[0])["wape"] >= 0
+
+        # the stored artifact reproduces the stored forecast
+        mid = out["groups"]["gpu"]["model_id"]
+        again = model_store.load_model(con, mid).predict(12)
+        stored = forecasts[forecasts.model_id == mid].sort_values(["unique_id", "ds"]).reset_index(drop=True)
+        np.testing.assert_allclose(again["mean"].to_numpy(), stored["mean"].to_numpy())
+        assert model_store.champion_id(con, "gpu") == mid
+
+    # re-running over the same data leaves the same rows
+    out2 = train_flow(str(db_path), horizon=12, models=["seasonal_naive", "lgbm"], windows=1, lookback_days=None)
+    assert out2["run_id"] == out["run_id"]
+    with warehouse.open_warehouse(db_path) as con:
+        counts = warehouse.table_counts(con).set_index("table")["rows"]
+        assert counts["models"] == 3 and counts["forecasts"] == 8 * 12 and counts["backtests"] == 8 * 12 * 2
+
+
+def test_train_flow_empty_warehouse_is_clear(prefect_harness, db_path) -> None:
+    from pipelines.flows.train import train_flow
+
+    with warehouse.open_warehouse(db_path):
+        pass
+    with pytest.raises(ValueError, match="no utilization"):
+        train_flow(str(db_path), models=["seasonal_naive"])
+
+
+def test_train_cli(prefect_harness, db_path, utilization: pd.DataFrame, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path) as con:
+        _load(con, utilization)
+    assert main(["train", "--db", str(db_path), "--models", "nope"]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    assert main(["train", "--db", str(db_path), "--models", "seasonal_naive", "--windows", "1",
+                 "--horizon", "6", "--lookback-days", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "champion seasonal_naive" in out and "rows written" in out
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == 8 * 6
