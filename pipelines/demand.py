@@ -19,7 +19,7 @@ DEMAND_SQL = """
 WITH per_node AS (
     SELECT cluster, pool, resource, node_id,
            date_trunc('hour', ts) AS ds,
-           avg(used)              AS used
+           round(avg(used), 9)    AS used
     FROM utilization
     WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
       AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
@@ -27,7 +27,9 @@ WITH per_node AS (
 )
 SELECT cluster || '/' || pool || '/' || resource AS unique_id,
        ds,
-       sum(used)::DOUBLE                        AS y,
+       -- parallel float sums differ in the last bits from run to run; rounding keeps
+       -- training (and so champions and model ids) reproducible
+       round(sum(used), 6)::DOUBLE              AS y,
        count(*)                                 AS nodes
 FROM per_node
 GROUP BY cluster, pool, resource, ds

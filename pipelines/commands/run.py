@@ -35,8 +35,21 @@ def _print_summary(out: dict) -> None:
     print("\ntime span per kind:")
     for table, (lo, hi) in ing["summary"]["spans"].items():
         print(f"  {table:<18} {lo or '-'} .. {hi or '-'}")
+    if "train" in out:
+        t = out["train"]
+        print(f"\ntrain: {t.get('series', '?')} series, data cutoff {t.get('data_cutoff')}, run {t.get('run_id')}")
+        print(f"  {'group':<10} {'champion':<16} {'WAPE':>7}   all models (backtest WAPE)")
+        for group, g in t.get("groups", {}).items():
+            scores = ", ".join(f"{m} {w:.3f}" for m, w in g.get("scores", {}).items())
+            print(f"  {group:<10} {g['champion']:<16} {g['wape']:>7.3f}   {scores}")
+    if "detect" in out:
+        d = out["detect"]
+        for kind in ("bursts", "faults", "spikes"):
+            if kind in d:
+                print(f"\ndetect {kind}: " + ", ".join(f"{k} {v}" for k, v in d[kind].items()))
+        print(f"alerts firing {d.get('firing')}, delivered {d.get('delivered')}, pending {d.get('pending_deliveries')}")
     for stage, result in out.items():
-        if stage != "ingest":
+        if stage not in ("ingest", "train", "detect"):
             print(f"\n{stage}:")
             print("  " + json.dumps(result, indent=2, default=str).replace("\n", "\n  "))
 
