@@ -110,8 +110,8 @@ def time_split(features: pd.DataFrame, test_fraction: float, horizon: pd.Timedel
     test = (features["ts"] >= cutoff).to_numpy()
     if test_devices is not None:
         held = features["device_id"].astype(str).isin(test_devices).to_numpy()
-        train &= ~held
-        test &= held
+        train = train & ~held  # not in place: pandas 3 hands out read-only arrays
+        test = test & held
     return train, test, pd.Timestamp(cutoff)
 
 

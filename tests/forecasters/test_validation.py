@@ -28,7 +28,7 @@ def test_sorts_without_touching_the_input() -> None:
         (lambda d: d.assign(y=d["y"].where(d.index != 3, np.inf)), "'s0'.*non-finite"),
         (lambda d: pd.concat([d, d.iloc[[35]]]), "'s1'.*duplicate"),
         (lambda d: d.drop(index=45), "'s1'.*gappy"),
-        (lambda d: d.assign(ds=d["ds"] + pd.Timedelta(minutes=7) * (d.index == 10)), "'s0'"),
+        (lambda d: d.assign(ds=d["ds"] + pd.Timedelta(minutes=7) * (d.index == 10).astype(int)), "'s0'"),
         (lambda d: d.assign(ds=d["ds"].dt.tz_localize("UTC")), "timezone-naive"),
         (lambda d: d.assign(ds=d["ds"].astype(str)), "datetimes"),
         (lambda d: d.iloc[0:0], "empty"),
