@@ -78,7 +78,7 @@ def run_all(args: argparse.Namespace) -> int:
     print(f"running the pipeline into {settings.db_path}")
     out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
     _print_summary(out)
-    print(f"\nwarehouse: {settings.db_path}  (e.g. duckdb {settings.db_path} 'SELECT * FROM forecasts LIMIT 5')")
+    print(f"\nwarehouse: {settings.db_path}  (tables forecasts, models, backtests, alerts, rejects, ...)")
     if "detect" in out:
         print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL']}")
     return 0
