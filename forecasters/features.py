@@ -52,9 +52,14 @@ def seasonal_block(norm: np.ndarray, k: np.ndarray, s: int, repeats: int) -> lis
         ok = (back >= 0) & (pos >= 0)
         lagged.append(np.where(ok, norm[rows, np.clip(pos, 0, w - 1)], np.nan))
     stack = np.column_stack(lagged)
-    with warnings.catch_warnings():  # all-NaN rows (short history) give NaN, as intended
-        warnings.simplefilter("ignore", RuntimeWarning)
-        med, mean = np.nanmedian(stack, axis=1), np.nanmean(stack, axis=1)
+    # all-NaN rows (short history) stay NaN; computed apart because numpy warns on them,
+    # and silencing warnings is not thread-safe (models fit in parallel threads)
+    some = ~np.isnan(stack).all(axis=1)
+    med = np.full(len(stack), np.nan)
+    mean = np.full(len(stack), np.nan)
+    if some.any():
+        med[some] = np.nanmedian(stack[some], axis=1)
+        mean[some] = np.nanmean(stack[some], axis=1)
     return lagged[:2] + [med, mean]
 
 

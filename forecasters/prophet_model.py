@@ -21,10 +21,17 @@ _EPOCH = pd.Timestamp("1970-01-05")
 COMPONENTS = ("yhat", "trend")
 
 
+# prophet.plot logs an ERROR at import when plotly is absent (also when a stored model is
+# unpickled); headroom never plots with it, so that line is noise
+logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
+
+
 def quiet_stan() -> None:
     """cmdstanpy logs two INFO lines per fit to its own handler; silence it."""
     logging.getLogger("cmdstanpy").disabled = True
     logging.getLogger("prophet").setLevel(logging.WARNING)
+    # prophet.plot logs an ERROR at import when plotly is absent; we never plot with it
+    logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
 
 
 class ProphetCore:
@@ -50,9 +57,9 @@ class ProphetCore:
         return pd.DatetimeIndex(_EPOCH + step * np.asarray(steps, dtype=np.int64))
 
     def _fit_one(self, y: np.ndarray, start: int) -> object:
+        quiet_stan()
         from prophet import Prophet
 
-        quiet_stan()
         step_days = (freq_offset(self.freq) or pd.Timedelta(hours=1)) / pd.Timedelta(days=1)
         model = Prophet(
             n_changepoints=min(self.n_changepoints, max(len(y) // 10, 0)),
