@@ -66,9 +66,11 @@ def connect(
 
 
 @contextlib.contextmanager
-def open_warehouse(path: str | Path, **kwargs: object) -> Iterator[duckdb.DuckDBPyConnection]:
+def open_warehouse(
+    path: str | Path, *, read_only: bool = False, lock_timeout_s: float = 30.0
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """Context manager around :func:`connect` that always closes (and so unlocks) the file."""
-    con = connect(path, **kwargs)  # type: ignore[arg-type]
+    con = connect(path, read_only=read_only, lock_timeout_s=lock_timeout_s)
     try:
         yield con
     finally:
