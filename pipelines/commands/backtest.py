@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipelines.outputs import write_csv
+
 log = logging.getLogger(__name__)
 
 CSV_COLUMNS = ["model", "smape", "mase", "wape", "coverage_80", "coverage_95", "seconds"]
@@ -108,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.input}: {exc}", 2) from exc
     print(table[CSV_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        table[CSV_COLUMNS].to_csv(args.out, index=False)
+        write_csv(table[CSV_COLUMNS], args.out)
         print(f"wrote {args.out}")
     return 0

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
+
+from pipelines.outputs import report_metrics
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,5 @@ def run_evaluate(args: argparse.Namespace) -> int:
         metrics = evaluate_bursts(series, windows, policy, train_fraction=args.train_fraction)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        metrics.to_csv(args.out, index=False)
-    metrics.to_csv(sys.stdout, index=False, float_format="%.4g")
+    report_metrics(metrics, args.out)
     return 0

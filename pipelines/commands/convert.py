@@ -19,6 +19,7 @@ def run_convert(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from pipelines.cli import CliError
+    from pipelines.outputs import write_csv
     from pipelines.public_data import CONVERTERS
 
     out = Path(args.out)
@@ -35,8 +36,6 @@ def run_convert(args: argparse.Namespace) -> int:
             raise CliError(f"{path}: not a {args.source} file ({exc})", 2) from exc
     for kind, parts in frames.items():
         target = out / f"{kind.replace('-', '_')}.csv"
-        tmp = target.with_suffix(".csv.tmp")
-        pd.concat(parts, ignore_index=True).to_csv(tmp, index=False)
-        tmp.replace(target)  # atomic: a failed run leaves no half-written file
+        write_csv(pd.concat(parts, ignore_index=True), target)
         print(f"{target}: {sum(len(p) for p in parts)} rows (ingest with --kind {kind})")
     return 0

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
+from pipelines.outputs import report_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -85,10 +85,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         metrics = evaluate_faults(telemetry, failures, policy, args.test_fraction, events, devices, held)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        metrics.to_csv(args.out, index=False)
-    metrics.to_csv(sys.stdout, index=False, float_format="%.4g")
+    report_metrics(metrics, args.out)
     return 0
 
 

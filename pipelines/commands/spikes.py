@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from pipelines.outputs import report_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,8 +42,5 @@ def run_evaluate(args: argparse.Namespace) -> int:
         metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        metrics.to_csv(args.out, index=False)
-    metrics.to_csv(sys.stdout, index=False, float_format="%.4g")
+    report_metrics(metrics, args.out)
     return 0
