@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -28,6 +29,19 @@ def _fit_states(history: pd.DataFrame, season_length: int, n_seasons: int) -> di
     }
 
 
+def _batch_residuals(
+    states: dict[str, CusumState], frame: pd.DataFrame, clip: bool = True
+) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(unique_id, index, residual, z) per known series of a batch, in id order."""
+    require_columns(frame, ["unique_id", "ds", "y"], "burst frame")
+    for uid, g in frame.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=True):
+        st = states.get(str(uid))
+        if st is None:
+            continue
+        index, _v, resid, z, _m = residuals(st if clip else replace(st, clip_sigma=np.inf), g["ds"], g["y"])
+        yield str(uid), index, resid, z
+
+
 class ThresholdDetector(BaseEstimator):
     """The 3-sigma rule on seasonal, MAD-standardised residuals."""
 
@@ -44,18 +58,13 @@ class ThresholdDetector(BaseEstimator):
     def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
         """One event per run of consecutive points beyond ``sigma`` in the same direction."""
         check_fitted(self, "states_")
-        require_columns(frame, ["unique_id", "ds", "y"], "burst frame")
         events: list[dict[str, object]] = []
-        for uid, g in frame.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=True):
-            st = self.states_.get(str(uid))
-            if st is None:
-                continue
-            index, _v, resid, z, _m = residuals(replace(st, clip_sigma=np.inf), g["ds"], g["y"])
+        for uid, index, resid, z in _batch_residuals(self.states_, frame, clip=False):
             side = np.where(z > self.sigma, 1, np.where(z < -self.sigma, -1, 0))
             starts = np.nonzero((side != 0) & (side != np.concatenate([[0], side[:-1]])))[0]
             for i in starts:
                 events.append({
-                    "unique_id": str(uid), "direction": "up" if side[i] > 0 else "down",
+                    "unique_id": uid, "direction": "up" if side[i] > 0 else "down",
                     "onset": index[i], "detected_at": index[i], "peak_z": abs(float(z[i])),
                     "peak_residual": float(resid[i]), "detector": "threshold_3sigma",
                 })
@@ -114,21 +123,16 @@ class PeltDetector(BaseEstimator):
     def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
         """One event per change point in the batch."""
         check_fitted(self, "states_")
-        require_columns(frame, ["unique_id", "ds", "y"], "burst frame")
         events: list[dict[str, object]] = []
-        for uid, g in frame.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=True):
-            st = self.states_.get(str(uid))
-            if st is None:
-                continue
-            index, _v, resid, z, _m = residuals(st, g["ds"], g["y"])
-            breaks = self._breaks(z, self.penalties_[str(uid)])
+        for uid, index, resid, z in _batch_residuals(self.states_, frame):
+            breaks = self._breaks(z, self.penalties_[uid])
             bounds = [0, *breaks, len(z)]
             for j, b in enumerate(breaks):
                 before = np.nanmean(z[bounds[j]:b]) if b > bounds[j] else 0.0
                 after_seg = z[b:bounds[j + 2]]
                 after = np.nanmean(after_seg) if after_seg.size else 0.0
                 events.append({
-                    "unique_id": str(uid), "direction": "up" if after >= before else "down",
+                    "unique_id": uid, "direction": "up" if after >= before else "down",
                     "onset": index[b], "detected_at": index[b],
                     "peak_z": float(np.nanmax(np.abs(after_seg))) if after_seg.size else 0.0,
                     "peak_residual": float(np.nanmean(resid[b:bounds[j + 2]])),
