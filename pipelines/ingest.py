@@ -19,7 +19,6 @@ from pipelines.contract import KindSpec, spec_for
 
 log = logging.getLogger(__name__)
 
-MAX_REJECT_LOOKUP = 100_000
 DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".json", ".json.gz")  # beyond this many bad rows the raw text is not looked up
 
 
@@ -82,7 +81,7 @@ def read_input(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, fmt: 
 def _collect_rejects(con: duckdb.DuckDBPyConnection, raw: RawInput, spec: KindSpec) -> pd.DataFrame:
     """All rejects of the file, one row per line: (line, raw, reason)."""
     bad = con.execute(
-        f"SELECT _idx, _reason FROM _checked WHERE _reason IS NOT NULL ORDER BY _idx LIMIT {MAX_REJECT_LOOKUP}"
+        "SELECT _idx, _reason FROM _checked WHERE _reason IS NOT NULL ORDER BY _idx"
     ).fetchall()
     where = {}
     if bad and raw.locate is not None:

@@ -276,3 +276,11 @@ def test_invalid_utf8_line_is_a_reject_and_binary_file_is_unusable(con, tmp_path
     junk.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(IngestFileError, match="junk.csv: missing column"):
         ingest.ingest_file(con, junk, "utilization")
+
+
+def test_every_bad_row_is_kept_with_its_reason(con, tmp_path):
+    lines = [f"2026-01-01T00:00:00,c,p,n{i},gpu,-1,8" for i in range(1500)]
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n" + "\n".join(lines) + "\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (0, 1500)
+    assert con.execute("SELECT count(*), min(line), max(line) FROM rejects").fetchone() == (1500, 2, 1501)
