@@ -10,10 +10,14 @@ the model on each series minus its last ``horizon + calibration_origins - 1``
 points, forecasts from rolling origins in that held-out stretch (all of the
 ``calibration_origins``, or 168 of them spread evenly when there are more; each
 forecast sees only data up to its origin), and keeps the absolute errors.
-Errors are normalised by each series' mean absolute calibration error so that
-series of different scale can be pooled; the interval half-width at step ``j``
-is the conformal quantile of the pooled normalised errors at step ``j`` times
-the series' scale. Then the model is fit on all data.
+Each error is normalised by the series' volatility at its origin (the mean
+absolute seasonal difference over the week of seasons before it, see
+``_local_scale``), so that series of different scale, and calm and turbulent
+stretches of one series, can be pooled: normalised (locally weighted) split
+conformal. The interval half-width at step ``j`` is the conformal quantile of
+the pooled normalised errors at step ``j`` times the series' volatility at the
+forecast origin, so intervals widen when a series turns turbulent and narrow
+when it calms down. Then the model is fit on all data.
 """
 from __future__ import annotations
 
@@ -29,6 +33,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from forecasters.validation import HistoryError, future_ds, step_index, validate_history
 
 MAX_CAL_ORIGINS = 168
+LOCAL_SEASONS = 7
+LONGRUN_SHARE = 0.25
+LEVEL_SHARE = 1e-3
 FORECAST_COLUMNS = ["unique_id", "ds", "model", "mean", "lo_80", "hi_80", "lo_95", "hi_95"]
 
 
@@ -150,26 +157,42 @@ class BaseForecaster:
         calib._fit_points(frame.loc[keep].reset_index(drop=True))
         uids, ys, starts = series_arrays(frame)
         length = self._context_length()
-        rows, truths, owners, ends = [], [], [], []
+        rows, truths, ends = [], [], []
         # at most MAX_CAL_ORIGINS origins, spread evenly over the calibration stretch:
         # neighbouring origins give nearly the same errors, a long stretch gives variety
         offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, MAX_CAL_ORIGINS)).round().astype(np.int64))
         n_cal = len(offsets)
-        for i, (y, start) in enumerate(zip(ys, starts)):
+        for y, start in zip(ys, starts):
             known = len(y) - span + offsets
             rows.append(windows_at(y, length, known))
             truths.append(sliding_window_view(y, self.horizon)[known])
-            owners.append(np.full(n_cal, i))
             ends.append(start + known - 1)
         ctx = Context(np.repeat(uids, n_cal), np.vstack(rows), np.concatenate(ends))
         pred = calib._predict_points(ctx, self.horizon)
         err = np.abs(np.vstack(truths) - pred)
-        owner = np.concatenate(owners)
-        scale = np.array([err[owner == i].mean() for i in range(len(uids))])
-        floor = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
-        scale = np.maximum(scale, floor)
-        self.conformal_scores_ = (err / scale[owner, None]).astype(np.float64)
-        self.conformal_scale_ = dict(zip(uids.tolist(), scale.tolist()))
+        self.scale_floor_ = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
+        local = np.concatenate([self._local_scale(y, len(y) - span + offsets) for y in ys])
+        self.conformal_scores_ = (err / local[:, None]).astype(np.float64)
+        self.conformal_scale_ = {u: float(self._local_scale(y, [len(y)])[0]) for u, y in zip(uids.tolist(), ys)}
+
+    def _local_scale(self, y: np.ndarray, known: np.ndarray | list[int]) -> np.ndarray:
+        """How volatile each series is just before an origin: the mean absolute seasonal
+        difference over the last ``LOCAL_SEASONS`` seasons of ``y[:k]`` for each ``k`` in
+        ``known``, at least ``LONGRUN_SHARE`` of its mean over all of ``y[:k]``, and at least
+        ``LEVEL_SHARE`` of the mean absolute level of ``y[:k]``."""
+        s = max(int(getattr(self, "season_length", 1)), 1)
+        csum = np.zeros(len(y) + 1)
+        if len(y) > s:
+            csum[s + 1:] = np.cumsum(np.abs(y[s:] - y[:-s]))
+        known = np.asarray(known, dtype=np.int64)
+        lo = np.clip(known - LOCAL_SEASONS * s, s, None)
+        local = (csum[known] - csum[np.minimum(lo, known)]) / np.maximum(known - lo, 1)
+        longrun = (csum[known] - csum[np.minimum(s, known)]) / np.maximum(known - s, 1)
+        # and never below a thousandth of the series' level: a stretch of idle zeros would
+        # otherwise turn any small error into an enormous normalised one
+        level = np.concatenate([[0.0], np.cumsum(np.abs(y))])[known] / np.maximum(known, 1)
+        floor = np.maximum(LEVEL_SHARE * level, self.scale_floor_)
+        return np.maximum(np.maximum(local, LONGRUN_SHARE * longrun), floor)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "history_"):
@@ -201,7 +224,12 @@ class BaseForecaster:
         values = np.vstack([windows_at(y, length, [len(y)]) for y in ys])
         ends = np.array([s + len(y) - 1 for y, s in zip(ys, starts)])
         mean = self._predict_points(Context(uids, values, ends), h)
-        scale = np.array([self.conformal_scale_[u] for u in uids])
+        # the volatility at the origin; a history too short to tell falls back to fit time
+        season = max(int(getattr(self, "season_length", 1)), 1)
+        scale = np.array([
+            self._local_scale(y, [len(y)])[0] if len(y) > season else self.conformal_scale_[u]
+            for u, y in zip(uids.tolist(), ys)
+        ])
         if self.nonnegative_:
             mean = np.maximum(mean, 0.0)
         last = frame.groupby("unique_id", sort=False)["ds"].last().loc[uids].to_numpy()

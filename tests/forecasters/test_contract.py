@@ -130,6 +130,27 @@ def test_conformal_coverage_near_nominal() -> None:
     assert abs(scores["coverage_95"] - 0.95) < 0.05
 
 
+def test_intervals_follow_the_volatility_at_the_origin() -> None:
+    """Calm, then turbulent, then calm again: the bands widen and narrow with the series,
+    and a regime change in the calibration stretch does not leave them too wide or too narrow."""
+    rng = np.random.default_rng(5)
+    t = np.arange(24 * 42)
+    sd = np.where((t >= 24 * 14) & (t < 24 * 28), 6.0, 1.0)  # two turbulent weeks in the middle
+    y = 50 + 10 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 1, len(t)) * sd
+    data = pd.DataFrame({"unique_id": "v", "ds": pd.date_range("2024-01-01", periods=len(t), freq="h"), "y": y})
+    model = forecasters.create("seasonal_naive", horizon=24)
+    width = {}
+    for name, end in (("turbulent", 24 * 28), ("calm", 24 * 42)):
+        fc = model.fit(data.iloc[:end]).predict()
+        width[name] = float((fc["hi_80"] - fc["lo_80"]).mean())
+    assert width["turbulent"] > 3 * width["calm"]
+    # the last two calm weeks, forecast after a calibration stretch that spans the turbulence
+    cv = cross_validation(model, data, h=24, n_windows=12)
+    scores = forecasters.evaluate(cv, data, 24).iloc[0]
+    assert abs(scores["coverage_80"] - 0.80) < 0.08
+    assert scores["coverage_95"] > 0.88
+
+
 def test_predict_from_new_history_uses_only_that_history(panel: pd.DataFrame) -> None:
     """predict(history=...) forecasts after the given history with the learned model."""
     model = make_model("lgbm").fit(panel)
