@@ -115,3 +115,26 @@ def test_train_cli(prefect_harness, db_path, utilization: pd.DataFrame, capsys: 
     assert "champion seasonal_naive" in out and "rows written" in out
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == 8 * 6
+
+
+@pytest.mark.slow
+def test_train_flow_on_dask_matches_threads(prefect_harness, tmp_path, utilization: pd.DataFrame) -> None:
+    """HEADROOM_TASK_RUNNER=dask fans the backtests and fits out over a local Dask cluster
+    and leaves the same champions, forecasts and run id as the thread pool."""
+    pytest.importorskip("prefect_dask")
+    from pipelines.flows.train import task_runner_for, train_flow
+    from pipelines.settings import Settings
+
+    assert type(task_runner_for(Settings(task_runner="dask"))).__name__ == "DaskTaskRunner"
+    out = {}
+    for runner in ("thread", "dask"):
+        db = tmp_path / f"{runner}.duckdb"
+        with warehouse.open_warehouse(db) as con:
+            _load(con, utilization)
+        flow = train_flow.with_options(task_runner=task_runner_for(Settings(task_runner=runner, max_workers=2)))
+        out[runner] = flow(str(db), horizon=12, models=["seasonal_naive", "lgbm"], windows=1, lookback_days=None)
+        with warehouse.open_warehouse(db, read_only=True) as con:
+            out[runner]["forecast"] = warehouse.query(con, "SELECT * FROM forecasts ORDER BY unique_id, ds")
+    assert out["dask"]["run_id"] == out["thread"]["run_id"]
+    assert out["dask"]["groups"] == out["thread"]["groups"]
+    pd.testing.assert_frame_equal(out["dask"]["forecast"], out["thread"]["forecast"])
