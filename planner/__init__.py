@@ -1,1 +1,41 @@
-"""headroom planner: pure capacity-planning core (no I/O)."""
+"""headroom planner: pure capacity-planning core (no I/O).
+
+* :mod:`planner.cost`: the cost model and cost-aware instance selection;
+* :mod:`planner.allocation`: the 3-5-2 hybrid split and its cost simulator;
+* :mod:`planner.reservations`: reserved-capacity recommendations (newsvendor rule);
+* :mod:`planner.prescale`: pre-scaling schedules from forecast bands.
+"""
+from planner.allocation import (
+    DEFAULT_SPLIT,
+    AllocationPolicy,
+    Split,
+    candidate_splits,
+    price_plans,
+    simulate,
+    tune_split,
+)
+from planner.cost import LOCATIONS, CostPolicy, LocationCost, Offer, select_offers
+from planner.plan import PlanPolicy, make_plan
+from planner.prescale import PrescalePolicy, prescale_schedule
+from planner.reservations import ReservationPolicy, recommend_reservations
+
+__all__ = [
+    "DEFAULT_SPLIT",
+    "LOCATIONS",
+    "AllocationPolicy",
+    "CostPolicy",
+    "LocationCost",
+    "Offer",
+    "PlanPolicy",
+    "PrescalePolicy",
+    "ReservationPolicy",
+    "Split",
+    "candidate_splits",
+    "make_plan",
+    "prescale_schedule",
+    "price_plans",
+    "recommend_reservations",
+    "select_offers",
+    "simulate",
+    "tune_split",
+]

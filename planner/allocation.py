@@ -1,0 +1,157 @@
+"""The "3-5-2" hybrid-cloud split and the cost simulator that re-tunes it.
+
+A split shares every hour's demand between private cloud, public on-demand and edge
+(30/50/20 by default). Private and edge capacity is bought for the month: it is sized
+to the ``provision_quantile`` of its hourly share and idles when demand is low (the
+idle penalty). Public on-demand is elastic: instances follow the hourly load, and it
+also absorbs whatever the fixed locations cannot carry. The simulator prices a split
+on an hourly demand path with :mod:`planner.cost`; :func:`tune_split` searches the
+splits within the policy's bounds for the cheapest one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from planner.cost import LOCATIONS, CostPolicy, Offer, provisioned_cost
+
+
+@dataclass(frozen=True)
+class Split:
+    """Shares of demand per location; they sum to 1."""
+
+    private: float
+    public: float
+    edge: float
+
+    def __post_init__(self) -> None:
+        shares = (self.private, self.public, self.edge)
+        if min(shares) < 0 or abs(sum(shares) - 1.0) > 1e-6:
+            raise ValueError(f"split shares must be >= 0 and sum to 1, got {shares}")
+
+    def share(self, location: str) -> float:
+        return float(getattr(self, location))
+
+    def label(self) -> str:
+        return "-".join(f"{round(10 * self.share(loc), 1):g}" for loc in LOCATIONS)
+
+
+DEFAULT_SPLIT = Split(0.30, 0.50, 0.20)
+
+
+@dataclass(frozen=True)
+class AllocationPolicy:
+    """Search space and sizing rule of the split simulator."""
+
+    step: float = 0.05
+    # (min, max) share per location: keep some of each (data locality, latency at the edge,
+    # burst capacity in public) so the tuner re-weights the split rather than abandoning it
+    bounds: dict[str, tuple[float, float]] = field(default_factory=lambda: {
+        "private": (0.10, 0.70), "public": (0.20, 0.80), "edge": (0.05, 0.35)})
+    provision_quantile: float = 1.0  # fixed capacity covers this quantile of its hourly share
+
+    def __post_init__(self) -> None:
+        if not 0 < self.step <= 0.5:
+            raise ValueError("step must be in (0, 0.5]")
+        if not 0 < self.provision_quantile <= 1:
+            raise ValueError("provision_quantile must be in (0, 1]")
+        if set(self.bounds) != set(LOCATIONS):
+            raise ValueError(f"bounds must name exactly {LOCATIONS}")
+
+
+def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
+             policy: AllocationPolicy = AllocationPolicy()) -> dict[str, float]:
+    """Cost of serving the hourly ``demand`` path with ``split``, by location.
+
+    Returns ``private_cost, public_cost, edge_cost`` (compute incl. surcharges),
+    ``idle_penalty``, ``monthly_cost`` (scaled to ``costs.hours_per_month``) and
+    ``spill_units`` (unit-hours the fixed locations could not carry).
+    """
+    d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
+    if d.size == 0:
+        raise ValueError("simulate needs a non-empty demand path")
+    out = {"private_cost": 0.0, "public_cost": 0.0, "edge_cost": 0.0, "idle_penalty": 0.0}
+    spill = np.zeros_like(d)
+    for loc in ("private", "edge"):
+        want = d * split.share(loc)
+        if split.share(loc) == 0:
+            continue
+        offer = offers.get(loc)
+        if offer is None:  # nothing to buy there: its share goes public
+            spill += want
+            continue
+        instances = np.ceil(np.quantile(want, policy.provision_quantile) / offer.units - 1e-9)
+        served = np.minimum(want, instances * offer.units)
+        spill += want - served
+        c = provisioned_cost(np.full(d.size, instances), served, offer, costs.at(loc))
+        out[f"{loc}_cost"] += c["compute"]
+        out["idle_penalty"] += c["idle_penalty"]
+    public_load = d * split.public + spill
+    if public_load.sum() > 0:
+        offer = offers.get("public")
+        if offer is None:
+            raise ValueError("no public offer to carry the public share and the spill-over")
+        instances = np.ceil(public_load / offer.units - 1e-9)
+        c = provisioned_cost(instances, public_load, offer, costs.public)
+        out["public_cost"] += c["compute"]
+        out["idle_penalty"] += c["idle_penalty"]
+    total = out["private_cost"] + out["public_cost"] + out["edge_cost"] + out["idle_penalty"]
+    scale = costs.hours_per_month / d.size
+    result = {k: v * scale for k, v in out.items()}
+    result["monthly_cost"] = total * scale
+    result["spill_units"] = float(spill.sum())
+    return result
+
+
+def candidate_splits(policy: AllocationPolicy) -> list[Split]:
+    """Every split on the policy's grid within its bounds."""
+    steps = round(1.0 / policy.step)
+    out = []
+    for i in range(steps + 1):
+        for j in range(steps + 1 - i):
+            p, e = i / steps, j / steps
+            q = 1.0 - p - e
+            shares = {"private": p, "public": q, "edge": e}
+            if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in policy.bounds.items()):
+                out.append(Split(round(p, 6), round(q, 6), round(e, 6)))
+    if not out:
+        raise ValueError("no split satisfies the allocation bounds")
+    return out
+
+
+def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
+               policy: AllocationPolicy = AllocationPolicy(),
+               default: Split = DEFAULT_SPLIT) -> pd.DataFrame:
+    """The default split and the cheapest split on the grid, priced on ``demand``.
+
+    One row per plan (``default_3_5_2``, ``tuned``) with the shares, the cost breakdown
+    and ``savings_vs_default``. Ties go to the split closest to the default.
+    """
+    base = simulate(demand, default, offers, costs, policy)
+    best, best_key = default, (base["monthly_cost"], 0.0)
+    for split in candidate_splits(policy):
+        cost = simulate(demand, split, offers, costs, policy)["monthly_cost"]
+        distance = sum(abs(split.share(loc) - default.share(loc)) for loc in LOCATIONS)
+        key = (round(cost, 6), distance)
+        if key < best_key:
+            best, best_key = split, key
+    return price_plans(demand, {"default_3_5_2": default, "tuned": best}, offers, costs, policy)
+
+
+def price_plans(demand: np.ndarray, plans: dict[str, Split], offers: dict[str, Offer], costs: CostPolicy,
+                policy: AllocationPolicy = AllocationPolicy()) -> pd.DataFrame:
+    """One row per named split: shares, cost breakdown and ``savings_vs_default`` (against
+    the plan named ``default_3_5_2``, else the first)."""
+    rows = []
+    for plan, split in plans.items():
+        sim = simulate(demand, split, offers, costs, policy)
+        rows.append({"plan": plan, "private": split.private, "public": split.public, "edge": split.edge,
+                     **{k: sim[k] for k in ("monthly_cost", "private_cost", "public_cost", "edge_cost",
+                                            "idle_penalty", "spill_units")}})
+    out = pd.DataFrame(rows)
+    ref = out.loc[out["plan"] == "default_3_5_2", "monthly_cost"]
+    base = float(ref.iloc[0]) if not ref.empty else float(out["monthly_cost"].iloc[0])
+    out["savings_vs_default"] = base - out["monthly_cost"]
+    return out

@@ -1,0 +1,149 @@
+"""The cost model and cost-aware instance selection.
+
+    cost = instance price x (1 + storage surcharge) x network amplification + idle penalty
+
+per location class (private, public, edge). The idle penalty is charged per idle
+unit-hour (provisioned but unused), as a share of the unit's effective price: power,
+cooling and the opportunity cost of a machine that could have run something else.
+
+Demand is counted in the units of the fleet's own machines (GPUs of one model, vCPUs).
+Offers of another GPU model are converted through their TFLOPS per unit, so that an
+L4 at the edge and an H100 in the private cloud can be compared per unit of work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from anomaly.base import require_columns
+
+LOCATIONS = ("private", "public", "edge")
+CATALOG_COLUMNS = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price"]
+
+
+@dataclass(frozen=True)
+class LocationCost:
+    """Cost factors of one location class."""
+
+    storage_surcharge: float = 0.0  # share added to the instance price for attached storage
+    network_amplification: float = 1.0  # >= 1: egress and cross-site traffic per unit of compute
+    idle_penalty: float = 0.0  # per idle unit-hour, as a share of the unit's effective price
+
+    def __post_init__(self) -> None:
+        if self.storage_surcharge < 0 or self.idle_penalty < 0:
+            raise ValueError("storage_surcharge and idle_penalty must be >= 0")
+        if self.network_amplification < 1:
+            raise ValueError("network_amplification must be >= 1")
+
+    def effective(self, price: float | np.ndarray) -> float | np.ndarray:
+        """Price x (1 + storage surcharge) x network amplification."""
+        return price * (1.0 + self.storage_surcharge) * self.network_amplification
+
+
+@dataclass(frozen=True)
+class CostPolicy:
+    """Cost factors per location; defaults are typical, documented in the README."""
+
+    private: LocationCost = field(default_factory=lambda: LocationCost(0.05, 1.0, 0.30))
+    public: LocationCost = field(default_factory=lambda: LocationCost(0.12, 1.10, 0.0))
+    edge: LocationCost = field(default_factory=lambda: LocationCost(0.08, 1.25, 0.15))
+    hours_per_month: float = 730.0
+
+    def at(self, location: str) -> LocationCost:
+        """The factors of ``location`` (private, public or edge)."""
+        if location not in LOCATIONS:
+            raise ValueError(f"unknown location {location!r}; choose from {', '.join(LOCATIONS)}")
+        return getattr(self, location)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The cheapest way to buy one unit of a pool's work in one location."""
+
+    location: str
+    provider: str
+    region: str
+    instance_type: str
+    units: float  # pool units one instance provides (after the TFLOPS conversion)
+    price: float  # on-demand (or amortised, for private) price per instance-hour
+    reserved_1y: float | None = None
+    reserved_3y: float | None = None
+
+    @property
+    def unit_price(self) -> float:
+        return self.price / self.units
+
+
+def _per_unit_tflops(catalog: pd.DataFrame) -> pd.Series:
+    tflops = catalog["tflops"] if "tflops" in catalog else pd.Series(np.nan, index=catalog.index)
+    return tflops / catalog["units"]
+
+
+def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Series | None:
+    """The private machine a pool runs on: a private offer of ``resource`` whose instance
+    type starts with the pool name (``h100`` -> ``h100-4x``), else the cheapest per unit."""
+    require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
+    own = catalog[(catalog["location"] == "private") & (catalog["resource"] == resource)]
+    if own.empty:
+        own = catalog[catalog["resource"] == resource]
+    if own.empty:
+        return None
+    named = own[own["instance_type"].str.lower().str.startswith(pool.lower())]
+    pick = named if not named.empty else own
+    return pick.loc[(pick["on_demand_price"] / pick["units"]).idxmin()]
+
+
+def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0) -> dict[str, Offer]:
+    """Per location, the offer with the least price per pool unit of work; in the private
+    cloud, the pool's own machine (:func:`reference_offer`).
+
+    GPU offers are converted to the pool's GPU through TFLOPS per unit (when the
+    catalog has them), and only GPUs with at least ``min_tflops_ratio`` of the pool's
+    TFLOPS per unit qualify: a job sized for an H100 does not fit on an L4 however cheap
+    (0 lets any GPU stand in, by TFLOPS). CPU offers count vCPUs as they are.
+    """
+    ref = reference_offer(catalog, resource, pool)
+    if ref is None:
+        return {}
+    cat = catalog[(catalog["resource"] == resource) & catalog["on_demand_price"].notna()].copy()
+    ratio = pd.Series(1.0, index=cat.index)
+    if resource == "gpu":
+        per_unit = _per_unit_tflops(cat)
+        ref_tflops = float(ref.get("tflops", np.nan)) / float(ref["units"])
+        if np.isfinite(ref_tflops) and ref_tflops > 0:
+            ratio = (per_unit / ref_tflops).fillna(1.0)
+    keep = ratio >= min_tflops_ratio - 1e-9
+    cat, ratio = cat[keep], ratio[keep]
+    cat["pool_units"] = cat["units"] * ratio
+    out: dict[str, Offer] = {}
+    for loc, g in cat.groupby("location"):
+        if loc not in LOCATIONS:
+            continue
+        if loc == "private" and ref["location"] == "private" and ref.name in g.index:
+            best = g.loc[ref.name]  # the private cloud is the fleet's own machines
+        else:
+            best = g.loc[(g["on_demand_price"] / g["pool_units"]).idxmin()]
+        out[str(loc)] = Offer(
+            location=str(loc), provider=str(best["provider"]), region=str(best["region"]),
+            instance_type=str(best["instance_type"]), units=float(best["pool_units"]),
+            price=float(best["on_demand_price"]),
+            reserved_1y=_maybe(best.get("reserved_1y_price")), reserved_3y=_maybe(best.get("reserved_3y_price")),
+        )
+    return out
+
+
+def _maybe(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def provisioned_cost(
+    instances: np.ndarray, used_units: np.ndarray, offer: Offer, factors: LocationCost
+) -> dict[str, float]:
+    """Cost of running ``instances`` per hour that carry ``used_units`` per hour."""
+    capacity = np.asarray(instances, dtype=float) * offer.units
+    unit_price = float(factors.effective(offer.unit_price))
+    compute = float((capacity * unit_price).sum())
+    idle = np.clip(capacity - np.asarray(used_units, dtype=float), 0.0, None)
+    return {"compute": compute, "idle_penalty": float((idle * unit_price * factors.idle_penalty).sum())}

@@ -1,0 +1,114 @@
+"""One planning pass over a fleet: allocation, reservations and pre-scaling per pool.
+
+Pure: it takes the demand history, the latest forecasts, the running capacity and the
+instance catalog as DataFrames and returns one DataFrame per recommendation kind.
+
+A pool is a ``cluster/pool`` pair; it is planned on its primary resource (GPUs when it
+has any, else vCPUs), since memory and the host CPUs of GPU nodes come with the machine.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from anomaly.base import require_columns
+from planner.allocation import (
+    DEFAULT_SPLIT,
+    AllocationPolicy,
+    Split,
+    price_plans,
+    tune_split,
+)
+from planner.cost import CostPolicy, select_offers
+from planner.prescale import PrescalePolicy, prescale_schedule
+from planner.reservations import ReservationPolicy, recommend_reservations
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlanPolicy:
+    """Every planner knob in one place."""
+
+    costs: CostPolicy = field(default_factory=CostPolicy)
+    allocation: AllocationPolicy = field(default_factory=AllocationPolicy)
+    reservations: ReservationPolicy = field(default_factory=ReservationPolicy)
+    prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
+    default_split: Split = DEFAULT_SPLIT
+
+
+def primary_series(capacity: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``capacity`` (``unique_id = cluster/pool/resource``) that a pool is planned on."""
+    require_columns(capacity, ["unique_id", "capacity", "units_per_node"], "capacity")
+    parts = capacity["unique_id"].str.rsplit("/", n=1, expand=True)
+    cap = capacity.assign(pool_id=parts[0], resource=parts[1])
+    rank = cap["resource"].map({"gpu": 0, "cpu": 1}).fillna(9)
+    cap = cap.assign(_rank=rank)[rank < 9].sort_values(["pool_id", "_rank"])
+    return cap.groupby("pool_id", sort=True).head(1).drop(columns="_rank").reset_index(drop=True)
+
+
+def demand_path(history: pd.DataFrame, forecast: pd.DataFrame, uid: str) -> np.ndarray:
+    """Hourly demand of ``uid``: its history, then the forecast mean beyond it."""
+    h = history.loc[history["unique_id"] == uid].sort_values("ds")
+    f = forecast.loc[(forecast["unique_id"] == uid) & (forecast["ds"] > h["ds"].max())].sort_values("ds") \
+        if not h.empty else forecast.loc[forecast["unique_id"] == uid].sort_values("ds")
+    return np.concatenate([h["y"].to_numpy(dtype=float), f["mean"].to_numpy(dtype=float)])
+
+
+def make_plan(
+    history: pd.DataFrame,
+    forecast: pd.DataFrame,
+    capacity: pd.DataFrame,
+    catalog: pd.DataFrame,
+    policy: PlanPolicy = PlanPolicy(),
+    splits: dict[str, Split] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Recommendations by kind (``allocation``, ``reservation``, ``prescale``), each with a
+    ``unique_id`` column naming the planned series.
+
+    ``splits`` holds this month's tuned split per series, when it was tuned already: the
+    split is then kept (re-tuning is monthly) and only re-priced on the new demand.
+    """
+    require_columns(history, ["unique_id", "ds", "y"], "demand history")
+    require_columns(forecast, ["unique_id", "ds", "mean"], "forecast")
+    splits = splits or {}
+    out: dict[str, list[pd.DataFrame]] = {"allocation": [], "reservation": [], "prescale": []}
+    for row in primary_series(capacity).itertuples(index=False):
+        uid, resource = row.unique_id, row.resource
+        pool = row.pool_id.split("/")[-1]
+        offers = select_offers(catalog, resource, pool)
+        path = demand_path(history, forecast, uid)
+        if path.size == 0:
+            log.info("%s: no demand, not planned", uid)
+            continue
+        if "public" in offers:
+            kept = splits.get(uid)
+            if kept is None:
+                alloc = tune_split(path, offers, policy.costs, policy.allocation, policy.default_split)
+            else:  # this month's split stands (re-tuning is monthly): price it on today's demand
+                alloc = price_plans(path, {"default_3_5_2": policy.default_split, "tuned": kept}, offers,
+                                    policy.costs, policy.allocation)
+            alloc.insert(0, "unique_id", uid)
+            alloc.insert(1, "resource", resource)
+            alloc["retuned"] = kept is None
+            out["allocation"].append(alloc)
+            tuned = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
+            public_path = path * float(tuned["public"])
+            res = recommend_reservations(public_path, offers["public"], policy.costs, policy.reservations)
+            if not res.empty:
+                res.insert(0, "unique_id", uid)
+                res.insert(1, "resource", resource)
+                out["reservation"].append(res)
+        else:
+            log.info("%s: no public %s offer in the catalog, no allocation or reservation", uid, resource)
+        fc = forecast.loc[forecast["unique_id"] == uid]
+        if not fc.empty:
+            sched = prescale_schedule(fc, float(row.capacity), float(row.units_per_node), policy.prescale)
+            sched.insert(1, "resource", resource)
+            if "model_id" in fc:
+                sched["model_id"] = fc["model_id"].iloc[0]
+            out["prescale"].append(sched)
+    return {k: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for k, v in out.items()}

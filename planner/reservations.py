@@ -1,0 +1,83 @@
+"""Reservation recommendations: how many public-cloud units to commit to for 1 or 3 years.
+
+A reserved unit costs ``r`` per hour whether it is used or not; on demand it would cost
+``o`` per hour, but only in the hours it is needed. The ``k``-th unit is worth reserving
+when it is busy in more than ``r / o`` of the hours, so the best reserved level is the
+``1 - r / o`` quantile of the hourly demand it would serve (the newsvendor rule), rounded
+down to whole instances: a partly-used instance is the expensive kind of reservation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from planner.cost import CostPolicy, Offer
+
+RESERVATION_COLUMNS = [
+    "location", "provider", "region", "instance_type", "term", "units_per_instance", "instances",
+    "reserved_units", "coverage_quantile", "expected_utilization", "monthly_cost_reserved",
+    "monthly_cost_on_demand", "monthly_savings",
+]
+
+
+@dataclass(frozen=True)
+class ReservationPolicy:
+    """Which terms to consider and when a reservation is worth recommending."""
+
+    terms: tuple[str, ...] = ("1y", "3y")
+    min_monthly_savings: float = 0.0  # recommend only reservations that save more than this
+
+
+def _term_price(offer: Offer, term: str) -> float | None:
+    if term not in ("1y", "3y"):
+        raise ValueError(f"unknown reservation term {term!r}; use 1y or 3y")
+    return offer.reserved_1y if term == "1y" else offer.reserved_3y
+
+
+def plan_cost(demand: np.ndarray, reserved_units: float, on_demand: float, reserved: float) -> float:
+    """Hourly cost over ``demand``: reserved units always paid, the rest on demand."""
+    d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
+    return float(reserved_units * reserved * d.size + np.clip(d - reserved_units, 0.0, None).sum() * on_demand)
+
+
+def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
+                           policy: ReservationPolicy = ReservationPolicy()) -> pd.DataFrame:
+    """One row per term: the reserved level and what it saves on ``demand`` (hourly units
+    that would otherwise run on ``offer`` on demand), per month.
+
+    Terms without a reserved price in the catalog, and levels of zero instances, give no row.
+    """
+    d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
+    if d.size == 0:
+        raise ValueError("recommend_reservations needs a non-empty demand path")
+    factors = costs.at(offer.location)
+    on_demand = float(factors.effective(offer.unit_price))
+    scale = costs.hours_per_month / d.size
+    baseline = plan_cost(d, 0.0, on_demand, 0.0) * scale
+    rows = []
+    for term in policy.terms:
+        price = _term_price(offer, term)
+        if price is None or price <= 0:
+            continue
+        reserved = float(factors.effective(price / offer.units))
+        if reserved >= on_demand:
+            continue
+        quantile = 1.0 - reserved / on_demand
+        instances = int(np.floor(np.quantile(d, quantile) / offer.units + 1e-9))
+        if instances < 1:
+            continue
+        units = instances * offer.units
+        cost = plan_cost(d, units, on_demand, reserved) * scale
+        savings = baseline - cost
+        if savings <= policy.min_monthly_savings:
+            continue
+        rows.append({
+            "location": offer.location, "provider": offer.provider, "region": offer.region,
+            "instance_type": offer.instance_type, "term": term, "units_per_instance": offer.units,
+            "instances": instances, "reserved_units": units, "coverage_quantile": quantile,
+            "expected_utilization": float(np.minimum(d, units).mean() / units),
+            "monthly_cost_reserved": cost, "monthly_cost_on_demand": baseline, "monthly_savings": savings,
+        })
+    return pd.DataFrame(rows, columns=RESERVATION_COLUMNS)

@@ -1,0 +1,114 @@
+"""The pure planner: cost model, offer selection, split simulator, reservations, pre-scaling."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import planner as P
+from planner.cost import LocationCost, Offer
+
+FREE = P.CostPolicy(private=LocationCost(), public=LocationCost(), edge=LocationCost(), hours_per_month=730.0)
+
+
+def catalog() -> pd.DataFrame:
+    rows = [
+        ("onprem", "dc", "h100-4x", "private", "gpu", 4, 8.0, 6.0, 5.0, 4 * 989.0),
+        ("onprem", "dc", "a100-4x", "private", "gpu", 4, 4.0, 3.0, 2.5, 4 * 312.0),
+        ("onprem", "dc", "cpu-64c", "private", "cpu", 64, 1.0, 0.8, 0.7, 4.0),
+        ("cloud", "r1", "h100-8x", "public", "gpu", 8, 96.0, 60.0, 40.0, 8 * 989.0),
+        ("cloud", "r1", "a100-8x", "public", "gpu", 8, 32.0, 20.0, 14.0, 8 * 312.0),
+        ("cloud", "r1", "l4-4x", "public", "gpu", 4, 4.0, 2.5, 1.7, 4 * 121.0),
+        ("cloud", "r1", "cpu-64", "public", "cpu", 64, 3.2, 2.0, 1.3, 4.0),
+        ("edge", "e1", "l4-1x", "edge", "gpu", 1, 0.9, 0.7, 0.5, 121.0),
+        ("edge", "e1", "cpu-16c", "edge", "cpu", 16, 0.8, 0.6, 0.5, 1.0),
+    ]
+    cols = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price",
+            "reserved_1y_price", "reserved_3y_price", "tflops"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_cost_model_formula() -> None:
+    lc = LocationCost(storage_surcharge=0.1, network_amplification=1.2, idle_penalty=0.5)
+    assert lc.effective(10.0) == pytest.approx(10 * 1.1 * 1.2)
+    offer = Offer("private", "p", "r", "t", units=4.0, price=8.0)
+    cost = P.cost.provisioned_cost(np.array([2, 2]), np.array([8.0, 5.0]), offer, lc)
+    unit = 2.0 * 1.1 * 1.2
+    assert cost["compute"] == pytest.approx(16 * unit)
+    assert cost["idle_penalty"] == pytest.approx(3 * unit * 0.5)  # 3 idle unit-hours in the second hour
+    with pytest.raises(ValueError, match="network_amplification"):
+        LocationCost(network_amplification=0.9)
+
+
+def test_offers_convert_gpus_by_tflops_and_never_downgrade() -> None:
+    h100 = P.select_offers(catalog(), "gpu", "h100")
+    assert h100["private"].instance_type == "h100-4x"  # the pool's own machine
+    assert h100["public"].instance_type == "h100-8x"  # the L4s are cheaper per TFLOP but too small
+    assert "edge" not in h100
+    a100 = P.select_offers(catalog(), "gpu", "a100")
+    assert a100["private"].instance_type == "a100-4x"
+    # an H100 does 3.2 A100s of work for 3 times the price: the cost-aware pick for an A100 pool
+    assert a100["public"].instance_type == "h100-8x"
+    assert a100["public"].units == pytest.approx(8 * 989 / 312)
+    anything = P.select_offers(catalog(), "gpu", "h100", min_tflops_ratio=0.0)
+    assert anything["public"].instance_type == "l4-4x"
+    assert anything["public"].units == pytest.approx(4 * 121 / 989)
+    cpu = P.select_offers(catalog(), "cpu", "cpu")
+    assert {k: v.units for k, v in cpu.items()} == {"private": 64, "public": 64, "edge": 16}
+
+
+def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
+    offers = {"private": Offer("private", "p", "r", "own", 4.0, 4.0), "public": Offer("public", "c", "r", "od", 1.0, 3.0)}
+    demand = np.array([8.0, 4.0])  # two hours
+    out = P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE)
+    # private: 0.5 x peak 8 = 4 units = 1 instance at 1/unit-hour for 2 hours = 8; public: 4 + 2 units at 3
+    assert out["private_cost"] * 2 / 730 == pytest.approx(8.0)
+    assert out["public_cost"] * 2 / 730 == pytest.approx(18.0)
+    assert out["spill_units"] == 0
+    # an edge share with nothing to buy at the edge spills to public
+    spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
+    assert spilled["spill_units"] == pytest.approx(0.2 * 12)
+
+
+def test_tuner_follows_the_prices() -> None:
+    t = np.arange(24 * 14)
+    flat = np.full(t.size, 40.0)
+    offers = P.select_offers(catalog(), "cpu", "cpu")
+    tuned = P.tune_split(flat * 64, offers, P.CostPolicy()).set_index("plan")
+    # steady load and a private cloud three times cheaper: as much private as the bounds allow
+    assert tuned.loc["tuned", "private"] == pytest.approx(0.70)
+    assert tuned.loc["tuned", "savings_vs_default"] > 0
+    assert tuned.loc["default_3_5_2", ["private", "public", "edge"]].tolist() == [0.3, 0.5, 0.2]
+    # a load that idles most of the day makes owned capacity expensive: less private
+    spiky = np.where(t % 24 < 2, 4000.0, 40.0)
+    costly = P.CostPolicy(private=LocationCost(0.05, 1.0, 2.0))
+    spiky_split = P.tune_split(spiky, offers, costly).set_index("plan").loc["tuned"]
+    assert spiky_split["private"] < 0.70
+    for split in P.candidate_splits(P.AllocationPolicy()):
+        assert 0.10 - 1e-9 <= split.private <= 0.70 + 1e-9 and abs(split.private + split.public + split.edge - 1) < 1e-9
+
+
+def test_reservations_follow_the_newsvendor_rule() -> None:
+    offer = Offer("public", "c", "r", "od", units=1.0, price=1.0, reserved_1y=0.4, reserved_3y=0.7)
+    busy_60 = np.tile(np.r_[np.full(6, 10.0), np.zeros(4)], 50)  # 10 units in 60% of hours
+    rec = P.recommend_reservations(busy_60, offer, FREE).set_index("term")
+    assert rec.loc["1y", "reserved_units"] == 10  # 0.4 < 0.6: worth it
+    assert "3y" not in rec.index  # 0.7 > 0.6: idle too often to pay off
+    assert rec.loc["1y", "monthly_savings"] == pytest.approx((0.6 * 10 * 1.0 - 10 * 0.4) * 730)
+    assert rec.loc["1y", "expected_utilization"] == pytest.approx(0.6)
+    assert P.recommend_reservations(np.zeros(10), offer, FREE).empty
+
+
+def test_prescale_acts_ahead_and_does_not_flap() -> None:
+    ds = pd.date_range("2026-01-01", periods=10, freq="h")
+    upper = np.array([10, 10, 10, 30, 30, 10, 30, 10, 10, 10], dtype=float)
+    fc = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "mean": upper * 0.8, "hi_80": upper})
+    policy = P.PrescalePolicy(headroom=0.0, lead_steps=1, down_steps=3)
+    s = P.prescale_schedule(fc, capacity=12.0, units_per_instance=4.0, policy=policy)
+    assert s.loc[2, "action"] == "scale_up" and s.loc[2, "target_capacity"] == 32  # one step before 03:00
+    assert (s.loc[3:6, "action"] == "hold").all()  # the dip at 05:00 is too short to scale down
+    assert s.loc[7, "action"] == "scale_down" and s.loc[7, "target_capacity"] == 12
+    assert s["instances_delta"].sum() == 0
+    assert (s["target_capacity"] % 4 == 0).all()
+    with pytest.raises(ValueError, match="one series"):
+        P.prescale_schedule(pd.concat([fc, fc.assign(unique_id="x")]), 12.0, 4.0)
