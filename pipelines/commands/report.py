@@ -1,0 +1,34 @@
+"""``headroom report``: write report.html and the recommendation exports."""
+from __future__ import annotations
+
+import argparse
+
+from pipelines.commands.ingest import add_db_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("report", help="write the HTML report and recommendation exports (CSV, Parquet)")
+    add_db_argument(p)
+    p.add_argument("--out", default=None, help="output folder (default: $HEADROOM_REPORT_DIR or reports/)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.cli import CliError
+    from pipelines.flows.report import report_flow
+    from pipelines.settings import Settings
+    from pipelines.warehouse import WarehouseLockedError
+
+    settings = Settings.from_env(db_path=args.db, report_dir=args.out)
+    if not settings.db_path.exists():
+        raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
+    try:
+        out = report_flow(db_path=str(settings.db_path), out_dir=str(settings.report_dir))
+    except WarehouseLockedError as exc:
+        raise CliError(str(exc), 1) from exc
+    print(f"report: {out['html']}")
+    for path in out["files"]:
+        print(f"export: {path}")
+    shown = ", ".join(f"{k} {v}" for k, v in out["sections"].items())
+    print(f"sections: {shown}")
+    return 0

@@ -1,0 +1,412 @@
+"""Render the report: frames in, one self-contained HTML page out (no file I/O here).
+
+Plots are matplotlib figures (Agg) embedded as base64 PNGs; every text is HTML-escaped.
+Nothing depends on the wall clock, so the same warehouse renders the same bytes.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch, Rectangle
+
+from pipelines.report_io import ReportData
+
+MAX_FAN_SERIES = 9
+MAX_TABLE_ROWS = 100
+COST_PARTS = ("private_cost", "public_cost", "edge_cost", "idle_penalty")
+COST_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
+BURST_COLOR, FAULT_COLOR = "#ff2020", "#ff00ff"
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "starts_at"]
+PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "capacity", "target_capacity",
+                    "forecast_mean", "forecast_upper", "reason"]
+ALLOCATION_COLUMNS = ["resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
+                      "savings_vs_default"]
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1280px;color:#222;padding:0 1em}
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;height:auto}.empty,.note{color:#777;font-style:italic}nav a{margin-right:1em}
+"""
+
+
+@dataclass(frozen=True)
+class HeatmapMarks:
+    """Anomalies drawn on the heatmap: burst boxes (row0, row1, col0, col1) and fault rows."""
+
+    bursts: tuple[tuple[int, int, int, int], ...]
+    fault_rows: tuple[int, ...]
+    alerts: int
+
+
+def esc(value: object) -> str:
+    """HTML-escape any value's text."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _fmt(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return "–"
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%Y-%m-%d %H:%M")
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+    return str(value)
+
+
+def table(frame: pd.DataFrame, columns: list[str] | None = None, max_rows: int = MAX_TABLE_ROWS) -> str:
+    """An escaped HTML table of ``columns`` (those present), at most ``max_rows`` rows."""
+    cols = [c for c in (columns or list(frame.columns)) if c in frame.columns]
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    rows = []
+    for rec in frame[cols].head(max_rows).itertuples(index=False, name=None):
+        cells = []
+        for v in rec:
+            numeric = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            cells.append(f'<td class="num">{esc(_fmt(v))}</td>' if numeric else f"<td>{esc(_fmt(v))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = len(frame) - max_rows
+    tail = f'<p class="note">{more:,} more rows in the CSV export</p>' if more > 0 else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
+
+
+def _png(fig: plt.Figure, alt: str) -> str:
+    buf = io.BytesIO()
+    # no Software/date metadata: identical inputs give identical bytes
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _empty(stage: str) -> str:
+    return f'<p class="empty">no data yet: run headroom {esc(stage)}</p>'
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{esc(title)}</h2>{body}</section>'
+
+
+# --- forecast fan charts ---------------------------------------------------------------
+
+def fan_series(forecasts: pd.DataFrame) -> list[str]:
+    """The series shown for one group: the largest forecast demand first, at most nine."""
+    total = forecasts.groupby("unique_id")["mean"].sum().reset_index()
+    total = total.sort_values(["mean", "unique_id"], ascending=[False, True])
+    return total["unique_id"].head(MAX_FAN_SERIES).tolist()
+
+
+def fan_chart(group: pd.DataFrame, history: pd.DataFrame, days: int = 7) -> plt.Figure:
+    """Small multiples: recent actual demand, forecast mean and its 80%/95% bands."""
+    shown = fan_series(group)
+    ncols = min(3, len(shown))
+    nrows = math.ceil(len(shown) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 2.9 * nrows), squeeze=False)
+    for ax, uid in zip(axes.flat, shown):
+        fc = group[group["unique_id"] == uid].sort_values("ds")
+        start = fc["ds"].min()
+        act = history[(history["unique_id"] == uid) & (history["ds"] >= start - pd.Timedelta(days=days))]
+        act = act.sort_values("ds")
+        ax.fill_between(fc["ds"], fc["lo_95"], fc["hi_95"], color="C0", alpha=0.18, lw=0, label="95%")
+        ax.fill_between(fc["ds"], fc["lo_80"], fc["hi_80"], color="C0", alpha=0.35, lw=0, label="80%")
+        ax.plot(act["ds"], act["y"], color="#222", lw=0.9, label="actual")
+        ax.plot(fc["ds"], fc["mean"], color="C0", lw=1.4, label="forecast")
+        ax.axvline(start, color="#888", ls=":", lw=1)
+        ax.set_title(f"{uid}\n{fc['model'].iloc[0]}", fontsize=9)
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.tight_layout()
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)
+    return fig
+
+
+def forecast_section(data: ReportData) -> str:
+    """One fan chart per champion group."""
+    fc = data.forecasts
+    if fc.empty:
+        return _section("forecasts", "Forecasts", _empty("train"))
+    parts = []
+    for name, group in fc.groupby("group", sort=True):
+        n = group["unique_id"].nunique()
+        note = f" (showing the {MAX_FAN_SERIES} largest of {n} series)" if n > MAX_FAN_SERIES else ""
+        run = ", ".join(sorted(group["run_id"].astype(str).unique()))
+        parts.append(f"<h3>{esc(name)}</h3><p class=\"note\">run {esc(run)}{esc(note)}</p>"
+                     + _png(fan_chart(group, data.history), f"forecast fan chart {name}"))
+    return _section("forecasts", "Forecasts", "".join(parts))
+
+
+# --- node-by-hour heatmap --------------------------------------------------------------
+
+def _node_for(entity: str, node_ids: list[str]) -> str | None:
+    """The longest node id that ``entity`` is or starts with (followed by a separator)."""
+    found = [n for n in node_ids if entity == n or (entity.startswith(n) and not entity[len(n)].isalnum())]
+    return max(found, key=len) if found else None
+
+
+def _runs(rows: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for r in sorted(rows):
+        if out and r == out[-1][1] + 1:
+            out[-1] = (out[-1][0], r)
+        else:
+            out.append((r, r))
+    return out
+
+
+def heatmap_marks(nodes: pd.DataFrame, hours: pd.DatetimeIndex, alerts: pd.DataFrame) -> HeatmapMarks:
+    """Where the alerts land on the grid: bursts of a cluster/pool over their window, fault
+    predictions on the node row. Only alerts whose window overlaps the grid (or firing
+    alerts without a window) count."""
+    if alerts.empty or nodes.empty or len(hours) == 0:
+        return HeatmapMarks((), (), 0)
+    lo, hi = hours[0], hours[-1] + pd.Timedelta(hours=1)
+    node_ids = nodes["node_id"].tolist()
+    boxes, faults, count = [], set(), 0
+    for a in alerts.itertuples(index=False):
+        ws, we = pd.Timestamp(a.window_start), pd.Timestamp(a.window_end)
+        has_window = not (pd.isna(ws) or pd.isna(we))
+        if has_window and (we < lo or ws >= hi):
+            continue
+        if not has_window and a.status != "firing":
+            continue
+        entity = str(a.entity)
+        if a.kind == "burst" and has_window and entity.count("/") >= 2:
+            cluster, pool = entity.split("/")[:2]
+            rows = np.flatnonzero((nodes["cluster"] == cluster).to_numpy() & (nodes["pool"] == pool).to_numpy())
+            c0 = max(0, int((ws.floor("h") - lo) / pd.Timedelta(hours=1)))
+            c1 = min(len(hours), int((we.floor("h") - lo) / pd.Timedelta(hours=1)) + 1)
+            if len(rows) and c1 > c0:
+                boxes += [(r0, r1, c0, c1) for r0, r1 in _runs(rows.tolist())]
+                count += 1
+        elif a.kind == "hardware_fault":
+            node = _node_for(entity, node_ids)
+            if node is not None:
+                faults.add(node_ids.index(node))
+                count += 1
+    return HeatmapMarks(tuple(sorted(set(boxes))), tuple(sorted(faults)), count)
+
+
+def heatmap_grid(heatmap: pd.DataFrame) -> tuple[pd.DataFrame, pd.DatetimeIndex, np.ndarray]:
+    """Nodes (ordered by cluster, pool, node), the hour axis and the node x hour matrix."""
+    nodes = heatmap[["cluster", "pool", "node_id"]].drop_duplicates().sort_values(["cluster", "pool", "node_id"])
+    nodes = nodes.reset_index(drop=True)
+    hours = pd.date_range(heatmap["hour"].min(), heatmap["hour"].max(), freq="h")
+    matrix = heatmap.pivot_table(index="node_id", columns="hour", values="util", aggfunc="mean")
+    matrix = matrix.reindex(index=nodes["node_id"], columns=hours)
+    return nodes, hours, matrix.to_numpy(dtype=float)
+
+
+def heatmap_figure(nodes: pd.DataFrame, hours: pd.DatetimeIndex, matrix: np.ndarray,
+                   marks: HeatmapMarks) -> plt.Figure:
+    """Node x hour utilization, clusters/pools separated, anomalies outlined."""
+    n, m = matrix.shape
+    height = min(24.0, max(3.5, 1.4 + 0.13 * n))
+    fig, ax = plt.subplots(figsize=(13, height))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
+    im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+    # one readable label per row while rows are tall enough, else every k-th (fault rows always)
+    row_pt = (height - 1.4) * 72 / max(n, 1)
+    size = min(8.0, row_pt * 0.8)
+    step = 1 if size >= 4 else math.ceil(4 / size)
+    size = max(size, 4.0)
+    ticks = sorted(set(range(0, n, step)) | set(marks.fault_rows))
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([nodes["node_id"].iloc[i] for i in ticks], fontsize=size)
+    for label, i in zip(ax.get_yticklabels(), ticks):
+        if i in marks.fault_rows:
+            label.set_color(FAULT_COLOR)
+            label.set_fontweight("bold")
+    days = [i for i, h in enumerate(hours) if h.hour == 0]
+    ax.set_xticks(days)
+    ax.set_xticklabels([hours[i].strftime("%a %m-%d") for i in days], fontsize=8)
+    ax.set_xticks([i for i, h in enumerate(hours) if h.hour % 6 == 0], minor=True)
+    ax.set_xlabel("hour (UTC)")
+    groups = (nodes["cluster"] + "/" + nodes["pool"]).tolist()
+    for start, end in _group_spans(groups):
+        if start > 0:
+            ax.axhline(start - 0.5, color="white", lw=1.5, zorder=1.5)
+        ax.text(m + 0.5, (start + end) / 2, groups[start], fontsize=7, va="center", ha="left", clip_on=False)
+    for r in marks.fault_rows:
+        ax.add_patch(Rectangle((-0.5, r - 0.5), m, 1, fill=False, ec=FAULT_COLOR, lw=1.6, ls="--", zorder=3))
+    for r0, r1, c0, c1 in marks.bursts:
+        ax.add_patch(Rectangle((c0 - 0.5, r0 - 0.5), c1 - c0, r1 - r0 + 1, fill=False, ec=BURST_COLOR, lw=2, zorder=3))
+    handles = [Patch(fill=False, ec=BURST_COLOR, lw=2, label="demand burst (cluster/pool, window)"),
+               Patch(fill=False, ec=FAULT_COLOR, lw=1.6, ls="--", label="hardware fault predicted (node)")]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, fontsize=8, frameon=False)
+    cbar = fig.colorbar(im, ax=ax, pad=0.11, fraction=0.025)
+    cbar.set_label("used / capacity (hourly mean)")
+    return fig
+
+
+def _group_spans(groups: list[str]) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for i in range(1, len(groups) + 1):
+        if i == len(groups) or groups[i] != groups[start]:
+            spans.append((start, i - 1))
+            start = i
+    return spans
+
+
+def heatmap_section(data: ReportData) -> str:
+    """The node-by-hour utilization heatmap of the last week."""
+    title = "Utilization by node and hour"
+    if data.heatmap.empty:
+        return _section("heatmap", title, _empty("ingest"))
+    nodes, hours, matrix = heatmap_grid(data.heatmap)
+    marks = heatmap_marks(nodes, hours, data.alerts)
+    note = (f"<p class=\"note\">resource {esc(data.heatmap_resource)}, {len(nodes)} nodes, "
+            f"{esc(_fmt(hours[0]))} .. {esc(_fmt(hours[-1]))}; {marks.alerts} alert(s) marked</p>")
+    return _section("heatmap", title, note + _png(heatmap_figure(nodes, hours, matrix, marks), "utilization heatmap"))
+
+
+# --- allocation plans ------------------------------------------------------------------
+
+def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
+    """Monthly cost per plan, stacked by private / public / edge cost and idle penalty."""
+    resources = sorted(alloc["resource"].astype(str).unique())
+    fig, axes = plt.subplots(1, len(resources), figsize=(max(5.0, 3.6 * len(resources)), 3.8), squeeze=False)
+    for ax, res in zip(axes.flat, resources):
+        rows = alloc[alloc["resource"].astype(str) == res].sort_values("plan")
+        x = np.arange(len(rows))
+        bottom = np.zeros(len(rows))
+        for part, color in zip(COST_PARTS, COST_COLORS):
+            values = pd.to_numeric(rows[part], errors="coerce").fillna(0).to_numpy() if part in rows else bottom * 0
+            ax.bar(x, values, bottom=bottom, color=color, width=0.6, label=part.replace("_", " "))
+            bottom = bottom + values
+        totals = pd.to_numeric(rows["monthly_cost"], errors="coerce").to_numpy()
+        for xi, total, stacked in zip(x, totals, bottom):
+            if not np.isnan(total):
+                ax.text(xi, max(total, stacked), f"${total:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(x)
+        ax.set_xticklabels(rows["plan"].astype(str).tolist(), fontsize=8, rotation=15)
+        ax.set_title(res, fontsize=10)
+        ax.set_ylabel("monthly cost ($)", fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.margins(y=0.12)
+        ax.grid(axis="y", alpha=0.3)
+    axes.flat[0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def allocation_section(data: ReportData) -> str:
+    """Cost comparison of the allocation plans: chart and table."""
+    alloc = data.recommendations.get("allocation", pd.DataFrame())
+    title = "Allocation plans: monthly cost"
+    if alloc.empty or not {"resource", "plan", "monthly_cost"} <= set(alloc.columns):
+        return _section("allocation", title, _empty("plan"))
+    return _section("allocation", title, _png(cost_figure(alloc), "allocation plan costs")
+                    + table(alloc, ALLOCATION_COLUMNS))
+
+
+# --- tables ----------------------------------------------------------------------------
+
+def next_day_prescale(prescale: pd.DataFrame) -> pd.DataFrame:
+    """Actions other than hold in the first 24 hours of the plan, by time."""
+    if prescale.empty or "ts" not in prescale or "action" not in prescale:
+        return prescale.iloc[0:0]
+    frame = prescale.assign(ts=pd.to_datetime(prescale["ts"], errors="coerce", utc=True).dt.tz_localize(None))
+    start = frame["ts"].min()
+    keep = (frame["action"] != "hold") & (frame["ts"] < start + pd.Timedelta(hours=24))
+    return frame[keep].sort_values(["ts", "key"]).reset_index(drop=True)
+
+
+def firing_alerts(alerts: pd.DataFrame) -> pd.DataFrame:
+    """Firing alerts, the most severe and most likely first."""
+    if alerts.empty:
+        return alerts
+    firing = alerts[alerts["status"] == "firing"]
+    rank = firing["severity"].map(SEVERITY_RANK).fillna(len(SEVERITY_RANK))
+    ordered = firing.assign(_rank=rank, _p=firing["probability"].fillna(-1.0))
+    ordered = ordered.sort_values(["_rank", "_p", "starts_at", "fingerprint"], ascending=[True, False, True, True])
+    return ordered.drop(columns=["_rank", "_p"]).reset_index(drop=True)
+
+
+def tables_section(data: ReportData) -> str:
+    """Reservations, the next day's pre-scale actions, firing alerts and champion models."""
+    res = data.recommendations.get("reservation", pd.DataFrame())
+    pre = data.recommendations.get("prescale", pd.DataFrame())
+    actions = next_day_prescale(pre)
+    alerts = firing_alerts(data.alerts)
+    parts = [
+        _section("reservations", "Reservation recommendations",
+                 table(res, [c for c in res.columns if c not in ("run_id", "model_id", "data_cutoff")])
+                 if not res.empty else _empty("plan")),
+        _section("prescale", "Pre-scale actions, next 24 hours",
+                 (table(actions, PRESCALE_COLUMNS) if not actions.empty
+                  else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
+                 if not pre.empty else _empty("plan")),
+        _section("alerts", "Firing alerts", table(alerts, ALERT_COLUMNS) if not alerts.empty else _empty("detect")),
+        _section("models", "Champion models (backtest)",
+                 table(data.champions) if not data.champions.empty else _empty("train")),
+    ]
+    return "".join(parts)
+
+
+# --- page ------------------------------------------------------------------------------
+
+def section_counts(data: ReportData) -> dict[str, int]:
+    """What each section shows, as counts."""
+    alerts = firing_alerts(data.alerts)
+    marks = 0
+    if not data.heatmap.empty:
+        nodes, hours, _ = heatmap_grid(data.heatmap)
+        marks = heatmap_marks(nodes, hours, data.alerts).alerts
+    recs = data.recommendations
+    return {
+        "forecast_groups": int(data.forecasts["group"].nunique()) if not data.forecasts.empty else 0,
+        "forecast_series": int(data.forecasts["unique_id"].nunique()) if not data.forecasts.empty else 0,
+        "heatmap_nodes": int(data.heatmap["node_id"].nunique()) if not data.heatmap.empty else 0,
+        "heatmap_alerts": marks,
+        "allocation_plans": len(recs.get("allocation", ())),
+        "reservations": len(recs.get("reservation", ())),
+        "prescale_actions": len(next_day_prescale(recs.get("prescale", pd.DataFrame()))),
+        "firing_alerts": len(alerts),
+        "champions": len(data.champions),
+    }
+
+
+def header(data: ReportData) -> str:
+    """Title, the data cutoff the report is as of, and rows per warehouse table."""
+    cutoff = _fmt(data.data_cutoff) if data.data_cutoff is not None else "no utilization yet"
+    plan = f", plan run {esc(data.plan_run)}" if data.plan_run else ""
+    counts = pd.DataFrame({"table": list(data.counts), "rows": list(data.counts.values())})
+    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in (
+        ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
+        ("reservations", "reservations"), ("prescale", "pre-scale"), ("alerts", "alerts"), ("models", "models")))
+    return (f"<h1>headroom report</h1><p>generated as of data cutoff <b>{esc(cutoff)}</b> (UTC){plan}</p>"
+            f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"
+                                   if data.counts else _empty("ingest")))
+
+
+def render_report(data: ReportData) -> str:
+    """The whole report as one self-contained HTML page."""
+    body = "".join([header(data), forecast_section(data), heatmap_section(data), allocation_section(data),
+                    tables_section(data)])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>headroom report</title>'
+            f"<style>{CSS}</style></head><body>{body}</body></html>\n")

@@ -1,0 +1,203 @@
+"""The report's inputs and outputs: frames read from the warehouse, recommendation
+payloads flattened into columns, and atomic writers for the report files.
+
+Rendering lives in :mod:`pipelines.report_html`; the flow is :mod:`pipelines.flows.report`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from pipelines import demand, warehouse
+from pipelines.outputs import write_csv, write_parquet, write_text
+
+log = logging.getLogger(__name__)
+
+HISTORY_DAYS = 7
+META_COLUMNS = ("run_id", "key", "model_id", "data_cutoff")
+
+CHAMPION_FORECASTS_SQL = """
+WITH champ AS (SELECT model_id, target FROM models WHERE is_champion),
+runs AS (
+    SELECT f.model_id, max(f.run_id) AS run_id
+    FROM forecasts f JOIN champ USING (model_id) GROUP BY f.model_id
+)
+SELECT f.run_id, champ.target AS "group", f.unique_id, f.ds, f.model, f.model_id,
+       f.mean, f.lo_80, f.hi_80, f.lo_95, f.hi_95
+FROM forecasts f JOIN runs USING (model_id, run_id) JOIN champ USING (model_id)
+ORDER BY "group", f.unique_id, f.ds
+"""
+
+# forecasts written without a registered champion: the newest run, grouped by model
+LATEST_RUN_FORECASTS_SQL = """
+SELECT run_id, model AS "group", unique_id, ds, model, model_id, mean, lo_80, hi_80, lo_95, hi_95
+FROM forecasts WHERE run_id = (SELECT max(run_id) FROM forecasts)
+ORDER BY "group", unique_id, ds
+"""
+
+NODE_COUNTS_SQL = """
+SELECT resource, count(DISTINCT node_id) AS nodes FROM utilization
+WHERE ts >= ?::TIMESTAMP GROUP BY resource
+"""
+
+HEATMAP_SQL = """
+SELECT cluster, pool, node_id, date_trunc('hour', ts) AS hour,
+       avg(CASE WHEN capacity > 0 THEN used / capacity END) AS util
+FROM utilization
+WHERE resource = ? AND ts >= ?::TIMESTAMP
+GROUP BY cluster, pool, node_id, date_trunc('hour', ts)
+ORDER BY cluster, pool, node_id, hour
+"""
+
+ALERTS_SQL = """
+SELECT fingerprint, kind, entity, severity, probability, window_start, window_end, summary,
+       status, starts_at, ends_at
+FROM alerts ORDER BY starts_at, fingerprint
+"""
+
+LATEST_PLAN_SQL = """
+SELECT run_id, kind, key, payload, model_id, data_cutoff FROM recommendations
+WHERE run_id = (SELECT run_id FROM recommendations ORDER BY created_at DESC, run_id DESC LIMIT 1)
+ORDER BY kind, key
+"""
+
+CHAMPIONS_SQL = """
+SELECT target AS "group", kind, model_id, data_cutoff, metrics FROM models
+WHERE is_champion ORDER BY target, model_id
+"""
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows, read from the warehouse at one moment."""
+
+    data_cutoff: pd.Timestamp | None
+    counts: dict[str, int]
+    forecasts: pd.DataFrame
+    history: pd.DataFrame
+    heatmap: pd.DataFrame
+    heatmap_resource: str | None
+    alerts: pd.DataFrame
+    champions: pd.DataFrame
+    plan_run: str | None
+    recommendations: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+    ).fetchone()
+    return bool(found[0])
+
+
+def _read(con: duckdb.DuckDBPyConnection, table: str, sql: str, params: list | None = None) -> pd.DataFrame:
+    """``sql`` over ``table``, or an empty frame when the table does not exist yet."""
+    if not _has_table(con, table):
+        return pd.DataFrame()
+    return warehouse.query(con, sql, params)
+
+
+def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY_DAYS) -> ReportData:
+    """Read the report's frames: champion forecasts with recent actuals, the node-by-hour
+    utilization of the widest resource, alerts, champions and the latest plan run."""
+    counts = {}
+    if _has_table(con, "utilization"):
+        tables = warehouse.table_counts(con)
+        counts = {str(t): int(n) for t, n in zip(tables["table"], tables["rows"])}
+    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0] if counts else None
+    cutoff = None if last is None else pd.Timestamp(last)
+
+    forecasts = _read(con, "forecasts", CHAMPION_FORECASTS_SQL)
+    if forecasts.empty:
+        forecasts = _read(con, "forecasts", LATEST_RUN_FORECASTS_SQL)
+    history = pd.DataFrame(columns=["unique_id", "ds", "y"])
+    if not forecasts.empty and cutoff is not None:
+        since = min(forecasts["ds"].min(), cutoff) - pd.Timedelta(days=history_days)
+        history = demand.load_demand(con, since=since)
+        history = history[history["unique_id"].isin(set(forecasts["unique_id"]))].reset_index(drop=True)
+
+    resource, heatmap = None, pd.DataFrame()
+    if cutoff is not None:
+        since = cutoff.floor("h") - pd.Timedelta(days=history_days) + pd.Timedelta(hours=1)
+        resource = pick_heatmap_resource(warehouse.query(con, NODE_COUNTS_SQL, [since]))
+        if resource is not None:
+            heatmap = warehouse.query(con, HEATMAP_SQL, [resource, since])
+
+    plan = _read(con, "recommendations", LATEST_PLAN_SQL)
+    return ReportData(
+        data_cutoff=cutoff,
+        counts=counts,
+        forecasts=forecasts,
+        history=history,
+        heatmap=heatmap,
+        heatmap_resource=resource,
+        alerts=_read(con, "alerts", ALERTS_SQL),
+        champions=champion_metrics(_read(con, "models", CHAMPIONS_SQL)),
+        plan_run=None if plan.empty else str(plan["run_id"].iloc[0]),
+        recommendations=flatten_recommendations(plan),
+    )
+
+
+def pick_heatmap_resource(node_counts: pd.DataFrame) -> str | None:
+    """gpu when any node reports GPUs (the expensive, failure-prone part of the fleet),
+    else the resource reported by the most nodes."""
+    if node_counts.empty:
+        return None
+    ranked = node_counts.assign(_not_gpu=node_counts["resource"] != "gpu").sort_values(
+        ["_not_gpu", "nodes", "resource"], ascending=[True, False, True]
+    )
+    return str(ranked["resource"].iloc[0])
+
+
+def champion_metrics(models: pd.DataFrame) -> pd.DataFrame:
+    """One row per champion with its backtest metrics parsed out of the JSON column."""
+    cols = ["group", "kind", "model_id", "data_cutoff", "wape", "mase", "coverage_80", "coverage_95"]
+    if models.empty:
+        return pd.DataFrame(columns=cols)
+    parsed = [_json_object(m) for m in models["metrics"]]
+    out = models.drop(columns=["metrics"]).reset_index(drop=True)
+    for name in cols[4:]:
+        out[name] = pd.to_numeric(pd.Series([p.get(name) for p in parsed], dtype=object), errors="coerce")
+    return out[cols]
+
+
+def _json_object(text: object) -> dict:
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        log.warning("unparseable JSON in the warehouse: %.80s", text)
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per recommendation kind, the JSON payloads as columns after run_id, key, model_id
+    and data_cutoff (a payload field with one of those names gets a ``payload_`` prefix)."""
+    out: dict[str, pd.DataFrame] = {}
+    if plan.empty:
+        return out
+    for kind, rows in plan.groupby("kind", sort=True):
+        rows = rows.sort_values("key").reset_index(drop=True)
+        payload = pd.json_normalize([_json_object(p) for p in rows["payload"]], sep="_")
+        payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in META_COLUMNS})
+        meta = rows[list(META_COLUMNS)].reset_index(drop=True)
+        out[str(kind)] = pd.concat([meta, payload.reset_index(drop=True)], axis=1)
+    return out
+
+
+def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.DataFrame]) -> dict:
+    """Write report.html and recommendations_<kind>.csv/.parquet; return the paths."""
+    folder = Path(out_dir)
+    files = []
+    for kind, frame in sorted(recommendations.items()):
+        files.append(str(write_csv(frame, folder / f"recommendations_{kind}.csv")))
+        files.append(str(write_parquet(frame, folder / f"recommendations_{kind}.parquet")))
+    page = write_text(html, folder / "report.html")
+    return {"html": str(page), "files": files}

@@ -1,0 +1,193 @@
+"""The report stage: HTML with plots, recommendation exports, a partial warehouse, re-runs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines import report_html, report_io, warehouse
+
+pytestmark = pytest.mark.timeout(300)
+
+START = pd.Timestamp("2026-01-05")
+HOURS = 72
+NODES = [("c1", "p1", "c1-p1-n01"), ("c1", "p1", "c1-p1-n02"), ("c1", "p2", "c1-p2-n01")]
+HOSTILE = "<script>alert(1)</script>"
+
+
+def _utilization() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for h in range(HOURS):
+        ts = START + pd.Timedelta(hours=h)
+        for cluster, pool, node in NODES:
+            for resource, cap in (("gpu", 8.0), ("cpu", 64.0)):
+                used = cap * (0.5 + 0.4 * np.sin(2 * np.pi * h / 24) * rng.uniform(0.8, 1.0))
+                rows.append((ts, cluster, pool, node, resource, round(float(used), 3), cap))
+    return pd.DataFrame(rows, columns=["ts", "cluster", "pool", "node_id", "resource", "used", "capacity"])
+
+
+def _load_utilization(con) -> None:
+    frame = _utilization()
+    con.register("_util", frame)
+    con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _util")
+    con.unregister("_util")
+
+
+def _load_results(con) -> None:
+    """A champion with forecasts, alerts and one plan run with all three recommendation kinds."""
+    cutoff = START + pd.Timedelta(hours=HOURS - 1)
+    metrics = json.dumps({"wape": 0.12, "mase": 0.8, "coverage_80": 0.79, "coverage_95": 0.94})
+    con.execute("INSERT INTO models (model_id, kind, target, data_cutoff, metrics, is_champion, created_at) "
+                "VALUES ('lgbm-abc', 'lgbm', 'gpu', ?, ?, TRUE, ?)", [cutoff, metrics, cutoff])
+    for uid in ("c1/p1/gpu", "c1/p2/gpu"):
+        for h in range(1, 13):
+            m = 8.0 + h * 0.1
+            con.execute("INSERT INTO forecasts VALUES ('train-1', ?, ?, 'lgbm', 'lgbm-abc', ?, ?, ?, ?, ?)",
+                        [uid, cutoff + pd.Timedelta(hours=h), m, m - 1, m + 1, m - 2, m + 2])
+    alerts = [
+        ("fp1", "burst", "c1/p1/gpu", "critical", None, START + pd.Timedelta(hours=50),
+         START + pd.Timedelta(hours=55), "demand up-burst", "firing"),
+        ("fp2", "hardware_fault", "c1-p2-n01-gpu3", "warning", 0.7, cutoff.floor("D"),
+         cutoff.floor("D") + pd.Timedelta(days=1), "gpu likely to fail", "firing"),
+        ("fp3", "price_spike", HOSTILE, "warning", 0.9, None, None, f"spike on {HOSTILE}", "firing"),
+    ]
+    for fp, kind, entity, sev, p, ws, we, summary, status in alerts:
+        con.execute("INSERT INTO alerts (fingerprint, kind, entity, severity, probability, window_start, "
+                    "window_end, summary, status, starts_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [fp, kind, entity, sev, p, ws, we, summary, status, cutoff, cutoff])
+    recs = [
+        ("reservation", "gpu/private", {"resource": "gpu", "location": "private", "provider": "onprem",
+         "region": "r1", "instance_type": "h100x8", "term": "1y", "units_per_instance": 8, "instances": 2,
+         "reserved_units": 16, "coverage_quantile": 0.5, "expected_utilization": 0.9,
+         "monthly_cost_reserved": 1000.0, "monthly_cost_on_demand": 1500.0, "monthly_savings": 500.0}),
+        ("allocation", "gpu/default_3_5_2", {"resource": "gpu", "plan": "default_3_5_2", "private": 0.3,
+         "public": 0.5, "edge": 0.2, "monthly_cost": 9000.0, "private_cost": 3000.0, "public_cost": 4500.0,
+         "edge_cost": 1000.0, "idle_penalty": 500.0, "savings_vs_default": 0.0}),
+        ("allocation", "gpu/tuned", {"resource": "gpu", "plan": "tuned", "private": 0.6, "public": 0.3,
+         "edge": 0.1, "monthly_cost": 7000.0, "private_cost": 4000.0, "public_cost": 2200.0,
+         "edge_cost": 500.0, "idle_penalty": 300.0, "savings_vs_default": 2000.0}),
+    ]
+    for h in range(1, 30):
+        action = "scale_up" if h in (3, 4) else "scale_down" if h == 28 else "hold"
+        ts = cutoff + pd.Timedelta(hours=h)
+        recs.append(("prescale", f"c1/p1/gpu/{ts.isoformat()}", {
+            "unique_id": "c1/p1/gpu", "resource": "gpu", "ts": ts.isoformat(), "forecast_mean": 10.0,
+            "forecast_upper": 12.0, "capacity": 16.0, "target_capacity": 24.0 if action == "scale_up" else 16.0,
+            "instances_delta": 1 if action == "scale_up" else 0, "action": action, "reason": "forecast"}))
+    older = cutoff - pd.Timedelta(days=1)
+    con.execute("INSERT INTO recommendations VALUES ('plan-0', 'allocation', 'gpu/old', '{}', NULL, ?, ?)",
+                [older, older])
+    for kind, key, payload in recs:
+        con.execute("INSERT INTO recommendations VALUES ('plan-1', ?, ?, ?, 'lgbm-abc', ?, ?)",
+                    [kind, key, json.dumps(payload), cutoff, cutoff])
+
+
+@pytest.fixture()
+def full_db(db_path: Path) -> Path:
+    with warehouse.open_warehouse(db_path) as con:
+        _load_utilization(con)
+        _load_results(con)
+    return db_path
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path) -> None:
+    from pipelines.flows.report import report_flow
+
+    out_dir = tmp_path / "reports"
+    out = report_flow(db_path=str(full_db), out_dir=str(out_dir))
+    page = Path(out["html"]).read_text()
+    for title in ("Forecasts", "Utilization by node and hour", "Allocation plans: monthly cost",
+                  "Reservation recommendations", "Pre-scale actions, next 24 hours", "Firing alerts",
+                  "Champion models (backtest)"):
+        assert title in page
+    assert page.count("data:image/png;base64,") == 3  # one fan chart group, heatmap, costs
+    assert "no data yet" not in page
+    assert "generated as of data cutoff <b>2026-01-07 23:00</b>" in page
+    assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert sorted(Path(f).name for f in out["files"]) == sorted(
+        f"recommendations_{k}.{ext}" for k in ("allocation", "prescale", "reservation") for ext in ("csv", "parquet"))
+    assert out["sections"] == {"forecast_groups": 1, "forecast_series": 2, "heatmap_nodes": 3, "heatmap_alerts": 2,
+                               "allocation_plans": 2, "reservations": 1, "prescale_actions": 2,
+                               "firing_alerts": 3, "champions": 1}
+
+    alloc = pd.read_csv(out_dir / "recommendations_allocation.csv")
+    assert list(alloc.columns[:4]) == ["run_id", "key", "model_id", "data_cutoff"]
+    assert set(alloc["run_id"]) == {"plan-1"}  # the latest plan run only
+    assert {"resource", "plan", "private", "monthly_cost", "idle_penalty"} <= set(alloc.columns)
+    pre = pd.read_parquet(out_dir / "recommendations_prescale.parquet")
+    assert len(pre) == 29 and {"ts", "action", "target_capacity", "key"} <= set(pre.columns)
+    res = pd.read_parquet(out_dir / "recommendations_reservation.parquet")
+    assert res["monthly_savings"].iloc[0] == 500.0
+
+    before = _snapshot(out_dir)
+    report_flow(db_path=str(full_db), out_dir=str(out_dir))
+    assert _snapshot(out_dir) == before
+
+
+def test_report_with_only_utilization(prefect_harness, db_path: Path, tmp_path: Path) -> None:
+    from pipelines.flows.report import report_flow
+
+    with warehouse.open_warehouse(db_path) as con:
+        _load_utilization(con)
+    out = report_flow(db_path=str(db_path), out_dir=str(tmp_path / "r"))
+    page = Path(out["html"]).read_text()
+    assert out["files"] == []
+    assert page.count("data:image/png;base64,") == 1  # the heatmap
+    for stage in ("train", "plan", "detect"):
+        assert f"no data yet: run headroom {stage}" in page
+    assert out["sections"]["heatmap_nodes"] == 3 and out["sections"]["forecast_series"] == 0
+
+
+def test_heatmap_marks_bursts_and_fault_rows() -> None:
+    nodes = pd.DataFrame(NODES, columns=["cluster", "pool", "node_id"])
+    hours = pd.date_range(START, periods=24, freq="h")
+    alerts = pd.DataFrame({
+        "kind": ["burst", "hardware_fault", "hardware_fault", "burst"],
+        "entity": ["c1/p1/cpu", "c1-p2-n01-gpu0", "c1-p1-n0", "c9/p1/gpu"],
+        "window_start": [START + pd.Timedelta(hours=2), START, START, START],
+        "window_end": [START + pd.Timedelta(hours=4), START + pd.Timedelta(days=1), START, START],
+        "status": ["resolved", "firing", "firing", "firing"],
+    })
+    marks = report_html.heatmap_marks(nodes, hours, alerts)
+    assert marks.bursts == ((0, 1, 2, 5),)
+    assert marks.fault_rows == (2,)  # "c1-p1-n0" is no node's id or id + separator
+    assert marks.alerts == 2
+
+
+def test_flatten_recommendations_prefixes_clashing_fields() -> None:
+    plan = pd.DataFrame({"run_id": ["r"], "kind": ["x"], "key": ["k"], "model_id": [None],
+                         "data_cutoff": [START], "payload": [json.dumps({"key": 1, "a": {"b": 2}})]})
+    frame = report_io.flatten_recommendations(plan)["x"]
+    assert list(frame.columns) == ["run_id", "key", "model_id", "data_cutoff", "payload_key", "a_b"]
+
+
+def test_heatmap_stays_readable_for_200_nodes() -> None:
+    hours = pd.date_range(START, periods=168, freq="h")
+    ids = [f"node-{i:03d}" for i in range(200)]
+    heat = pd.DataFrame([(f"c{i // 50}", "p", n, h, 0.5) for i, n in enumerate(ids) for h in hours[::7]],
+                        columns=["cluster", "pool", "node_id", "hour", "util"])
+    nodes, grid_hours, matrix = report_html.heatmap_grid(heat)
+    assert matrix.shape == (200, len(grid_hours))
+    fig = report_html.heatmap_figure(nodes, grid_hours, matrix, report_html.HeatmapMarks((), (57,), 1))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "node-057" in labels and all(t.get_fontsize() >= 4 for t in fig.axes[0].get_yticklabels())
+    assert fig.get_size_inches()[1] <= 24
+    plt.close(fig)
+
+
+def test_cli_missing_warehouse_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipelines.cli import main
+
+    missing = tmp_path / "nope.duckdb"
+    assert main(["report", "--db", str(missing), "--out", str(tmp_path / "r")]) == 2
+    assert "no warehouse" in capsys.readouterr().err
+    assert not missing.exists()
