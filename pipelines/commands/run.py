@@ -48,8 +48,17 @@ def _print_summary(out: dict) -> None:
             if kind in d:
                 print(f"\ndetect {kind}: " + ", ".join(f"{k} {v}" for k, v in d[kind].items()))
         print(f"alerts firing {d.get('firing')}, delivered {d.get('delivered')}, pending {d.get('pending_deliveries')}")
+    if "plan" in out:
+        p = out["plan"]
+        print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
+        for a in p["allocation"]:
+            print(f"  {a['unique_id']:<20} split private/public/edge {a['private']:.2f}/{a['public']:.2f}/"
+                  f"{a['edge']:.2f}: {a['monthly_cost']:>12,.0f}/month, {a['savings_vs_default']:>10,.0f} "
+                  "less than 3-5-2")
+    if "report" in out:
+        print(f"\nreport: {out['report']['html']} (+ {len(out['report']['files'])} recommendation exports)")
     for stage, result in out.items():
-        if stage not in ("ingest", "train", "detect"):
+        if stage not in ("ingest", "train", "detect", "plan", "report"):
             print(f"\n{stage}:")
             print("  " + json.dumps(result, indent=2, default=str).replace("\n", "\n  "))
 

@@ -1,0 +1,40 @@
+"""``headroom plan``: allocation (3-5-2), reservation and pre-scale recommendations."""
+from __future__ import annotations
+
+import argparse
+
+from pipelines.commands.ingest import add_db_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("plan", help="recommend the hybrid split, reservations and pre-scaling")
+    add_db_argument(p)
+    p.add_argument("--lookback-days", type=int, default=28, help="demand history priced (default 28 days)")
+    p.add_argument("--retune", action="store_true", help="re-tune the split even if this month's is set")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.cli import CliError
+    from pipelines.flows.plan import plan_flow
+    from pipelines.settings import Settings
+    from pipelines.warehouse import WarehouseLockedError
+
+    settings = Settings.from_env(db_path=args.db)
+    if not settings.db_path.exists():
+        raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
+    if args.lookback_days < 1:
+        raise CliError("--lookback-days must be >= 1", 2)
+    try:
+        out = plan_flow(db_path=str(settings.db_path), lookback_days=args.lookback_days, retune=args.retune)
+    except WarehouseLockedError as exc:
+        raise CliError(str(exc), 1) from exc
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+    print(f"plan run {out['run_id']} (data up to {out['data_cutoff']}): " +
+          ", ".join(f"{k} {v}" for k, v in out["rows"].items()))
+    for a in out["allocation"]:
+        how = "re-tuned" if a["retuned"] else "this month's split"
+        print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
+              f"({how}), {a['monthly_cost']:,.0f}/month, saves {a['savings_vs_default']:,.0f} vs 3-5-2")
+    return 0

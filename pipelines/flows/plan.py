@@ -1,0 +1,70 @@
+"""The ``plan`` flow: demand, forecasts, capacity and catalog -> allocation (3-5-2,
+re-tuned monthly), reservation and pre-scale recommendations in the warehouse.
+
+Tasks are thin wrappers of :mod:`pipelines.planning` and :func:`planner.make_plan`.
+The run id and timestamps come from the data cutoff, so re-running over the same
+warehouse leaves the same rows.
+"""
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from pipelines import planning, warehouse
+from pipelines.settings import Settings
+from planner.allocation import Split
+from planner.plan import PlanPolicy, make_plan
+
+log = logging.getLogger(__name__)
+
+
+@task(cache_policy=NO_CACHE)
+def load_task(db_path: str, lookback_days: int, lock_timeout_s: float) -> tuple[planning.PlanInputs, dict]:
+    """The planner's inputs and this month's tuned splits."""
+    with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=lock_timeout_s) as con:
+        inputs = planning.load_inputs(con, lookback_days)
+        return inputs, planning.kept_splits(con, inputs)
+
+
+@task(cache_policy=NO_CACHE)
+def plan_task(inputs: planning.PlanInputs, splits: dict[str, Split], retune: bool) -> dict[str, pd.DataFrame]:
+    """Recommendations by kind."""
+    return make_plan(inputs.history, inputs.forecast, inputs.capacity, inputs.catalog, PlanPolicy(),
+                     splits=None if retune else splits)
+
+
+@task(cache_policy=NO_CACHE)
+def save_task(db_path: str, plan: dict[str, pd.DataFrame], inputs: planning.PlanInputs,
+              lock_timeout_s: float) -> int:
+    """Write the run's recommendations in one transaction."""
+    rows = planning.recommendation_rows(plan, inputs)
+    with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
+        return planning.save_plan(con, rows, inputs.run_id)
+
+
+@flow(name="plan")
+def plan_flow(db_path: str, lookback_days: int = 28, retune: bool = False) -> dict:
+    """Plan every pool; ``retune`` re-tunes the split even if this month's is set.
+
+    Returns ``{"run_id", "data_cutoff", "rows": {kind: count}, "allocation": [...]}``.
+    """
+    settings = Settings.from_env()
+    inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s)
+    if inputs.data_cutoff is None:
+        raise ValueError(f"no utilization in {db_path}: ingest some before planning")
+    plan = plan_task(inputs, splits, retune)
+    written = save_task(db_path, plan, inputs, settings.lock_timeout_s)
+    alloc = plan["allocation"]
+    out = {
+        "run_id": inputs.run_id,
+        "data_cutoff": str(inputs.data_cutoff),
+        "rows": {k: len(v) for k, v in plan.items()} | {"written": written},
+        "allocation": [] if alloc.empty else alloc.loc[alloc["plan"] == "tuned", [
+            "unique_id", "private", "public", "edge", "monthly_cost", "savings_vs_default", "retuned"]
+        ].to_dict("records"),
+    }
+    log.info("plan: %s", out)
+    return out

@@ -1,0 +1,112 @@
+"""The planner's I/O: its inputs from the warehouse and its recommendations back into it."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+
+from pipelines import demand, warehouse
+from pipelines.report_io import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
+from planner.allocation import Split
+
+log = logging.getLogger(__name__)
+
+# running capacity per series at the last timestamp, and the step one machine adds
+CAPACITY_SQL = """
+WITH last AS (SELECT max(ts) AS ts FROM utilization)
+SELECT cluster || '/' || pool || '/' || resource AS unique_id,
+       sum(capacity) AS capacity, median(capacity) AS units_per_node, count(*) AS nodes
+FROM utilization JOIN last USING (ts)
+GROUP BY ALL
+ORDER BY unique_id
+"""
+
+# this month's tuned splits: the latest plan run whose allocation was re-tuned in that month
+TUNED_SPLITS_SQL = """
+SELECT key, payload FROM recommendations
+WHERE kind = 'allocation' AND key LIKE '%/tuned'
+  AND strftime(data_cutoff, '%Y-%m') = ? AND run_id <> ?
+ORDER BY created_at, run_id
+"""
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything :func:`planner.make_plan` reads."""
+
+    history: pd.DataFrame
+    forecast: pd.DataFrame
+    capacity: pd.DataFrame
+    catalog: pd.DataFrame
+    data_cutoff: pd.Timestamp | None
+
+    @property
+    def run_id(self) -> str:
+        return f"plan-{self.data_cutoff:%Y%m%dT%H%M}" if self.data_cutoff is not None else "plan-empty"
+
+
+def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> PlanInputs:
+    """Demand history, the champions' latest forecasts, running capacity and the catalog."""
+    history = demand.load_recent_demand(con, lookback_days)
+    forecast = warehouse.query(con, CHAMPION_FORECASTS_SQL)
+    if forecast.empty:
+        forecast = warehouse.query(con, LATEST_RUN_FORECASTS_SQL)
+    capacity = warehouse.query(con, CAPACITY_SQL)
+    catalog = warehouse.query(con, "SELECT * FROM instance_catalog ORDER BY provider, region, instance_type")
+    cutoff = pd.Timestamp(history["ds"].max()) if not history.empty else None
+    return PlanInputs(history, forecast, capacity, catalog, cutoff)
+
+
+def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs) -> dict[str, Split]:
+    """Splits already tuned this month (by another plan run), per series: re-tuning is monthly."""
+    if inputs.data_cutoff is None:
+        return {}
+    rows = warehouse.query(con, TUNED_SPLITS_SQL, [f"{inputs.data_cutoff:%Y-%m}", inputs.run_id])
+    out: dict[str, Split] = {}
+    for key, payload in zip(rows["key"], rows["payload"]):
+        p = json.loads(payload)
+        if p.get("retuned"):  # the run that tuned it, not one that kept an earlier split
+            out[key.rsplit("/", 1)[0]] = Split(p["private"], p["public"], p["edge"])
+    return out
+
+
+def _clean(value: object) -> object:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 6)
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if hasattr(value, "item"):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def recommendation_rows(plan: dict[str, pd.DataFrame], inputs: PlanInputs) -> pd.DataFrame:
+    """The ``recommendations`` rows of one plan run: one per (kind, key), payload as JSON."""
+    keys = {
+        "allocation": lambda r: f"{r['unique_id']}/{r['plan']}",
+        "reservation": lambda r: f"{r['unique_id']}/{r['instance_type']}/{r['term']}",
+        "prescale": lambda r: f"{r['unique_id']}/{pd.Timestamp(r['ts']):%Y-%m-%dT%H:%M}",
+    }
+    rows = []
+    for kind, frame in plan.items():
+        for rec in frame.to_dict("records"):
+            payload = {k: _clean(v) for k, v in rec.items() if k != "model_id"}
+            model_id = rec.get("model_id")
+            rows.append({
+                "run_id": inputs.run_id, "kind": kind, "key": keys[kind](rec),
+                "payload": json.dumps(payload, sort_keys=True),
+                "model_id": None if model_id is None or pd.isna(model_id) else str(model_id),
+                "data_cutoff": inputs.data_cutoff, "created_at": inputs.data_cutoff,
+            })
+    return pd.DataFrame(rows, columns=["run_id", "kind", "key", "payload", "model_id", "data_cutoff", "created_at"])
+
+
+def save_plan(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame, run_id: str) -> int:
+    """Replace the run's recommendations in one transaction (a re-run leaves the same rows)."""
+    with warehouse.transaction(con):
+        con.execute("DELETE FROM recommendations WHERE run_id = ?", [run_id])
+        return warehouse.upsert(con, "recommendations", rows) if not rows.empty else 0
