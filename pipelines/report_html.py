@@ -31,7 +31,7 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "starts_at"]
 PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "capacity", "target_capacity",
                     "forecast_mean", "forecast_upper", "reason"]
-ALLOCATION_COLUMNS = ["resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
+ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
                       "savings_vs_default"]
 
 CSS = """
@@ -288,10 +288,12 @@ def heatmap_section(data: ReportData) -> str:
 
 def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
     """Monthly cost per plan, stacked by private / public / edge cost and idle penalty."""
-    resources = sorted(alloc["resource"].astype(str).unique())
+    # one panel per planned pool (unique_id), else per resource
+    by = "unique_id" if "unique_id" in alloc.columns else "resource"
+    resources = sorted(alloc[by].astype(str).unique())
     fig, axes = plt.subplots(1, len(resources), figsize=(max(5.0, 3.6 * len(resources)), 3.8), squeeze=False)
     for ax, res in zip(axes.flat, resources):
-        rows = alloc[alloc["resource"].astype(str) == res].sort_values("plan")
+        rows = alloc[alloc[by].astype(str) == res].sort_values("plan")
         x = np.arange(len(rows))
         bottom = np.zeros(len(rows))
         for part, color in zip(COST_PARTS, COST_COLORS):

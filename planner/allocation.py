@@ -105,8 +105,9 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
     return result
 
 
-def candidate_splits(policy: AllocationPolicy) -> list[Split]:
-    """Every split on the policy's grid within its bounds."""
+def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCATIONS) -> list[Split]:
+    """Every split on the policy's grid within its bounds; locations not ``available`` (no
+    suitable offer) get no share."""
     steps = round(1.0 / policy.step)
     out = []
     for i in range(steps + 1):
@@ -114,7 +115,9 @@ def candidate_splits(policy: AllocationPolicy) -> list[Split]:
             p, e = i / steps, j / steps
             q = 1.0 - p - e
             shares = {"private": p, "public": q, "edge": e}
-            if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in policy.bounds.items()):
+            bounds = {loc: (lo, hi) if loc in available or loc == "public" else (0.0, 0.0)
+                      for loc, (lo, hi) in policy.bounds.items()}
+            if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in bounds.items()):
                 out.append(Split(round(p, 6), round(q, 6), round(e, 6)))
     if not out:
         raise ValueError("no split satisfies the allocation bounds")
@@ -124,14 +127,16 @@ def candidate_splits(policy: AllocationPolicy) -> list[Split]:
 def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
                policy: AllocationPolicy = AllocationPolicy(),
                default: Split = DEFAULT_SPLIT) -> pd.DataFrame:
-    """The default split and the cheapest split on the grid, priced on ``demand``.
+    """The default split and the cheapest split on the grid, priced on ``demand``. A location
+    with no offer takes no share in the tuned split (in the default one, its share spills to
+    public).
 
     One row per plan (``default_3_5_2``, ``tuned``) with the shares, the cost breakdown
     and ``savings_vs_default``. Ties go to the split closest to the default.
     """
     base = simulate(demand, default, offers, costs, policy)
     best, best_key = default, (base["monthly_cost"], 0.0)
-    for split in candidate_splits(policy):
+    for split in candidate_splits(policy, tuple(offers)):
         cost = simulate(demand, split, offers, costs, policy)["monthly_cost"]
         distance = sum(abs(split.share(loc) - default.share(loc)) for loc in LOCATIONS)
         key = (round(cost, 6), distance)

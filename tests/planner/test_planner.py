@@ -84,6 +84,11 @@ def test_tuner_follows_the_prices() -> None:
     costly = P.CostPolicy(private=LocationCost(0.05, 1.0, 2.0))
     spiky_split = P.tune_split(spiky, offers, costly).set_index("plan").loc["tuned"]
     assert spiky_split["private"] < 0.70
+    # nothing to buy at the edge: the tuned split gives the edge no share
+    gpu = P.select_offers(catalog(), "gpu", "h100")
+    no_edge = P.tune_split(np.full(t.size, 40.0), gpu, P.CostPolicy()).set_index("plan")
+    assert no_edge.loc["tuned", "edge"] == 0 and no_edge.loc["tuned", "spill_units"] == 0
+    assert no_edge.loc["default_3_5_2", "spill_units"] > 0
     for split in P.candidate_splits(P.AllocationPolicy()):
         assert 0.10 - 1e-9 <= split.private <= 0.70 + 1e-9 and abs(split.private + split.public + split.edge - 1) < 1e-9
 
