@@ -1,0 +1,160 @@
+"""Planning benchmark: do the planner's decisions pay off on demand they have not seen?
+
+    python benchmarks/planning.py [--nodes 24] [--days 56] [--seed 0] [--out bench-out/planning]
+
+On a synthetic fleet (``pipelines.synth.generate_fleet``; hourly demand per planned pool
+through ``pipelines.demand``) the first half is "last month" and the second "this month":
+
+* allocation: the 3-5-2 split, the split tuned on last month (what ``headroom plan`` would
+  recommend), the same tuned on exactly last month's demand (no demand scenarios and no
+  minimum saving), and
+  the cheapest split for this month itself (an oracle, the best any monthly re-tune could
+  do), all priced on this month's demand;
+* reservations: the levels recommended from last month's public demand, priced on this
+  month's against all on-demand;
+* pre-scaling: each day of the last ``--prescale-days`` is forecast 24 h ahead (lgbm, refit
+  daily through ``forecasters.cross_validation``) and scheduled with ``prescale_schedule``;
+  against a reactive autoscaler (capacity for the last hour's demand + the same headroom,
+  one hour late by construction) and static provisioning for last month's peak. Reported:
+  unit-hours short (demand above capacity), idle unit-hours and hours with a shortfall.
+
+There is no open-source peer for these decisions; the baselines are what operators do
+without a forecast.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import forecasters
+import planner as P
+from planner.plan import primary_series
+
+
+def fleet_demand(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(hourly demand, capacity per series at the end, catalog) of a synthetic fleet."""
+    from pipelines import demand, warehouse
+    from pipelines.planning import CAPACITY_SQL
+    from pipelines.synth import generate_fleet
+
+    fleet = generate_fleet(nodes=nodes, days=days, seed=seed)
+    con = warehouse.connect(":memory:")
+    try:
+        con.register("_util", fleet["utilization"])
+        con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _util")
+        return demand.load_demand(con), warehouse.query(con, CAPACITY_SQL), fleet["catalog"]
+    finally:
+        con.close()
+
+
+def shortfall(capacity: np.ndarray, demand: np.ndarray) -> dict[str, float]:
+    short = np.clip(demand - capacity, 0, None)
+    return {"short_unit_hours": float(short.sum()), "short_hours": int((short > 1e-9).sum()),
+            "idle_unit_hours": float(np.clip(capacity - demand, 0, None).sum())}
+
+
+def allocation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, costs: P.CostPolicy) -> list[dict]:
+    exact = P.AllocationPolicy(scenarios=(1.0,), min_savings=0.0)
+
+    def tuned(demand: np.ndarray, policy: P.AllocationPolicy) -> P.Split:
+        r = P.tune_split(demand, offers, costs, policy).set_index("plan").loc["tuned"]
+        return P.Split(r["private"], r["public"], r["edge"])
+
+    plans = {
+        "default_3_5_2": P.DEFAULT_SPLIT,
+        "tuned_last_month": tuned(last, P.AllocationPolicy()),  # what headroom plan recommends
+        "tuned_last_month_exact": tuned(last, exact),  # no demand scenarios, no minimum saving
+        "oracle_this_month": tuned(this, exact),  # the cheapest split for this month's demand
+    }
+    priced = P.price_plans(this, plans, offers, costs)
+    base = float(priced.loc[priced["plan"] == "default_3_5_2", "monthly_cost"].iloc[0])
+    return [{"suite": "allocation", "unique_id": uid, "plan": r["plan"], "split": P.Split(
+        r["private"], r["public"], r["edge"]).label(), "monthly_cost": r["monthly_cost"],
+        "cost_vs_default": r["monthly_cost"] / base} for r in priced.to_dict("records")]
+
+
+def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, costs: P.CostPolicy) -> list[dict]:
+    tuned = P.tune_split(last, offers, costs).set_index("plan").loc["tuned"]
+    rec = P.recommend_reservations(last * tuned["public"], offers["public"], costs)
+    rows = []
+    public_this = this * tuned["public"]
+    od = float(costs.public.effective(offers["public"].unit_price))
+    all_od = P.reservations.plan_cost(public_this, 0.0, od, 0.0) * costs.hours_per_month / this.size
+    for r in rec.to_dict("records"):
+        price = offers["public"].reserved_1y if r["term"] == "1y" else offers["public"].reserved_3y
+        reserved = float(costs.public.effective(price / offers["public"].units))
+        cost = P.reservations.plan_cost(public_this, r["reserved_units"], od, reserved) * costs.hours_per_month / this.size
+        rows.append({"suite": "reservation", "unique_id": uid, "plan": f"reserve_{r['term']}",
+                     "reserved_units": r["reserved_units"], "monthly_cost": cost, "cost_vs_default": cost / all_od,
+                     "expected_savings": r["monthly_savings"], "realised_savings": all_od - cost})
+    return rows
+
+
+def prescale_rows(uid: str, history: pd.DataFrame, units: float, days: int, last_peak: float) -> list[dict]:
+    model = forecasters.create("lgbm", horizon=24, freq="h", season_length=24)
+    cv = forecasters.cross_validation(model, history, h=24, n_windows=days, step=24)
+    policy = P.PrescalePolicy()
+    caps, truth = [], []
+    capacity = float(np.ceil(history["y"].iloc[-24 * days - 1] / units) * units)
+    for _cutoff, fc in cv.groupby("cutoff", sort=True):
+        sched = P.prescale_schedule(fc, capacity, units, policy)
+        caps.append(sched["target_capacity"].to_numpy())
+        truth.append(fc.sort_values("ds")["y"].to_numpy())
+        capacity = float(sched["target_capacity"].iloc[-1])
+    cap, y = np.concatenate(caps), np.concatenate(truth)
+    prev = history["y"].to_numpy()[-len(y) - 1:-1]  # the reactive scaler sees the last hour
+    reactive = np.ceil(prev * (1 + policy.headroom) / units - 1e-9) * units
+    static = np.full(len(y), np.ceil(last_peak * (1 + policy.headroom) / units - 1e-9) * units)
+    rows = []
+    for plan, c in (("prescale_forecast", cap), ("reactive_1h", reactive), ("static_last_peak", static)):
+        rows.append({"suite": "prescale", "unique_id": uid, "plan": plan, **shortfall(c, y),
+                     "mean_capacity": float(c.mean()), "mean_demand": float(y.mean())})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=int, default=24)
+    ap.add_argument("--days", type=int, default=56)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prescale-days", type=int, default=7, help="0 skips the pre-scaling suite")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "planning")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    demand, capacity, catalog = fleet_demand(args.nodes, args.days, args.seed)
+    costs = P.CostPolicy()
+    rows: list[dict] = []
+    for row in primary_series(capacity).itertuples(index=False):
+        history = demand[demand["unique_id"] == row.unique_id].sort_values("ds").reset_index(drop=True)
+        y = history["y"].to_numpy()
+        half = len(y) // 2
+        last, this = y[:half], y[half:]
+        offers = P.select_offers(catalog, row.resource, row.pool_id.split("/")[-1])
+        if "public" in offers:
+            rows += allocation_rows(row.unique_id, last, this, offers, costs)
+            rows += reservation_rows(row.unique_id, last, this, offers, costs)
+        if args.prescale_days > 0:
+            rows += prescale_rows(row.unique_id, history, float(row.units_per_node), args.prescale_days,
+                                  float(last.max()))
+    table = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for suite, part in table.groupby("suite", sort=False):
+        part = part.dropna(axis=1, how="all")
+        part.to_csv(args.out / f"planning_{suite}.csv", index=False)
+        with pd.option_context("display.width", 200, "display.max_columns", 20):
+            print(f"== {suite}")
+            print(part.drop(columns="suite").to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    print(f"({time.perf_counter() - t0:.0f} s; fleet {args.nodes} nodes x {args.days} days, seed {args.seed})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
