@@ -82,10 +82,11 @@ def allocation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, 
 
 
 def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, costs: P.CostPolicy) -> list[dict]:
-    tuned = P.tune_split(last, offers, costs).set_index("plan").loc["tuned"]
-    rec = P.recommend_reservations(last * tuned["public"], offers["public"], costs)
+    t = P.tune_split(last, offers, costs).set_index("plan").loc["tuned"]
+    split = P.Split(t["private"], t["public"], t["edge"])
+    rec = P.recommend_reservations(P.allocation.public_load(last, split, offers), offers["public"], costs)
     rows = []
-    public_this = this * tuned["public"]
+    public_this = P.allocation.public_load(this, split, offers)
     od = float(costs.public.effective(offers["public"].unit_price))
     all_od = P.reservations.plan_cost(public_this, 0.0, od, 0.0) * costs.hours_per_month / this.size
     for r in rec.to_dict("records"):

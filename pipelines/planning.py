@@ -15,12 +15,19 @@ from planner.allocation import Split
 
 log = logging.getLogger(__name__)
 
-# running capacity per series at the last timestamp, and the step one machine adds
+# running capacity per series: each node's last reading (within a day of the newest one,
+# so nodes that report a little earlier or later still count), and the step one machine adds
 CAPACITY_SQL = """
-WITH last AS (SELECT max(ts) AS ts FROM utilization)
+WITH newest AS (SELECT max(ts) AS ts FROM utilization),
+latest AS (
+    SELECT u.cluster, u.pool, u.node_id, u.resource, u.capacity
+    FROM utilization u, newest
+    WHERE u.ts > newest.ts - INTERVAL 1 DAY
+    QUALIFY row_number() OVER (PARTITION BY u.node_id, u.resource ORDER BY u.ts DESC) = 1
+)
 SELECT cluster || '/' || pool || '/' || resource AS unique_id,
        sum(capacity) AS capacity, median(capacity) AS units_per_node, count(*) AS nodes
-FROM utilization JOIN last USING (ts)
+FROM latest
 GROUP BY ALL
 ORDER BY unique_id
 """
@@ -110,3 +117,16 @@ def save_plan(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame, run_id: str) -
     with warehouse.transaction(con):
         con.execute("DELETE FROM recommendations WHERE run_id = ?", [run_id])
         return warehouse.upsert(con, "recommendations", rows) if not rows.empty else 0
+
+
+def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -> dict:
+    """What the plan flow returns: run, row counts and the tuned split per pool."""
+    alloc = plan["allocation"]
+    tuned = alloc.loc[alloc["plan"] == "tuned"] if not alloc.empty else alloc
+    cols = ["unique_id", "private", "public", "edge", "monthly_cost", "savings_vs_default", "retuned"]
+    return {
+        "run_id": inputs.run_id,
+        "data_cutoff": str(inputs.data_cutoff),
+        "rows": {k: len(v) for k, v in plan.items()} | {"written": written},
+        "allocation": [] if tuned.empty else tuned[cols].to_dict("records"),
+    }

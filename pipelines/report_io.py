@@ -196,6 +196,11 @@ def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.D
     """Write report.html and recommendations_<kind>.csv/.parquet; return the paths."""
     folder = Path(out_dir)
     files = []
+    # exports are the latest plan run's: a kind it does not have leaves no file behind
+    for stale in ("allocation", "prescale", "reservation"):
+        if stale not in recommendations:
+            for ext in ("csv", "parquet"):
+                (folder / f"recommendations_{stale}.{ext}").unlink(missing_ok=True)
     for kind, frame in sorted(recommendations.items()):
         files.append(str(write_csv(frame, folder / f"recommendations_{kind}.csv")))
         files.append(str(write_parquet(frame, folder / f"recommendations_{kind}.parquet")))

@@ -11,6 +11,7 @@ from planner.allocation import (
     Split,
     candidate_splits,
     price_plans,
+    public_load,
     simulate,
     tune_split,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "make_plan",
     "prescale_schedule",
     "price_plans",
+    "public_load",
     "recommend_reservations",
     "select_offers",
     "simulate",

@@ -70,47 +70,71 @@ class AllocationPolicy:
             raise ValueError("scenarios must be positive demand multipliers")
 
 
-def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
-             policy: AllocationPolicy = AllocationPolicy()) -> dict[str, float]:
-    """Cost of serving the hourly ``demand`` path with ``split``, by location.
-
-    Returns ``private_cost, public_cost, edge_cost`` (compute incl. surcharges),
-    ``idle_penalty``, ``monthly_cost`` (scaled to ``costs.hours_per_month``) and
-    ``spill_units`` (unit-hours the fixed locations could not carry).
-    """
-    d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
-    if d.size == 0:
-        raise ValueError("simulate needs a non-empty demand path")
-    out = {"private_cost": 0.0, "public_cost": 0.0, "edge_cost": 0.0, "idle_penalty": 0.0}
-    spill = np.zeros_like(d)
+def _fixed(demand: np.ndarray, split: Split, offers: dict[str, Offer],
+           policy: AllocationPolicy) -> tuple[dict[str, tuple[float, np.ndarray]], np.ndarray]:
+    """Private and edge: (instances, served units per hour) per location, and the spill."""
+    fixed: dict[str, tuple[float, np.ndarray]] = {}
+    spill = np.zeros_like(demand)
     for loc in ("private", "edge"):
-        want = d * split.share(loc)
         if split.share(loc) == 0:
             continue
+        want = demand * split.share(loc)
         offer = offers.get(loc)
         if offer is None:  # nothing to buy there: its share goes public
             spill += want
             continue
-        instances = np.ceil(np.quantile(want, policy.provision_quantile) / offer.units - 1e-9)
+        instances = float(np.ceil(np.quantile(want, policy.provision_quantile) / offer.units - 1e-9))
         served = np.minimum(want, instances * offer.units)
         spill += want - served
-        c = provisioned_cost(np.full(d.size, instances), served, offer, costs.at(loc))
+        fixed[loc] = (instances, served)
+    return fixed, spill
+
+
+def _demand(demand: np.ndarray) -> np.ndarray:
+    d = np.asarray(demand, dtype=float)
+    if d.size == 0:
+        raise ValueError("the demand path is empty")
+    if not np.isfinite(d).all():
+        raise ValueError("the demand path has NaN or infinite values")
+    return np.clip(d, 0.0, None)
+
+
+def public_load(demand: np.ndarray, split: Split, offers: dict[str, Offer],
+                policy: AllocationPolicy = AllocationPolicy()) -> np.ndarray:
+    """Units per hour that run on public on-demand: its share plus what the fixed locations spill."""
+    d = _demand(demand)
+    return d * split.public + _fixed(d, split, offers, policy)[1]
+
+
+def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
+             policy: AllocationPolicy = AllocationPolicy()) -> dict[str, float]:
+    """Cost of serving the hourly ``demand`` path with ``split``, by location, per month.
+
+    Returns ``private_cost, public_cost, edge_cost`` (compute incl. surcharges),
+    ``idle_penalty``, ``monthly_cost`` (all scaled to ``costs.hours_per_month``) and
+    ``spill_units`` (unit-hours per month the fixed locations could not carry).
+    """
+    d = _demand(demand)
+    out = {"private_cost": 0.0, "public_cost": 0.0, "edge_cost": 0.0, "idle_penalty": 0.0}
+    fixed, spill = _fixed(d, split, offers, policy)
+    for loc, (instances, served) in fixed.items():
+        c = provisioned_cost(np.full(d.size, instances), served, offers[loc], costs.at(loc))
         out[f"{loc}_cost"] += c["compute"]
         out["idle_penalty"] += c["idle_penalty"]
-    public_load = d * split.public + spill
-    if public_load.sum() > 0:
+    load = d * split.public + spill
+    if load.sum() > 0:
         offer = offers.get("public")
         if offer is None:
             raise ValueError("no public offer to carry the public share and the spill-over")
-        instances = np.ceil(public_load / offer.units - 1e-9)
-        c = provisioned_cost(instances, public_load, offer, costs.public)
+        instances = np.ceil(load / offer.units - 1e-9)
+        c = provisioned_cost(instances, load, offer, costs.public)
         out["public_cost"] += c["compute"]
         out["idle_penalty"] += c["idle_penalty"]
     total = out["private_cost"] + out["public_cost"] + out["edge_cost"] + out["idle_penalty"]
     scale = costs.hours_per_month / d.size
     result = {k: v * scale for k, v in out.items()}
     result["monthly_cost"] = total * scale
-    result["spill_units"] = float(spill.sum())
+    result["spill_units"] = float(spill.sum()) * scale
     return result
 
 
@@ -145,6 +169,8 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
     One row per plan (``default_3_5_2``, ``tuned``) with the shares, the cost breakdown
     and ``savings_vs_default``. Ties go to the split closest to the default.
     """
+    demand = _demand(demand)
+
     def expected(split: Split) -> float:
         return float(np.mean([simulate(demand * m, split, offers, costs, policy)["monthly_cost"]
                               for m in policy.scenarios]))
@@ -158,8 +184,11 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
             best, best_key = split, key
     default_cost = expected(default)
     if best_key[0] > default_cost * (1.0 - policy.min_savings):
-        best = default
-    return price_plans(demand, {"default_3_5_2": default, "tuned": best}, offers, costs, policy)
+        best, best_key = default, (default_cost, 0.0)
+    out = price_plans(demand, {"default_3_5_2": default, "tuned": best}, offers, costs, policy)
+    # what the decision rests on: the saving in the mean over the scenarios (>= min_savings)
+    out["expected_savings"] = [0.0, default_cost - best_key[0]]
+    return out
 
 
 def price_plans(demand: np.ndarray, plans: dict[str, Split], offers: dict[str, Offer], costs: CostPolicy,

@@ -82,17 +82,20 @@ def _per_unit_tflops(catalog: pd.DataFrame) -> pd.Series:
 
 
 def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Series | None:
-    """The private machine a pool runs on: a private offer of ``resource`` whose instance
-    type starts with the pool name (``h100`` -> ``h100-4x``), else the cheapest per unit."""
+    """The machine a pool runs on: the private offer of ``resource`` whose instance type
+    starts with the pool name (``h100`` -> ``h100-4x``), priced or not; else the cheapest
+    priced private offer of ``resource``; else the cheapest priced offer of it anywhere."""
     require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
-    own = catalog[(catalog["location"] == "private") & (catalog["resource"] == resource)]
-    if own.empty:
-        own = catalog[catalog["resource"] == resource]
-    if own.empty:
-        return None
+    mine = catalog[(catalog["resource"] == resource) & (catalog["units"] > 0)]
+    own = mine[mine["location"] == "private"]
     named = own[own["instance_type"].str.lower().str.startswith(pool.lower())]
-    pick = named if not named.empty else own
-    return pick.loc[(pick["on_demand_price"] / pick["units"]).idxmin()]
+    if not named.empty:
+        return named.iloc[0]
+    for pick in (own, mine):
+        pick = pick[pick["on_demand_price"].notna()]
+        if not pick.empty:
+            return pick.loc[(pick["on_demand_price"] / pick["units"]).idxmin()]
+    return None
 
 
 def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0) -> dict[str, Offer]:
@@ -102,26 +105,32 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     GPU offers are converted to the pool's GPU through TFLOPS per unit (when the
     catalog has them), and only GPUs with at least ``min_tflops_ratio`` of the pool's
     TFLOPS per unit qualify: a job sized for an H100 does not fit on an L4 however cheap
-    (0 lets any GPU stand in, by TFLOPS). CPU offers count vCPUs as they are.
+    (0 lets any GPU stand in, by TFLOPS). A GPU offer without TFLOPS (or a pool whose own
+    machine has none) cannot be compared, so only the pool's own machine qualifies. Offers
+    without a price are ignored. CPU offers count vCPUs as they are.
     """
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
         return {}
-    cat = catalog[(catalog["resource"] == resource) & catalog["on_demand_price"].notna()].copy()
+    cat = catalog[(catalog["resource"] == resource) & catalog["on_demand_price"].notna()
+                  & (catalog["units"] > 0)].copy()
     ratio = pd.Series(1.0, index=cat.index)
     if resource == "gpu":
-        per_unit = _per_unit_tflops(cat)
+        # without TFLOPS on both sides a GPU cannot be compared: only the pool's own machine counts
         ref_tflops = float(ref.get("tflops", np.nan)) / float(ref["units"])
-        if np.isfinite(ref_tflops) and ref_tflops > 0:
-            ratio = (per_unit / ref_tflops).fillna(1.0)
-    keep = ratio >= min_tflops_ratio - 1e-9
+        ratio = _per_unit_tflops(cat) / ref_tflops if np.isfinite(ref_tflops) and ref_tflops > 0 \
+            else pd.Series(np.nan, index=cat.index)
+        ratio[cat.index == ref.name] = 1.0
+    keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
     cat, ratio = cat[keep], ratio[keep]
     cat["pool_units"] = cat["units"] * ratio
     out: dict[str, Offer] = {}
     for loc, g in cat.groupby("location"):
         if loc not in LOCATIONS:
             continue
-        if loc == "private" and ref["location"] == "private" and ref.name in g.index:
+        if loc == "private" and ref["location"] == "private":
+            if ref.name not in g.index:  # the pool's own machine has no price: nothing to size
+                continue
             best = g.loc[ref.name]  # the private cloud is the fleet's own machines
         else:
             best = g.loc[(g["on_demand_price"] / g["pool_units"]).idxmin()]

@@ -20,6 +20,7 @@ from planner.allocation import (
     AllocationPolicy,
     Split,
     price_plans,
+    public_load,
     tune_split,
 )
 from planner.cost import CostPolicy, select_offers
@@ -43,19 +44,33 @@ class PlanPolicy:
 def primary_series(capacity: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``capacity`` (``unique_id = cluster/pool/resource``) that a pool is planned on."""
     require_columns(capacity, ["unique_id", "capacity", "units_per_node"], "capacity")
-    parts = capacity["unique_id"].str.rsplit("/", n=1, expand=True)
-    cap = capacity.assign(pool_id=parts[0], resource=parts[1])
+    ids = capacity["unique_id"].astype(str)
+    cap = capacity[ids.str.contains("/", regex=False)]
+    if cap.empty:
+        return cap.assign(pool_id=pd.Series(dtype=str), resource=pd.Series(dtype=str))
+    parts = cap["unique_id"].astype(str).str.rsplit("/", n=1, expand=True)
+    cap = cap.assign(pool_id=parts[0], resource=parts[1])
     rank = cap["resource"].map({"gpu": 0, "cpu": 1}).fillna(9)
     cap = cap.assign(_rank=rank)[rank < 9].sort_values(["pool_id", "_rank"])
     return cap.groupby("pool_id", sort=True).head(1).drop(columns="_rank").reset_index(drop=True)
 
 
+def future_forecast(history: pd.DataFrame, forecast: pd.DataFrame, uid: str) -> pd.DataFrame:
+    """The forecast rows of ``uid`` after its last observed hour (a forecast made before the
+    data cutoff has hours that are past already), with finite values."""
+    f = forecast.loc[forecast["unique_id"] == uid]
+    last = history.loc[history["unique_id"] == uid, "ds"].max()
+    if pd.notna(last):
+        f = f.loc[f["ds"] > last]
+    numeric = f.select_dtypes("number")
+    return f.loc[np.isfinite(numeric.to_numpy(dtype=float)).all(axis=1)].sort_values("ds")
+
+
 def demand_path(history: pd.DataFrame, forecast: pd.DataFrame, uid: str) -> np.ndarray:
-    """Hourly demand of ``uid``: its history, then the forecast mean beyond it."""
-    h = history.loc[history["unique_id"] == uid].sort_values("ds")
-    f = forecast.loc[(forecast["unique_id"] == uid) & (forecast["ds"] > h["ds"].max())].sort_values("ds") \
-        if not h.empty else forecast.loc[forecast["unique_id"] == uid].sort_values("ds")
-    return np.concatenate([h["y"].to_numpy(dtype=float), f["mean"].to_numpy(dtype=float)])
+    """Hourly demand of ``uid``: its (finite) history, then the forecast mean beyond it."""
+    h = history.loc[history["unique_id"] == uid].sort_values("ds")["y"].to_numpy(dtype=float)
+    f = future_forecast(history, forecast, uid)["mean"].to_numpy(dtype=float)
+    return np.concatenate([h[np.isfinite(h)], f])
 
 
 def make_plan(
@@ -95,17 +110,21 @@ def make_plan(
             alloc.insert(1, "resource", resource)
             alloc["retuned"] = kept is None
             out["allocation"].append(alloc)
-            tuned = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
-            public_path = path * float(tuned["public"])
-            res = recommend_reservations(public_path, offers["public"], policy.costs, policy.reservations)
+            t = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
+            tuned = Split(float(t["private"]), float(t["public"]), float(t["edge"]))
+            # reserve for what public really carries: its share plus the fixed locations' spill
+            load = public_load(path, tuned, offers, policy.allocation)
+            res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations)
             if not res.empty:
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
                 out["reservation"].append(res)
         else:
             log.info("%s: no public %s offer in the catalog, no allocation or reservation", uid, resource)
-        fc = forecast.loc[forecast["unique_id"] == uid]
-        if not fc.empty:
+        fc = future_forecast(history, forecast, uid)
+        if fc.empty:
+            log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)
+        else:
             sched = prescale_schedule(fc, float(row.capacity), float(row.units_per_node), policy.prescale)
             sched.insert(1, "resource", resource)
             if "model_id" in fc:

@@ -51,13 +51,15 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
     if units_per_instance <= 0:
         raise ValueError("units_per_instance must be > 0")
     fc = forecast.sort_values("ds").reset_index(drop=True)
+    if not np.isfinite(fc[["mean", policy.band]].to_numpy(dtype=float)).all():
+        raise ValueError(f"forecast of {fc['unique_id'].iloc[0]!r} has NaN or infinite values")
     upper = np.clip(fc[policy.band].to_numpy(dtype=float), 0.0, None)
     need = upper * (1.0 + policy.headroom)
     # what each step must already have: the largest need over the next lead_steps steps
     ahead = _max_ahead(need, policy.lead_steps + 1)
     target = np.maximum(np.ceil(ahead / units_per_instance - 1e-9), policy.min_instances) * units_per_instance
     # scaling down waits until the lower target holds for down_steps steps
-    settled = _max_ahead(target, policy.down_steps)
+    settled = _max_ahead(target, policy.down_steps, full=True)  # NaN: too close to the end to tell
     current = float(capacity)
     rows = []
     for i, ts in enumerate(fc["ds"]):
@@ -84,6 +86,8 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
     return pd.DataFrame(rows, columns=PRESCALE_COLUMNS)
 
 
-def _max_ahead(values: np.ndarray, width: int) -> np.ndarray:
-    """The largest of ``values[i : i + width]`` for each ``i`` (shorter at the end)."""
-    return pd.Series(values[::-1]).rolling(width, min_periods=1).max().to_numpy()[::-1]
+def _max_ahead(values: np.ndarray, width: int, full: bool = False) -> np.ndarray:
+    """The largest of ``values[i : i + width]`` for each ``i``; shorter at the end, or NaN
+    there when ``full``."""
+    rolled = pd.Series(values[::-1]).rolling(width, min_periods=width if full else 1).max()
+    return rolled.to_numpy()[::-1]

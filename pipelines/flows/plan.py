@@ -57,14 +57,6 @@ def plan_flow(db_path: str, lookback_days: int = 28, retune: bool = False) -> di
         raise ValueError(f"no utilization in {db_path}: ingest some before planning")
     plan = plan_task(inputs, splits, retune)
     written = save_task(db_path, plan, inputs, settings.lock_timeout_s)
-    alloc = plan["allocation"]
-    out = {
-        "run_id": inputs.run_id,
-        "data_cutoff": str(inputs.data_cutoff),
-        "rows": {k: len(v) for k, v in plan.items()} | {"written": written},
-        "allocation": [] if alloc.empty else alloc.loc[alloc["plan"] == "tuned", [
-            "unique_id", "private", "public", "edge", "monthly_cost", "savings_vs_default", "retuned"]
-        ].to_dict("records"),
-    }
+    out = planning.summarize(plan, inputs, written)
     log.info("plan: %s", out)
     return out

@@ -191,3 +191,16 @@ def test_cli_missing_warehouse_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["report", "--db", str(missing), "--out", str(tmp_path / "r")]) == 2
     assert "no warehouse" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_exports_are_the_latest_plan_runs_only(tmp_path: Path) -> None:
+    """A kind the latest plan run does not have leaves no export from an earlier run."""
+    from pipelines.report_io import write_report
+
+    frame = pd.DataFrame({"run_id": ["r1"], "key": ["k"], "model_id": [None], "data_cutoff": [None], "x": [1.0]})
+    first = write_report(tmp_path, "<html></html>", {"reservation": frame, "prescale": frame})
+    assert len(first["files"]) == 4
+    second = write_report(tmp_path, "<html></html>", {"prescale": frame})
+    assert sorted(p.name for p in tmp_path.glob("recommendations_*")) == [
+        "recommendations_prescale.csv", "recommendations_prescale.parquet"]
+    assert len(second["files"]) == 2

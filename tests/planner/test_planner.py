@@ -53,6 +53,14 @@ def test_offers_convert_gpus_by_tflops_and_never_downgrade() -> None:
     anything = P.select_offers(catalog(), "gpu", "h100", min_tflops_ratio=0.0)
     assert anything["public"].instance_type == "l4-4x"
     assert anything["public"].units == pytest.approx(4 * 121 / 989)
+    # without TFLOPS nothing can stand in for the pool's own machine
+    blind = P.select_offers(catalog().drop(columns="tflops"), "gpu", "h100")
+    assert {k: v.instance_type for k, v in blind.items()} == {"private": "h100-4x"}
+    # an unpriced machine is no offer, but it still says what the pool runs on
+    unpriced = catalog()
+    unpriced.loc[unpriced["instance_type"] == "h100-4x", "on_demand_price"] = np.nan
+    offers = P.select_offers(unpriced, "gpu", "h100")
+    assert "private" not in offers and offers["public"].instance_type == "h100-8x"
     cpu = P.select_offers(catalog(), "cpu", "cpu")
     assert {k: v.units for k, v in cpu.items()} == {"private": 64, "public": 64, "edge": 16}
 
@@ -67,7 +75,7 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     assert out["spill_units"] == 0
     # an edge share with nothing to buy at the edge spills to public
     spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
-    assert spilled["spill_units"] == pytest.approx(0.2 * 12)
+    assert spilled["spill_units"] == pytest.approx(0.2 * 12 * 730 / 2)  # unit-hours per month
 
 
 def test_tuner_follows_the_prices() -> None:
@@ -115,5 +123,31 @@ def test_prescale_acts_ahead_and_does_not_flap() -> None:
     assert s.loc[7, "action"] == "scale_down" and s.loc[7, "target_capacity"] == 12
     assert s["instances_delta"].sum() == 0
     assert (s["target_capacity"] % 4 == 0).all()
+    # a dip in the last hour alone is no evidence for scaling down
+    tail = fc.assign(hi_80=np.r_[np.full(9, 30.0), 5.0])
+    end = P.prescale_schedule(tail, capacity=32.0, units_per_instance=4.0, policy=policy)
+    assert (end["action"] == "hold").all()
     with pytest.raises(ValueError, match="one series"):
         P.prescale_schedule(pd.concat([fc, fc.assign(unique_id="x")]), 12.0, 4.0)
+
+
+def test_make_plan_uses_future_hours_and_reserves_for_the_spill() -> None:
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    y = 40 + 20 * np.sin(2 * np.pi * np.arange(len(ds)) / 24)
+    history = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": ds, "y": y})
+    # a forecast made 20 hours before the cutoff: only its last 4 hours are still ahead
+    fds = pd.date_range(ds[-20], periods=24, freq="h")
+    forecast = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": fds, "mean": 40.0, "hi_80": 50.0, "model_id": "m1"})
+    capacity = pd.DataFrame({"unique_id": ["c/h100/gpu", "c/h100/mem", "junk"], "capacity": [64.0, 1.0, 1.0],
+                             "units_per_node": [4.0, 1.0, 1.0]})
+    plan = P.make_plan(history, forecast, capacity, catalog())
+    pre = plan["prescale"]
+    assert len(pre) == 4 and (pd.to_datetime(pre["ts"]) > ds[-1]).all() and (pre["model_id"] == "m1").all()
+    tuned = plan["allocation"].set_index("plan").loc["tuned"]
+    assert tuned["edge"] == 0  # no H100-class GPU at the edge
+    assert plan["allocation"].set_index("plan").loc["tuned", "expected_savings"] >= 0
+    split = P.Split(tuned["private"], tuned["public"], tuned["edge"])
+    offers = P.select_offers(catalog(), "gpu", "h100")
+    load = P.allocation.public_load(np.r_[y, np.full(4, 40.0)], split, offers)
+    assert load.sum() >= (np.r_[y, np.full(4, 40.0)] * split.public).sum() - 1e-9
+    assert P.make_plan(history, forecast, capacity.iloc[0:0], catalog())["allocation"].empty
