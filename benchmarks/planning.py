@@ -13,8 +13,9 @@ through ``pipelines.demand``) the first half is "last month" and the second "thi
 * reservations: the levels recommended from last month's public demand, priced on this
   month's against all on-demand;
 * pre-scaling: each day of the last ``--prescale-days`` is forecast 24 h ahead (lgbm, refit
-  daily through ``forecasters.cross_validation``) and scheduled with ``prescale_schedule``;
-  against a reactive autoscaler (capacity for the last hour's demand + the same headroom,
+  daily through ``forecasters.cross_validation``) and scheduled with ``prescale_schedule``
+  (the default policy, and other bands and headrooms to show the trade-off), against a
+  reactive autoscaler (capacity for the last hour's demand + the same headroom,
   one hour late by construction) and static provisioning for last month's peak. Reported:
   unit-hours short (demand above capacity), idle unit-hours and hours with a shortfall.
 
@@ -99,23 +100,33 @@ def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict,
     return rows
 
 
+PRESCALE_POLICIES = {  # the default first, then the trade-off around it
+    "prescale_hi80+10%": P.PrescalePolicy(),
+    "prescale_hi80": P.PrescalePolicy(headroom=0.0),
+    "prescale_hi95": P.PrescalePolicy(band="hi_95", headroom=0.0),
+    "prescale_mean+10%": P.PrescalePolicy(band="mean"),
+}
+
+
 def prescale_rows(uid: str, history: pd.DataFrame, units: float, days: int, last_peak: float) -> list[dict]:
     model = forecasters.create("lgbm", horizon=24, freq="h", season_length=24)
     cv = forecasters.cross_validation(model, history, h=24, n_windows=days, step=24)
-    policy = P.PrescalePolicy()
-    caps, truth = [], []
-    capacity = float(np.ceil(history["y"].iloc[-24 * days - 1] / units) * units)
-    for _cutoff, fc in cv.groupby("cutoff", sort=True):
-        sched = P.prescale_schedule(fc, capacity, units, policy)
-        caps.append(sched["target_capacity"].to_numpy())
-        truth.append(fc.sort_values("ds")["y"].to_numpy())
-        capacity = float(sched["target_capacity"].iloc[-1])
-    cap, y = np.concatenate(caps), np.concatenate(truth)
-    prev = history["y"].to_numpy()[-len(y) - 1:-1]  # the reactive scaler sees the last hour
-    reactive = np.ceil(prev * (1 + policy.headroom) / units - 1e-9) * units
-    static = np.full(len(y), np.ceil(last_peak * (1 + policy.headroom) / units - 1e-9) * units)
+    y = cv.sort_values("ds")["y"].to_numpy()
     rows = []
-    for plan, c in (("prescale_forecast", cap), ("reactive_1h", reactive), ("static_last_peak", static)):
+    for plan, policy in PRESCALE_POLICIES.items():
+        caps = []
+        capacity = float(np.ceil(history["y"].iloc[-24 * days - 1] / units) * units)
+        for _cutoff, fc in cv.groupby("cutoff", sort=True):
+            sched = P.prescale_schedule(fc, capacity, units, policy)
+            caps.append(sched["target_capacity"].to_numpy())
+            capacity = float(sched["target_capacity"].iloc[-1])
+        rows.append({"suite": "prescale", "unique_id": uid, "plan": plan, **shortfall(np.concatenate(caps), y),
+                     "mean_capacity": float(np.concatenate(caps).mean()), "mean_demand": float(y.mean())})
+    headroom = P.PrescalePolicy().headroom
+    prev = history["y"].to_numpy()[-len(y) - 1:-1]  # the reactive scaler sees the last hour
+    reactive = np.ceil(prev * (1 + headroom) / units - 1e-9) * units
+    static = np.full(len(y), np.ceil(last_peak * (1 + headroom) / units - 1e-9) * units)
+    for plan, c in (("reactive_1h+10%", reactive), ("static_last_peak+10%", static)):
         rows.append({"suite": "prescale", "unique_id": uid, "plan": plan, **shortfall(c, y),
                      "mean_capacity": float(c.mean()), "mean_demand": float(y.mean())})
     return rows
