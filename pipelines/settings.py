@@ -24,6 +24,7 @@ class Settings(BaseModel):
     alert_jsonl: Path | None = None
     alert_webhook_url: str | None = None
     alertmanager_url: str | None = None
+    plan_config: Path | None = None
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":
@@ -39,6 +40,7 @@ class Settings(BaseModel):
             "alert_jsonl": os.environ.get("HEADROOM_ALERT_JSONL"),
             "alert_webhook_url": os.environ.get("HEADROOM_ALERT_WEBHOOK"),
             "alertmanager_url": os.environ.get("HEADROOM_ALERTMANAGER_URL"),
+            "plan_config": os.environ.get("HEADROOM_PLAN_CONFIG"),
         }
         values = {k: v for k, v in env.items() if v not in (None, "")}
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -11,12 +11,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_db_argument(p)
     p.add_argument("--lookback-days", type=int, default=28, help="demand history priced (default 28 days)")
     p.add_argument("--retune", action="store_true", help="re-tune the split even if this month's is set")
+    p.add_argument("--config", default=None,
+                   help="TOML policy file (default: $HEADROOM_PLAN_CONFIG; see data/samples/plan.toml)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
     from pipelines.flows.plan import plan_flow
+    from pipelines.plan_config import PlanConfigError, load_plan_policy
     from pipelines.settings import Settings
     from pipelines.warehouse import WarehouseLockedError
 
@@ -25,8 +28,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     if args.lookback_days < 1:
         raise CliError("--lookback-days must be >= 1", 2)
+    config = args.config or (str(settings.plan_config) if settings.plan_config else None)
     try:
-        out = plan_flow(db_path=str(settings.db_path), lookback_days=args.lookback_days, retune=args.retune)
+        load_plan_policy(config)  # a bad config fails here, before any work
+    except PlanConfigError as exc:
+        raise CliError(str(exc), 2) from exc
+    try:
+        out = plan_flow(db_path=str(settings.db_path), lookback_days=args.lookback_days, retune=args.retune,
+                        config_path=config)
     except WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc
     except ValueError as exc:

@@ -14,11 +14,18 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from pipelines import planning, warehouse
+from pipelines.plan_config import load_plan_policy
 from pipelines.settings import Settings
 from planner.allocation import Split
 from planner.plan import PlanPolicy, make_plan
 
 log = logging.getLogger(__name__)
+
+
+@task(cache_policy=NO_CACHE)
+def policy_task(config_path: str | None) -> PlanPolicy:
+    """The planner's policy: the config file's, or the defaults."""
+    return load_plan_policy(config_path)
 
 
 @task(cache_policy=NO_CACHE)
@@ -30,9 +37,10 @@ def load_task(db_path: str, lookback_days: int, lock_timeout_s: float) -> tuple[
 
 
 @task(cache_policy=NO_CACHE)
-def plan_task(inputs: planning.PlanInputs, splits: dict[str, Split], retune: bool) -> dict[str, pd.DataFrame]:
+def plan_task(inputs: planning.PlanInputs, splits: dict[str, Split], retune: bool,
+              policy: PlanPolicy) -> dict[str, pd.DataFrame]:
     """Recommendations by kind."""
-    return make_plan(inputs.history, inputs.forecast, inputs.capacity, inputs.catalog, PlanPolicy(),
+    return make_plan(inputs.history, inputs.forecast, inputs.capacity, inputs.catalog, policy,
                      splits=None if retune else splits)
 
 
@@ -46,16 +54,18 @@ def save_task(db_path: str, plan: dict[str, pd.DataFrame], inputs: planning.Plan
 
 
 @flow(name="plan")
-def plan_flow(db_path: str, lookback_days: int = 28, retune: bool = False) -> dict:
-    """Plan every pool; ``retune`` re-tunes the split even if this month's is set.
+def plan_flow(db_path: str, lookback_days: int = 28, retune: bool = False, config_path: str | None = None) -> dict:
+    """Plan every pool; ``retune`` re-tunes the split even if this month's is set;
+    ``config_path`` (default: the plan_config setting) is a TOML policy file.
 
     Returns ``{"run_id", "data_cutoff", "rows": {kind: count}, "allocation": [...]}``.
     """
     settings = Settings.from_env()
+    policy = policy_task(config_path or (str(settings.plan_config) if settings.plan_config else None))
     inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s)
     if inputs.data_cutoff is None:
         raise ValueError(f"no utilization in {db_path}: ingest some before planning")
-    plan = plan_task(inputs, splits, retune)
+    plan = plan_task(inputs, splits, retune, policy)
     written = save_task(db_path, plan, inputs, settings.lock_timeout_s)
     out = planning.summarize(plan, inputs, written)
     log.info("plan: %s", out)

@@ -1,0 +1,72 @@
+"""The planner's TOML policy file: defaults, overrides, and errors that name the key."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines import cli
+from pipelines.plan_config import PlanConfigError, load_plan_policy, policy_from_mapping
+from planner.plan import PlanPolicy
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "plan.toml"
+
+
+def test_the_sample_file_is_the_defaults() -> None:
+    assert load_plan_policy(SAMPLE) == PlanPolicy()
+    assert load_plan_policy(None) == PlanPolicy()
+
+
+def test_a_partial_file_overrides_only_what_it_names() -> None:
+    policy = policy_from_mapping({
+        "costs": {"public": {"network_amplification": 1.4}},
+        "allocation": {"default_split": {"private": 0.5, "public": 0.5, "edge": 0.0}, "min_savings": 0.1},
+        "prescale": {"band": "hi_95", "headroom": 0.0},
+    })
+    base = PlanPolicy()
+    assert policy.costs.public.network_amplification == 1.4
+    assert policy.costs.public.storage_surcharge == base.costs.public.storage_surcharge
+    assert policy.costs.private == base.costs.private
+    assert (policy.default_split.private, policy.default_split.edge) == (0.5, 0.0)
+    assert policy.allocation.min_savings == 0.1 and policy.allocation.step == base.allocation.step
+    assert policy.prescale.band == "hi_95" and policy.prescale.lead_steps == base.prescale.lead_steps
+
+
+def test_the_policy_reaches_the_plan() -> None:
+    from planner import make_plan
+    from tests.planner.test_planner import catalog
+
+    ds = pd.date_range("2026-01-01", periods=24 * 7, freq="h")
+    history = pd.DataFrame({"unique_id": "c/cpu/cpu", "ds": ds, "y": 100 + 50 * np.sin(np.arange(len(ds)) / 4)})
+    capacity = pd.DataFrame({"unique_id": ["c/cpu/cpu"], "capacity": [192.0], "units_per_node": [64.0]})
+    forecast = history.iloc[0:0].assign(mean=[])
+    policy = policy_from_mapping({"allocation": {"default_split": {"private": 0.6, "public": 0.4, "edge": 0.0}}})
+    alloc = make_plan(history, forecast, capacity, catalog(), policy)["allocation"].set_index("plan")
+    assert alloc.loc["default_3_5_2", ["private", "public", "edge"]].tolist() == [0.6, 0.4, 0.0]
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"costs": {"private": {"idle_penality": 0.2}}}, "costs.private.idle_penality: Extra inputs are not permitted"),
+    ({"prescale": {"band": "p99"}}, "band must be mean, hi_80 or hi_95"),
+    ({"costs": {"edge": {"network_amplification": 0.5}}}, "network_amplification must be >= 1"),
+    ({"allocation": {"default_split": {"private": 0.5, "public": 0.6, "edge": 0.1}}}, "sum to 1"),
+    ({"allocation": {"step": "small"}}, "allocation.step"),
+])
+def test_bad_settings_name_the_key(raw: dict, message: str) -> None:
+    with pytest.raises(PlanConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        policy_from_mapping(raw, "plan.toml")
+
+
+def test_bad_files_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(PlanConfigError, match="no such plan config file"):
+        load_plan_policy(tmp_path / "none.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[costs\nprivate = 1\n")
+    with pytest.raises(PlanConfigError, match="not valid TOML"):
+        load_plan_policy(broken)
+    db = tmp_path / "w.duckdb"
+    db.touch()
+    assert cli.main(["plan", "--db", str(db), "--config", str(broken)]) == 2
+    assert "broken.toml: not valid TOML" in capsys.readouterr().err
