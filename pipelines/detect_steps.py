@@ -9,11 +9,11 @@ import dataclasses
 import json
 import logging
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
-
 import numpy as np
 import pandas as pd
 
@@ -28,6 +28,7 @@ from pipelines import detect_store
 log = logging.getLogger(__name__)
 
 FAULT_MODEL = "fault_predictor"
+SPIKE_MODEL = "spike_predictor"
 
 BURST_RUNBOOK = "Check the pool's queue and recent deploys; pre-scale if the burst persists."
 FAULT_RUNBOOK = "Drain the device's node, run diagnostics (dcgmi diag -r 3), open an RMA if it fails."
@@ -86,7 +87,7 @@ def _bucket(ts: pd.Timestamp, horizon: pd.Timedelta) -> tuple[pd.Timestamp, pd.T
     return start, start + horizon
 
 
-def fault_params(policy: FaultPolicy) -> str:
+def policy_params(policy: FaultPolicy | SpikePolicy) -> str:
     """The policy as canonical JSON: a stored model is reused only for the same policy."""
     return json.dumps(dataclasses.asdict(policy), sort_keys=True)
 
@@ -138,27 +139,33 @@ def run_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPol
     return [] if model is None else score_faults(model, telemetry, policy)
 
 
-def ensure_fault_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: FaultPolicy,
-                       retrain_every: str) -> bool:
-    """Train and register a fault model unless one with ``policy`` is younger than
-    ``retrain_every``; True when a new model was registered."""
-    params = fault_params(policy)
-    if detect_store.latest_model(con, FAULT_MODEL, params, now - pd.Timedelta(retrain_every)) is not None:
+def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str, now: datetime,
+                  retrain_every: str, train: Callable[[], tuple[object | None, pd.Timestamp | None]]) -> bool:
+    """Call ``train`` and register its model unless a ``kind`` model with ``params`` is younger
+    than ``retrain_every``; True when a new model was registered."""
+    if detect_store.latest_model(con, kind, params, now - pd.Timedelta(retrain_every)) is not None:
         return False
-    model, cutoff = train_faults(detect_store.telemetry(con), detect_store.failures(con), policy)
+    model, cutoff = train()
     if model is None or cutoff is None:
         return False
     metrics = json.dumps({"threshold": model.threshold_})
     # pickle: our own estimator, stored in and read back from our own warehouse only
-    detect_store.save_model(con, FAULT_MODEL, "device_telemetry", params, cutoff.to_pydatetime(),
-                            pickle.dumps(model), metrics, now)
+    detect_store.save_model(con, kind, target, params, cutoff.to_pydatetime(), pickle.dumps(model), metrics, now)
     return True
+
+
+def ensure_fault_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: FaultPolicy,
+                       retrain_every: str) -> bool:
+    """Train and register a fault model unless one with ``policy`` is younger than
+    ``retrain_every``; True when a new model was registered."""
+    return _ensure_model(con, FAULT_MODEL, "device_telemetry", policy_params(policy), now, retrain_every,
+                         lambda: train_faults(detect_store.telemetry(con), detect_store.failures(con), policy))
 
 
 def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> list[Alert]:
     """Score the recent telemetry (as much as the feature windows need) with the newest
     registered model for ``policy``; no model yet means no alerts."""
-    blob = detect_store.latest_model(con, FAULT_MODEL, fault_params(policy), datetime.min)
+    blob = detect_store.latest_model(con, FAULT_MODEL, policy_params(policy), datetime.min)
     if blob is None:
         return []
     latest = detect_store.latest_telemetry_ts(con)
@@ -168,16 +175,25 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> 
     return score_faults(pickle.loads(blob), recent, policy)
 
 
-def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy) -> list[Alert]:
-    """Train on labelled history, score every series' latest grid row."""
+def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy
+                 ) -> tuple[SpikePredictor | None, pd.Timestamp | None]:
+    """Fit on the grid rows whose label is known; (None, None) when there is nothing to learn."""
     if prices.empty:
-        return []
+        return None, None
     frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
     labelled = frame[frame["label"].notna()]
     if labelled["label"].nunique() < 2:
-        log.info("spike scoring skipped: labels have a single class")
+        log.info("spike model not trained: labels have a single class")
+        return None, None
+    return SpikePredictor(policy).fit(labelled), pd.Timestamp(labelled["ts"].max())
+
+
+def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,
+                 policy: SpikePolicy) -> list[Alert]:
+    """Alerts for the spot markets whose latest grid row scores at or above the threshold."""
+    if prices.empty:
         return []
-    model = SpikePredictor(policy).fit(labelled)
+    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
     latest = frame.sort_values("ts").groupby(SERIES_KEY).tail(1)
     prob = model.predict_proba(latest)
     horizon = pd.Timedelta(policy.horizon)
@@ -194,3 +210,26 @@ def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolic
             runbook=SPIKE_RUNBOOK,
         ))
     return alerts
+
+
+def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy) -> list[Alert]:
+    """Train on labelled history, score every series' latest grid row."""
+    model, _cutoff = train_spikes(prices, on_demand, policy)
+    return [] if model is None else score_spikes(model, prices, on_demand, policy)
+
+
+def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
+                       retrain_every: str) -> bool:
+    """Train and register a spike model unless one with ``policy`` is younger than
+    ``retrain_every``; True when a new model was registered."""
+    return _ensure_model(con, SPIKE_MODEL, "spot_prices", policy_params(policy), now, retrain_every,
+                         lambda: train_spikes(detect_store.spot_prices(con), detect_store.on_demand(con), policy))
+
+
+def score_latest_spikes(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> list[Alert]:
+    """Score every spot market's latest grid row with the newest registered model for
+    ``policy``; no model yet means no alerts."""
+    blob = detect_store.latest_model(con, SPIKE_MODEL, policy_params(policy), datetime.min)
+    if blob is None:
+        return []
+    return score_spikes(pickle.loads(blob), detect_store.spot_prices(con), detect_store.on_demand(con), policy)

@@ -51,10 +51,17 @@ def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: Fa
 
 
 @task
-def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy) -> dict[str, int]:
-    """Score the latest grid row per spot market; sync price-spike alerts."""
+def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str) -> bool:
+    """Train and register the spike model unless one with this policy is recent enough."""
     with open_warehouse(db_path) as con:
-        found = detect_steps.run_spikes(detect_store.spot_prices(con), detect_store.on_demand(con), policy)
+        return detect_steps.ensure_spike_model(con, now, policy, retrain_every)
+
+
+@task
+def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy) -> dict[str, int]:
+    """Score the latest grid row per spot market with the registered model; sync alerts."""
+    with open_warehouse(db_path) as con:
+        found = detect_steps.score_latest_spikes(con, policy)
         return alerting.sync_alerts(con, "price_spike", found, now, sink_names)
 
 
@@ -84,10 +91,11 @@ def detect_flow(
     Sinks not given come from the ``HEADROOM_ALERT_JSONL`` / ``HEADROOM_ALERT_WEBHOOK`` /
     ``HEADROOM_ALERTMANAGER_URL`` settings. Returns ``{"bursts": {"events", "fired",
     "updated", "resolved"}, "faults": {...}, "spikes": {...}, "delivered": {sink: n},
-    "firing": n, "pending_deliveries": n}`` (a detector not run is absent). The fault
-    model is retrained when the newest registered one (``models``, kind
-    ``fault_predictor``) is older than ``retrain_every``; scoring reads only the recent
-    telemetry its feature windows need.
+    "firing": n, "pending_deliveries": n}`` (a detector not run is absent). The fault and
+    spike models are retrained when the newest registered one (``models``, kinds
+    ``fault_predictor`` and ``spike_predictor``) is older than ``retrain_every``; between
+    retrains each run only scores. Fault scoring reads only the recent telemetry its
+    feature windows need.
     """
     run_at = now or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
     chosen = list(detectors or DETECTORS)
@@ -110,7 +118,9 @@ def detect_flow(
         trained = train_fault_model(str(db_path), run_at, fault_policy, retrain_every)
         out["faults"] = {"trained": int(trained), **detect_faults(str(db_path), run_at, names, fault_policy)}
     if "spikes" in chosen:
-        out["spikes"] = detect_spikes(str(db_path), run_at, names, SpikePolicy(horizon=spike_horizon))
+        spike_policy = SpikePolicy(horizon=spike_horizon)
+        trained = train_spike_model(str(db_path), run_at, spike_policy, retrain_every)
+        out["spikes"] = {"trained": int(trained), **detect_spikes(str(db_path), run_at, names, spike_policy)}
     out["delivered"] = deliver(str(db_path), run_at, sinks)
     with open_warehouse(str(db_path)) as con:
         out.update(detect_store.alert_counts(con))

@@ -45,7 +45,9 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
         series = detect_store.demand_series(con)
         n_alerts = con.execute("SELECT count(*) FROM alerts").fetchone()[0]
         n_models = con.execute("SELECT count(*) FROM models WHERE kind = 'fault_predictor'").fetchone()[0]
+        n_spike_models = con.execute("SELECT count(*) FROM models WHERE kind = 'spike_predictor'").fetchone()[0]
     assert n_models == out["faults"]["trained"] == 1  # the fleet has failures to learn from
+    assert n_spike_models == out["spikes"]["trained"] == 1  # ... and spikes
     assert set(states) == set(series["unique_id"])
     assert all(st.last_ts == series["ds"].max() for st in states.values())
     lines = jsonl.read_text().splitlines() if jsonl.exists() else []
@@ -55,7 +57,8 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     again = detect_flow(str(db_path), now=datetime(2026, 2, 1, 0, 15), jsonl_path=str(jsonl))
     assert again["bursts"]["events"] == 0 and again["bursts"]["fired"] == 0
     assert again["faults"]["fired"] == 0 and again["spikes"]["fired"] == 0
-    assert again["faults"]["trained"] == 0  # the registered model is fresh: reused
+    assert again["faults"]["trained"] == 0  # the registered models are fresh: reused
+    assert again["spikes"]["trained"] == 0
     assert again["delivered"]["jsonl"] == 0
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT count(*) FROM alerts").fetchone()[0] == n_alerts
