@@ -122,8 +122,13 @@ def save_plan(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame, run_id: str) -
 def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -> dict:
     """What the plan flow returns: run, row counts and the tuned split per pool."""
     alloc = plan["allocation"]
+    shares = ["private", "public", "edge"]
     tuned = alloc.loc[alloc["plan"] == "tuned"] if not alloc.empty else alloc
-    cols = ["unique_id", "private", "public", "edge", "monthly_cost", "savings_vs_default", "retuned"]
+    if not tuned.empty:
+        default = alloc.loc[alloc["plan"] == "default_3_5_2"].set_index("unique_id")[shares]
+        same = (tuned.set_index("unique_id")[shares] - default.reindex(tuned["unique_id"])).abs().max(axis=1) < 1e-9
+        tuned = tuned.assign(kept_default=same.to_numpy())
+    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "retuned", "kept_default"]
     return {
         "run_id": inputs.run_id,
         "data_cutoff": str(inputs.data_cutoff),

@@ -148,8 +148,10 @@ def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCA
             p, e = i / steps, j / steps
             q = 1.0 - p - e
             shares = {"private": p, "public": q, "edge": e}
-            bounds = {loc: (lo, hi) if loc in available or loc == "public" else (0.0, 0.0)
-                      for loc, (lo, hi) in policy.bounds.items()}
+            # a location with nothing to buy takes no share, and public carries it instead
+            bounds = {loc: (lo, hi) if loc in available else (0.0, 0.0) for loc, (lo, hi) in policy.bounds.items()}
+            if any(loc not in available for loc in ("private", "edge")):
+                bounds["public"] = (bounds["public"][0], 1.0)
             if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in bounds.items()):
                 out.append(Split(round(p, 6), round(q, 6), round(e, 6)))
     if not out:
@@ -161,8 +163,8 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
                policy: AllocationPolicy = AllocationPolicy(),
                default: Split = DEFAULT_SPLIT) -> pd.DataFrame:
     """The default split and the split on the grid with the least mean cost over the policy's
-    demand scenarios (the default itself unless that saves ``min_savings``), both priced on
-    ``demand``. A location
+    demand scenarios (the default itself unless that saves ``min_savings``, when the default
+    can be bought at all), both priced on ``demand``. A location
     with no offer takes no share in the tuned split (in the default one, its share spills to
     public).
 
@@ -175,7 +177,9 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
         return float(np.mean([simulate(demand * m, split, offers, costs, policy)["monthly_cost"]
                               for m in policy.scenarios]))
 
-    best, best_key = default, (round(expected(default), 6), 0.0)
+    # a default share in a location with no suitable offer cannot be bought: no plan to keep
+    buyable = all(default.share(loc) == 0 or loc in offers for loc in LOCATIONS)
+    best, best_key = default, ((round(expected(default), 6), 0.0) if buyable else (np.inf, np.inf))
     for split in candidate_splits(policy, tuple(offers)):
         cost = expected(split)
         distance = sum(abs(split.share(loc) - default.share(loc)) for loc in LOCATIONS)
@@ -183,7 +187,8 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
         if key < best_key:
             best, best_key = split, key
     default_cost = expected(default)
-    if best_key[0] > default_cost * (1.0 - policy.min_savings):
+    # the default stands unless another split saves enough (when it can be bought at all)
+    if buyable and best_key[0] > default_cost * (1.0 - policy.min_savings):
         best, best_key = default, (default_cost, 0.0)
     out = price_plans(demand, {"default_3_5_2": default, "tuned": best}, offers, costs, policy)
     # what the decision rests on: the saving in the mean over the scenarios (>= min_savings)

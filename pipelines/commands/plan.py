@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
           ", ".join(f"{k} {v}" for k, v in out["rows"].items()))
     for a in out["allocation"]:
         how = "re-tuned" if a["retuned"] else "this month's split"
-        if a["retuned"] and not a["savings_vs_default"]:
-            how = "re-tuned: 3-5-2 kept, no split saves enough"
+        if a["retuned"] and a["kept_default"]:
+            how = "re-tuned: the default split kept, no other saves enough"
         print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
-              f"({how}), {a['monthly_cost']:,.0f}/month, saves {a['savings_vs_default']:,.0f} vs 3-5-2")
+              f"({how}), {a['monthly_cost']:,.0f}/month, saves {a['savings_vs_default']:,.0f} vs the default split")
     return 0

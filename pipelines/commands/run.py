@@ -52,8 +52,8 @@ def _print_summary(out: dict) -> None:
         p = out["plan"]
         print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
         for a in p["allocation"]:
-            gain = (f"{a['savings_vs_default']:>10,.0f} less than 3-5-2" if a["savings_vs_default"]
-                    else "3-5-2 kept (no split saves enough)")
+            gain = ("default split kept (no other saves enough)" if a["kept_default"]
+                    else f"{a['savings_vs_default']:>10,.0f} less than the default split")
             print(f"  {a['unique_id']:<20} split private/public/edge {a['private']:.2f}/{a['public']:.2f}/"
                   f"{a['edge']:.2f}: {a['monthly_cost']:>12,.0f}/month, {gain}")
     if "report" in out:

@@ -97,6 +97,10 @@ def test_tuner_follows_the_prices() -> None:
     no_edge = P.tune_split(np.full(t.size, 40.0), gpu, P.CostPolicy()).set_index("plan")
     assert no_edge.loc["tuned", "edge"] == 0 and no_edge.loc["tuned", "spill_units"] == 0
     assert no_edge.loc["default_3_5_2", "spill_units"] > 0
+    # only public to buy: everything runs there, no crash for want of a split
+    only_public = {"public": gpu["public"]}
+    alone = P.tune_split(np.full(t.size, 40.0), only_public, P.CostPolicy()).set_index("plan")
+    assert alone.loc["tuned", ["private", "public", "edge"]].tolist() == [0.0, 1.0, 0.0]
     for split in P.candidate_splits(P.AllocationPolicy()):
         assert 0.10 - 1e-9 <= split.private <= 0.70 + 1e-9 and abs(split.private + split.public + split.edge - 1) < 1e-9
 
