@@ -393,6 +393,45 @@ def section_counts(data: ReportData) -> dict[str, int]:
     }
 
 
+def summary_lines(data: ReportData) -> list[str]:
+    """The decisions in one glance: split and savings, reservations, the next day's scaling,
+    firing alerts (plain text; escaped by the caller)."""
+    recs = data.recommendations
+    lines = []
+    alloc = recs.get("allocation", pd.DataFrame())
+    if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns):
+        tuned = alloc[alloc["plan"] == "tuned"]
+        base = alloc[alloc["plan"] == "default_3_5_2"]
+        saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
+        who = ", ".join(
+            f"{r.get('unique_id', r.get('resource', '?'))} {float(r['private']):.0%}/{float(r['public']):.0%}/"
+            f"{float(r['edge']):.0%}" for r in tuned.to_dict("records"))
+        lines.append(f"Split private/public/edge: {who}; ${saved:,.0f} per month less than the default split.")
+    res = recs.get("reservation", pd.DataFrame())
+    if not res.empty and "monthly_savings" in res:
+        lines.append(f"{len(res)} reservation option(s); the best per pool saves "
+                     f"${res.groupby(res.get('unique_id', res['instance_type']))['monthly_savings'].max().sum():,.0f}"
+                     " per month.")
+    actions = next_day_prescale(recs.get("prescale", pd.DataFrame()))
+    if not actions.empty:
+        ups = int((actions["action"] == "scale_up").sum())
+        lines.append(f"Next 24 hours: {ups} scale-up and {len(actions) - ups} scale-down action(s).")
+    alerts = firing_alerts(data.alerts)
+    if not alerts.empty:
+        kinds = alerts["kind"].value_counts()
+        lines.append("Firing alerts: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ".")
+    return lines
+
+
+def summary_section(data: ReportData) -> str:
+    """The summary box at the top of the page."""
+    lines = summary_lines(data)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return _section("summary", "Summary", f"<ul>{items}</ul>")
+
+
 def header(data: ReportData) -> str:
     """Title, the data cutoff the report is as of, and rows per warehouse table."""
     cutoff = _fmt(data.data_cutoff) if data.data_cutoff is not None else "no utilization yet"
@@ -408,7 +447,7 @@ def header(data: ReportData) -> str:
 
 def render_report(data: ReportData) -> str:
     """The whole report as one self-contained HTML page."""
-    body = "".join([header(data), forecast_section(data), heatmap_section(data), allocation_section(data),
-                    tables_section(data)])
+    body = "".join([header(data), summary_section(data), forecast_section(data), heatmap_section(data),
+                    allocation_section(data), tables_section(data)])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>headroom report</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")

@@ -112,6 +112,9 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
     assert page.count("data:image/png;base64,") == 3  # one fan chart group, heatmap, costs
     assert "no data yet" not in page
     assert "generated as of data cutoff <b>2026-01-07 23:00</b>" in page
+    summary = page[page.index(">Summary<"):page.index(">Forecasts<")]
+    assert "per month less than the default split" in summary and "reservation option(s)" in summary
+    assert "Next 24 hours: " in summary and "Firing alerts: " in summary
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert sorted(Path(f).name for f in out["files"]) == sorted(
         f"recommendations_{k}.{ext}" for k in ("allocation", "prescale", "reservation") for ext in ("csv", "parquet"))
@@ -141,6 +144,7 @@ def test_report_with_only_utilization(prefect_harness, db_path: Path, tmp_path: 
     out = report_flow(db_path=str(db_path), out_dir=str(tmp_path / "r"))
     page = Path(out["html"]).read_text()
     assert out["files"] == []
+    assert ">Summary<" not in page  # nothing decided yet
     assert page.count("data:image/png;base64,") == 1  # the heatmap
     for stage in ("train", "plan", "detect"):
         assert f"no data yet: run headroom {stage}" in page
