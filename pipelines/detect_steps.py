@@ -175,6 +175,14 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> 
     return score_faults(pickle.loads(blob), recent, policy)
 
 
+def _spike_params(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> str:
+    """The policy, and whether on-demand prices are known: a model trained without them
+    (no "above on-demand" spikes) is not reused once the catalog brings them."""
+    params = json.loads(policy_params(policy))
+    params["on_demand_known"] = not detect_store.on_demand(con).empty
+    return json.dumps(params, sort_keys=True)
+
+
 def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy
                  ) -> tuple[SpikePredictor | None, pd.Timestamp | None]:
     """Fit on the grid rows whose label is known; (None, None) when there is nothing to learn."""
@@ -222,14 +230,14 @@ def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
                        retrain_every: str) -> bool:
     """Train and register a spike model unless one with ``policy`` is younger than
     ``retrain_every``; True when a new model was registered."""
-    return _ensure_model(con, SPIKE_MODEL, "spot_prices", policy_params(policy), now, retrain_every,
+    return _ensure_model(con, SPIKE_MODEL, "spot_prices", _spike_params(con, policy), now, retrain_every,
                          lambda: train_spikes(detect_store.spot_prices(con), detect_store.on_demand(con), policy))
 
 
 def score_latest_spikes(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> list[Alert]:
     """Score every spot market's latest grid row with the newest registered model for
     ``policy``; no model yet means no alerts."""
-    blob = detect_store.latest_model(con, SPIKE_MODEL, policy_params(policy), datetime.min)
+    blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
     if blob is None:
         return []
     return score_spikes(pickle.loads(blob), detect_store.spot_prices(con), detect_store.on_demand(con), policy)

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from planner.allocation import AllocationPolicy, Split
 from planner.cost import CostPolicy, LocationCost
@@ -24,45 +32,66 @@ class _Strict(BaseModel):
 
 
 class _Location(_Strict):
-    storage_surcharge: float | None = None
-    network_amplification: float | None = None
-    idle_penalty: float | None = None
+    storage_surcharge: float | None = Field(default=None, ge=0)
+    network_amplification: float | None = Field(default=None, ge=1)
+    idle_penalty: float | None = Field(default=None, ge=0)
 
 
 class _Costs(_Strict):
-    hours_per_month: float | None = None
+    hours_per_month: float | None = Field(default=None, gt=0)
     private: _Location | None = None
     public: _Location | None = None
     edge: _Location | None = None
 
 
 class _Split(_Strict):
-    private: float
-    public: float
-    edge: float
+    private: float = Field(ge=0, le=1)
+    public: float = Field(ge=0, le=1)
+    edge: float = Field(ge=0, le=1)
+
+
+class _Bound(BaseModel):
+    lo: float = Field(ge=0, le=1)
+    hi: float = Field(ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Bound:
+        if self.lo > self.hi:
+            raise ValueError(f"the lower bound {self.lo} is above the upper bound {self.hi}")
+        return self
 
 
 class _Allocation(_Strict):
     default_split: _Split | None = None
-    step: float | None = None
-    provision_quantile: float | None = None
-    scenarios: tuple[float, ...] | None = None
-    min_savings: float | None = None
-    bounds: dict[str, tuple[float, float]] | None = None
+    step: float | None = Field(default=None, gt=0, le=0.5)
+    provision_quantile: float | None = Field(default=None, gt=0, le=1)
+    scenarios: tuple[Annotated[float, Field(gt=0)], ...] | None = Field(default=None, min_length=1)
+    min_savings: float | None = Field(default=None, ge=0, lt=1)
+    bounds: dict[Literal["private", "public", "edge"], tuple[float, float]] | None = None
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds(cls, value: dict | None) -> dict | None:
+        for loc, (lo, hi) in (value or {}).items():
+            try:
+                _Bound(lo=lo, hi=hi)
+            except ValidationError as exc:
+                raise ValueError(f"{loc}: {exc.errors()[0]['msg']}") from None
+        return value
 
 
 class _Reservations(_Strict):
-    terms: tuple[str, ...] | None = None
-    min_monthly_savings: float | None = None
+    terms: tuple[Literal["1y", "3y"], ...] | None = None
+    min_monthly_savings: float | None = Field(default=None, ge=0)
 
 
 class _Prescale(_Strict):
-    band: str | None = None
-    headroom: float | None = None
-    lead_steps: int | None = None
-    hysteresis: float | None = None
-    down_steps: int | None = None
-    min_instances: int | None = None
+    band: Literal["mean", "hi_80", "hi_95"] | None = None
+    headroom: float | None = Field(default=None, ge=0)
+    lead_steps: int | None = Field(default=None, ge=0)
+    hysteresis: float | None = Field(default=None, ge=0, lt=1)
+    down_steps: int | None = Field(default=None, ge=1)
+    min_instances: int | None = Field(default=None, ge=0)
 
 
 class _PlanConfig(_Strict):
@@ -89,10 +118,13 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             private=_location(base.costs.private, cfg.costs.private),
             public=_location(base.costs.public, cfg.costs.public),
             edge=_location(base.costs.edge, cfg.costs.edge),
-            hours_per_month=cfg.costs.hours_per_month or base.costs.hours_per_month,
+            hours_per_month=(base.costs.hours_per_month if cfg.costs.hours_per_month is None
+                             else cfg.costs.hours_per_month),
         )
         alloc = _set(cfg.allocation)
         split = alloc.pop("default_split", None)
+        if "bounds" in alloc:  # a file may bound only some locations
+            alloc["bounds"] = {**base.allocation.bounds, **alloc["bounds"]}
         allocation = AllocationPolicy(**{**base.allocation.__dict__, **alloc})
         return PlanPolicy(
             costs=costs,
@@ -120,3 +152,8 @@ def load_plan_policy(path: str | Path | None) -> PlanPolicy:
     except tomllib.TOMLDecodeError as exc:
         raise PlanConfigError(f"{p}: not valid TOML ({exc})") from None
     return policy_from_mapping(raw, str(p))
+
+
+def check_configured_policy(path: str | Path | None) -> None:
+    """Load the configured policy once so a bad file stops a command before any work."""
+    load_plan_policy(path)

@@ -135,3 +135,11 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
         "rows": {k: len(v) for k, v in plan.items()} | {"written": written},
         "allocation": [] if tuned.empty else tuned[cols].to_dict("records"),
     }
+
+
+def saving_text(savings: float) -> str:
+    """A monthly saving against the default split, in words (it can be negative: the split is
+    chosen on the mean over demand scenarios, the saving is priced on the demand path)."""
+    if savings >= 0:
+        return f"saves {savings:,.0f}/month vs the default split"
+    return f"costs {-savings:,.0f}/month more than the default split on this demand (less across the scenarios)"

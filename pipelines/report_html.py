@@ -404,14 +404,16 @@ def summary_lines(data: ReportData) -> list[str]:
         base = alloc[alloc["plan"] == "default_3_5_2"]
         saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
         who = ", ".join(
-            f"{r.get('unique_id', r.get('resource', '?'))} {float(r['private']):.0%}/{float(r['public']):.0%}/"
-            f"{float(r['edge']):.0%}" for r in tuned.to_dict("records"))
-        lines.append(f"Split private/public/edge: {who}; ${saved:,.0f} per month less than the default split.")
+            f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
+            for r in tuned.to_dict("records"))
+        direction = "less" if saved >= 0 else "more"
+        lines.append(f"Split private/public/edge: {who}; ${abs(saved):,.0f} per month {direction} than the "
+                     "default split.")
     res = recs.get("reservation", pd.DataFrame())
     if not res.empty and "monthly_savings" in res:
-        lines.append(f"{len(res)} reservation option(s); the best per pool saves "
-                     f"${res.groupby(res.get('unique_id', res['instance_type']))['monthly_savings'].max().sum():,.0f}"
-                     " per month.")
+        pools = res["unique_id"] if "unique_id" in res else res["key"]
+        best = pd.to_numeric(res["monthly_savings"]).groupby(pools.fillna("?"), dropna=False).max().sum()
+        lines.append(f"{len(res)} reservation option(s); the best per pool saves ${best:,.0f} per month.")
     actions = next_day_prescale(recs.get("prescale", pd.DataFrame()))
     if not actions.empty:
         ups = int((actions["action"] == "scale_up").sum())
@@ -421,6 +423,14 @@ def summary_lines(data: ReportData) -> list[str]:
         kinds = alerts["kind"].value_counts()
         lines.append("Firing alerts: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ".")
     return lines
+
+
+def _pool_of(row: dict) -> str:
+    """What an allocation row is for: its unique_id, else its key without the plan."""
+    uid = row.get("unique_id")
+    if isinstance(uid, str) and uid:
+        return uid
+    return str(row.get("key", "?")).rsplit("/", 1)[0]
 
 
 def summary_section(data: ReportData) -> str:

@@ -66,6 +66,11 @@ class AllocationPolicy:
             raise ValueError("provision_quantile must be in (0, 1]")
         if set(self.bounds) != set(LOCATIONS):
             raise ValueError(f"bounds must name exactly {LOCATIONS}")
+        for loc, (lo, hi) in self.bounds.items():
+            if not 0 <= lo <= hi <= 1:
+                raise ValueError(f"bounds of {loc} must satisfy 0 <= lo <= hi <= 1, got ({lo}, {hi})")
+        if not 0 <= self.min_savings < 1:
+            raise ValueError("min_savings must be in [0, 1)")
         if not self.scenarios or min(self.scenarios) <= 0:
             raise ValueError("scenarios must be positive demand multipliers")
 
@@ -148,10 +153,11 @@ def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCA
             p, e = i / steps, j / steps
             q = 1.0 - p - e
             shares = {"private": p, "public": q, "edge": e}
-            # a location with nothing to buy takes no share, and public carries it instead
+            # a location with nothing to buy takes no share, and public carries it instead:
+            # public's upper bound rises only as far as the others' upper bounds require
             bounds = {loc: (lo, hi) if loc in available else (0.0, 0.0) for loc, (lo, hi) in policy.bounds.items()}
-            if any(loc not in available for loc in ("private", "edge")):
-                bounds["public"] = (bounds["public"][0], 1.0)
+            fixed_max = bounds["private"][1] + bounds["edge"][1]
+            bounds["public"] = (bounds["public"][0], max(bounds["public"][1], 1.0 - fixed_max))
             if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in bounds.items()):
                 out.append(Split(round(p, 6), round(q, 6), round(e, 6)))
     if not out:

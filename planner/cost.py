@@ -51,6 +51,10 @@ class CostPolicy:
     edge: LocationCost = field(default_factory=lambda: LocationCost(0.08, 1.25, 0.15))
     hours_per_month: float = 730.0
 
+    def __post_init__(self) -> None:
+        if self.hours_per_month <= 0:
+            raise ValueError("hours_per_month must be > 0")
+
     def at(self, location: str) -> LocationCost:
         """The factors of ``location`` (private, public or edge)."""
         if location not in LOCATIONS:

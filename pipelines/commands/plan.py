@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
     from pipelines.flows.plan import plan_flow
     from pipelines.plan_config import PlanConfigError, load_plan_policy
+    from pipelines.planning import saving_text
     from pipelines.settings import Settings
     from pipelines.warehouse import WarehouseLockedError
 
@@ -47,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
         if a["retuned"] and a["kept_default"]:
             how = "re-tuned: the default split kept, no other saves enough"
         print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
-              f"({how}), {a['monthly_cost']:,.0f}/month, saves {a['savings_vs_default']:,.0f} vs the default split")
+              f"({how}), {a['monthly_cost']:,.0f}/month, {saving_text(a['savings_vs_default'])}")
     return 0

@@ -49,11 +49,13 @@ def _print_summary(out: dict) -> None:
                 print(f"\ndetect {kind}: " + ", ".join(f"{k} {v}" for k, v in d[kind].items()))
         print(f"alerts firing {d.get('firing')}, delivered {d.get('delivered')}, pending {d.get('pending_deliveries')}")
     if "plan" in out:
+        from pipelines.planning import saving_text
+
         p = out["plan"]
         print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
         for a in p["allocation"]:
             gain = ("default split kept (no other saves enough)" if a["kept_default"]
-                    else f"{a['savings_vs_default']:>10,.0f} less than the default split")
+                    else saving_text(a["savings_vs_default"]))
             print(f"  {a['unique_id']:<20} split private/public/edge {a['private']:.2f}/{a['public']:.2f}/"
                   f"{a['edge']:.2f}: {a['monthly_cost']:>12,.0f}/month, {gain}")
     if "report" in out:
@@ -70,6 +72,12 @@ def run_all(args: argparse.Namespace) -> int:
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
+    from pipelines.plan_config import PlanConfigError, check_configured_policy
+
+    try:  # the plan stage's policy file: a bad one stops here, before ingest runs
+        check_configured_policy(settings.plan_config)
+    except PlanConfigError as exc:
+        raise CliError(str(exc), 2) from exc
     if args.input:
         folder = Path(args.input)
         if not folder.is_dir():

@@ -1,6 +1,7 @@
 """The planner's TOML policy file: defaults, overrides, and errors that name the key."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,11 @@ def test_a_partial_file_overrides_only_what_it_names() -> None:
     assert policy.prescale.band == "hi_95" and policy.prescale.lead_steps == base.prescale.lead_steps
 
 
+def test_bounds_for_some_locations_keep_the_others() -> None:
+    policy = policy_from_mapping({"allocation": {"bounds": {"private": [0.2, 0.6]}}})
+    assert policy.allocation.bounds == {**PlanPolicy().allocation.bounds, "private": (0.2, 0.6)}
+
+
 def test_the_policy_reaches_the_plan() -> None:
     from planner import make_plan
     from tests.planner.test_planner import catalog
@@ -49,13 +55,18 @@ def test_the_policy_reaches_the_plan() -> None:
 
 @pytest.mark.parametrize("raw, message", [
     ({"costs": {"private": {"idle_penality": 0.2}}}, "costs.private.idle_penality: Extra inputs are not permitted"),
-    ({"prescale": {"band": "p99"}}, "band must be mean, hi_80 or hi_95"),
-    ({"costs": {"edge": {"network_amplification": 0.5}}}, "network_amplification must be >= 1"),
+    ({"prescale": {"band": "p99"}}, "prescale.band: Input should be 'mean', 'hi_80' or 'hi_95'"),
+    ({"costs": {"edge": {"network_amplification": 0.5}}}, "costs.edge.network_amplification: Input should be greater"),
     ({"allocation": {"default_split": {"private": 0.5, "public": 0.6, "edge": 0.1}}}, "sum to 1"),
     ({"allocation": {"step": "small"}}, "allocation.step"),
+    ({"costs": {"hours_per_month": 0}}, "costs.hours_per_month: Input should be greater than 0"),
+    ({"allocation": {"bounds": {"edge": [0.4, 0.2]}}}, "allocation.bounds: Value error, edge: Value error, the lower"),
+    ({"allocation": {"bounds": {"cloud": [0.1, 0.2]}}}, "allocation.bounds.cloud"),
+    ({"allocation": {"min_savings": 2}}, "allocation.min_savings"),
+    ({"reservations": {"terms": ["2y"]}}, "reservations.terms.0"),
 ])
 def test_bad_settings_name_the_key(raw: dict, message: str) -> None:
-    with pytest.raises(PlanConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(PlanConfigError, match=re.escape(message)):
         policy_from_mapping(raw, "plan.toml")
 
 
@@ -70,3 +81,21 @@ def test_bad_files_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     db.touch()
     assert cli.main(["plan", "--db", str(db), "--config", str(broken)]) == 2
     assert "broken.toml: not valid TOML" in capsys.readouterr().err
+
+
+def test_a_bad_configured_policy_stops_run_and_serve_first(tmp_path: Path, monkeypatch, capsys) -> None:
+    broken = tmp_path / "plan.toml"
+    broken.write_text("[prescale]\nband = 'p99'\n")
+    monkeypatch.setenv("HEADROOM_PLAN_CONFIG", str(broken))
+    db = tmp_path / "w.duckdb"
+    assert cli.main(["run", "--db", str(db), "--input", str(tmp_path)]) == 2
+    assert "plan.toml: prescale.band" in capsys.readouterr().err
+    assert not db.exists()  # stopped before any work
+    assert cli.main(["serve", "--list", "--db", str(db), "--input", str(tmp_path)]) == 2
+
+
+def test_saving_text_says_which_way() -> None:
+    from pipelines.planning import saving_text
+
+    assert saving_text(1234.4) == "saves 1,234/month vs the default split"
+    assert saving_text(-50.0).startswith("costs 50/month more than the default split")

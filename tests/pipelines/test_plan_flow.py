@@ -54,6 +54,7 @@ def test_plan_flow_end_to_end(prefect_harness, db_path, fleet) -> None:
     payload = json.loads(pre["payload"].iloc[0])
     assert payload["action"] in ("scale_up", "scale_down", "hold") and payload["target_capacity"] >= 0
 
+    assert all(a["kept_default"] in (True, False) for a in out["allocation"])
     # the same warehouse plans to the same rows
     assert plan_flow(str(db_path))["run_id"] == out["run_id"]
     pd.testing.assert_frame_equal(_recommendations(db_path), rows)
