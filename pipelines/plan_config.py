@@ -152,8 +152,3 @@ def load_plan_policy(path: str | Path | None) -> PlanPolicy:
     except tomllib.TOMLDecodeError as exc:
         raise PlanConfigError(f"{p}: not valid TOML ({exc})") from None
     return policy_from_mapping(raw, str(p))
-
-
-def check_configured_policy(path: str | Path | None) -> None:
-    """Load the configured policy once so a bad file stops a command before any work."""
-    load_plan_policy(path)

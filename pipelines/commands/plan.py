@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
 
@@ -16,10 +17,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def require_plan_config(path: str | Path | None) -> None:
+    """Load the plan policy file once, so a bad one stops a command (exit 2) before any work."""
+    from pipelines.cli import CliError
+    from pipelines.plan_config import PlanConfigError, load_plan_policy
+
+    try:
+        load_plan_policy(path)
+    except PlanConfigError as exc:
+        raise CliError(str(exc), 2) from exc
+
+
 def run(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
     from pipelines.flows.plan import plan_flow
-    from pipelines.plan_config import PlanConfigError, load_plan_policy
     from pipelines.planning import saving_text
     from pipelines.settings import Settings
     from pipelines.warehouse import WarehouseLockedError
@@ -30,10 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if args.lookback_days < 1:
         raise CliError("--lookback-days must be >= 1", 2)
     config = args.config or (str(settings.plan_config) if settings.plan_config else None)
-    try:
-        load_plan_policy(config)  # a bad config fails here, before any work
-    except PlanConfigError as exc:
-        raise CliError(str(exc), 2) from exc
+    require_plan_config(config)
     try:
         out = plan_flow(db_path=str(settings.db_path), lookback_days=args.lookback_days, retune=args.retune,
                         config_path=config)

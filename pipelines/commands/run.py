@@ -68,16 +68,12 @@ def _print_summary(out: dict) -> None:
 
 def run_all(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
+    from pipelines.commands.plan import require_plan_config
     from pipelines.flows.run import inputs_in, run_flow
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
-    from pipelines.plan_config import PlanConfigError, check_configured_policy
-
-    try:  # the plan stage's policy file: a bad one stops here, before ingest runs
-        check_configured_policy(settings.plan_config)
-    except PlanConfigError as exc:
-        raise CliError(str(exc), 2) from exc
+    require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
     if args.input:
         folder = Path(args.input)
         if not folder.is_dir():

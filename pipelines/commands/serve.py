@@ -19,16 +19,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from prefect import serve
 
     from pipelines.cli import CliError
+    from pipelines.commands.plan import require_plan_config
     from pipelines.flows.deployments import SCHEDULES, build_deployments
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
-    from pipelines.plan_config import PlanConfigError, check_configured_policy
-
-    try:  # the plan stage's policy file: a bad one stops here, before ingest runs
-        check_configured_policy(settings.plan_config)
-    except PlanConfigError as exc:
-        raise CliError(str(exc), 2) from exc
+    require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
     deployments = build_deployments(str(settings.db_path), args.input)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)
