@@ -92,6 +92,33 @@ def point_auc(y: np.ndarray, score: np.ndarray) -> float:
     return float(roc_auc_score(y, score)) if 0 < int(np.sum(y)) < len(y) else float("nan")
 
 
+MAX_EVENT_CANDIDATES = 200
+
+
+def window_maxima(
+    scored: pd.DataFrame,
+    failures: pd.DataFrame,
+    lead: pd.Timedelta,
+    horizon: pd.Timedelta,
+    period: tuple[pd.Timestamp, pd.Timestamp],
+    devices: list[str],
+) -> np.ndarray:
+    """For each failure scored over ``period``: the highest score in its alert window
+    ``[f - horizon, f - lead]`` (the largest threshold that still catches it)."""
+    ev = failure_events(failures)
+    start, end = period
+    ev = ev[ev["device_id"].isin(devices) & (ev["ts"] - lead >= start) & (ev["ts"] - lead <= end)]
+    rows = {d: (g["ts"].to_numpy(dtype="datetime64[ns]"), g["score"].to_numpy(dtype=float))
+            for d, g in scored.assign(device_id=scored["device_id"].astype(str)).groupby("device_id")}
+    out = []
+    for dev, f in zip(ev["device_id"], ev["ts"].to_numpy(dtype="datetime64[ns]")):
+        ts, sc = rows.get(dev, (np.array([], dtype="datetime64[ns]"), np.array([])))
+        inside = (ts >= f - np.timedelta64(horizon)) & (ts <= f - np.timedelta64(lead)) & np.isfinite(sc)
+        if inside.any():
+            out.append(float(sc[inside].max()))
+    return np.asarray(out, dtype=float)
+
+
 def choose_threshold(
     scored: pd.DataFrame,
     failures: pd.DataFrame,
@@ -109,11 +136,18 @@ def choose_threshold(
     period = (scored["ts"].min(), scored["ts"].max())
     devices = sorted(scored["device_id"].astype(str).unique())
     # Failures are rare, so the useful thresholds sit in the top percent of scores:
-    # space the candidate quantiles geometrically towards the very top.
+    # space the candidate quantiles geometrically towards the very top ...
     tail = np.geomspace(0.5, max(1.0 / len(scored), 1e-6), 80)
     top = float(scored["score"].max())
-    # ... plus "never alert", which a high cost of false alerts can make the best choice
-    candidates = np.unique(np.append(np.quantile(scored["score"], 1.0 - tail), np.nextafter(top, np.inf)))
+    # ... plus each failure's best score in its alert window, where recall changes (a
+    # quantile grid alone can step over the threshold that catches one more failure),
+    # plus "never alert", which a high cost of false alerts can make the best choice
+    catch = window_maxima(scored, failures, lead, horizon, period, devices)
+    if len(catch) > MAX_EVENT_CANDIDATES:
+        catch = np.quantile(catch, np.linspace(0.0, 1.0, MAX_EVENT_CANDIDATES))
+    candidates = np.unique(np.concatenate([
+        np.quantile(scored["score"], 1.0 - tail), catch, [np.nextafter(top, np.inf)],
+    ]))
     keys: list[tuple[float, ...]] = []
     for thr in candidates:
         m = score_alerts(dedup_alerts(scored, float(thr), horizon), failures, lead, horizon, period, devices)

@@ -98,3 +98,27 @@ def test_threshold_for_precision_or_cost():
     assert dear_miss <= 0.3  # alert on everything that could be the failure
     with pytest.raises(ValueError):
         FaultPolicy(target_precision=None, cost_ratio=None)
+
+
+def test_threshold_candidates_include_each_failures_best_score():
+    """The threshold search tries each failure's best score in its alert window: a grid of
+    score quantiles alone steps over the one threshold that catches it (here between 0.49
+    and 0.5, where 13 confident catches above leave the grid coarse)."""
+    from anomaly.fault_eval import choose_threshold, window_maxima
+
+    ts = pd.date_range("2026-01-01", periods=24 * 400, freq="h")
+    n = len(ts)
+    score = np.linspace(0.0, 0.2, n)
+    fail_at = [24 * 10 * (i + 1) for i in range(14)]
+    for f in fail_at[:13]:
+        score[f - 24:f] = 0.9  # 13 failures that any threshold below 0.9 catches
+    score[fail_at[13] - 5] = 0.5  # a 14th, caught only at <= 0.5
+    false = [24 * (200 + 10 * i) for i in range(10)]
+    score[false] = 0.49  # ten false alarms just below it
+    scored = pd.DataFrame({"device_id": "d", "ts": ts, "score": score})
+    fails = pd.DataFrame({"ts": ts[fail_at], "device_id": "d"})
+    lead, horizon = pd.Timedelta("30min"), pd.Timedelta("24h")
+    maxima = window_maxima(scored, fails, lead, horizon, (ts[0], ts[-1]), ["d"])
+    assert sorted(maxima.round(2)) == [0.5] + [0.9] * 13
+    thr = choose_threshold(scored, fails, lead, horizon, target_precision=0.8, cost_ratio=None)
+    assert 0.49 < thr <= 0.5  # all 14 caught, no false alarm
