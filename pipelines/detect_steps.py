@@ -196,17 +196,34 @@ def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePol
     return SpikePredictor(policy).fit(labelled), pd.Timestamp(labelled["ts"].max())
 
 
+def spike_probabilities(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,
+                        policy: SpikePolicy) -> pd.DataFrame:
+    """Every spot market's latest grid row with ``p_spike``, its probability of a spike
+    within the policy's horizon."""
+    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
+    latest = frame.sort_values("ts").groupby(SERIES_KEY).tail(1)
+    return latest.assign(p_spike=model.predict_proba(latest))
+
+
+def latest_spike_probabilities(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> pd.DataFrame | None:
+    """``p_spike`` per spot market from the newest registered model for ``policy``; None
+    when there is no model (or no prices) yet."""
+    prices = detect_store.spot_prices(con)
+    blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
+    if blob is None or prices.empty:
+        return None
+    return spike_probabilities(pickle.loads(blob), prices, detect_store.on_demand(con), policy)
+
+
 def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,
                  policy: SpikePolicy) -> list[Alert]:
     """Alerts for the spot markets whose latest grid row scores at or above the threshold."""
     if prices.empty:
         return []
-    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
-    latest = frame.sort_values("ts").groupby(SERIES_KEY).tail(1)
-    prob = model.predict_proba(latest)
+    latest = spike_probabilities(model, prices, on_demand, policy)
     horizon = pd.Timedelta(policy.horizon)
     alerts = []
-    for r, p in zip(latest.itertuples(index=False), prob):
+    for r, p in zip(latest.itertuples(index=False), latest["p_spike"].to_numpy()):
         if p < model.threshold_:
             continue
         entity = "/".join(str(getattr(r, c)) for c in SERIES_KEY)

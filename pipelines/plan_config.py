@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
+import pandas as pd
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -21,6 +22,7 @@ from planner.cost import CostPolicy, LocationCost
 from planner.plan import PlanPolicy
 from planner.prescale import PrescalePolicy
 from planner.reservations import ReservationPolicy
+from planner.spot import SpotPolicy
 
 
 class PlanConfigError(ValueError):
@@ -94,11 +96,31 @@ class _Prescale(_Strict):
     min_instances: int | None = Field(default=None, ge=0)
 
 
+class _Spot(_Strict):
+    interruptible_share: float | None = Field(default=None, ge=0, le=1)
+    lookback: str | None = None
+    max_spike_probability: float | None = Field(default=None, gt=0, le=1)
+    min_discount: float | None = Field(default=None, ge=0, lt=1)
+
+    @field_validator("lookback")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ok = pd.Timedelta(value) > pd.Timedelta(0)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"{value!r} is not a positive duration (e.g. 7D, 72h)")
+        return value
+
+
 class _PlanConfig(_Strict):
     costs: _Costs = _Costs()
     allocation: _Allocation = _Allocation()
     reservations: _Reservations = _Reservations()
     prescale: _Prescale = _Prescale()
+    spot: _Spot = _Spot()
 
 
 def _set(model: BaseModel | None) -> dict:
@@ -131,6 +153,7 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             allocation=allocation,
             reservations=ReservationPolicy(**{**base.reservations.__dict__, **_set(cfg.reservations)}),
             prescale=PrescalePolicy(**{**base.prescale.__dict__, **_set(cfg.prescale)}),
+            spot=SpotPolicy(**{**base.spot.__dict__, **_set(cfg.spot)}),
             default_split=Split(**split) if split else base.default_split,
         )
     except ValidationError as exc:

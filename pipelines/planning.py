@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from pipelines import demand, warehouse
+from anomaly.spike_features import SpikePolicy
+from pipelines import demand, detect_steps, detect_store, warehouse
 from pipelines.report_io import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
 from planner.allocation import Split
+from planner.spot import market_stats
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ class PlanInputs:
     capacity: pd.DataFrame
     catalog: pd.DataFrame
     data_cutoff: pd.Timestamp | None
+    spot_prices: pd.DataFrame | None = None  # change events, for the spot recommendation
+    spike_probabilities: pd.DataFrame | None = None  # latest p_spike per spot market
 
     @property
     def run_id(self) -> str:
@@ -65,7 +69,18 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> Plan
     capacity = warehouse.query(con, CAPACITY_SQL)
     catalog = warehouse.query(con, "SELECT * FROM instance_catalog ORDER BY provider, region, instance_type")
     cutoff = pd.Timestamp(history["ds"].max()) if not history.empty else None
-    return PlanInputs(history, forecast, capacity, catalog, cutoff)
+    spot = detect_store.spot_prices(con)
+    # the detect flow's spike model (its default horizon) rates each market's next hours
+    probs = detect_steps.latest_spike_probabilities(con, SpikePolicy()) if not spot.empty else None
+    return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs)
+
+
+def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:
+    """Each spot market's price over ``lookback`` (:func:`planner.spot.market_stats`), or
+    None without spot prices."""
+    if inputs.spot_prices is None or inputs.spot_prices.empty:
+        return None
+    return market_stats(inputs.spot_prices, lookback, on_demand=inputs.catalog.dropna(subset=["on_demand_price"]))
 
 
 def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs) -> dict[str, Split]:
@@ -97,6 +112,7 @@ def recommendation_rows(plan: dict[str, pd.DataFrame], inputs: PlanInputs) -> pd
         "allocation": lambda r: f"{r['unique_id']}/{r['plan']}",
         "reservation": lambda r: f"{r['unique_id']}/{r['instance_type']}/{r['term']}",
         "prescale": lambda r: f"{r['unique_id']}/{pd.Timestamp(r['ts']):%Y-%m-%dT%H:%M}",
+        "spot": lambda r: f"{r['unique_id']}/spot",
     }
     rows = []
     for kind, frame in plan.items():
@@ -129,11 +145,14 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
         same = (tuned.set_index("unique_id")[shares] - default.reindex(tuned["unique_id"])).abs().max(axis=1) < 1e-9
         tuned = tuned.assign(kept_default=same.to_numpy())
     cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "retuned", "kept_default"]
+    spot = plan.get("spot", pd.DataFrame())
+    spot_cols = ["unique_id", "action", "zone", "instance_type", "discount", "p_spike", "expected_monthly_saving"]
     return {
         "run_id": inputs.run_id,
         "data_cutoff": str(inputs.data_cutoff),
         "rows": {k: len(v) for k, v in plan.items()} | {"written": written},
         "allocation": [] if tuned.empty else tuned[cols].to_dict("records"),
+        "spot": [] if spot.empty else spot[spot_cols].to_dict("records"),
     }
 
 
@@ -143,3 +162,12 @@ def saving_text(savings: float) -> str:
     if savings >= 0:
         return f"saves {savings:,.0f}/month vs the default split"
     return f"costs {-savings:,.0f}/month more than the default split on this demand (less across the scenarios)"
+
+
+def spot_text(spot: dict) -> str:
+    """A pool's spot recommendation (a ``summarize`` row), in words."""
+    if spot["action"] != "use_spot":
+        return "interruptible share stays on on-demand"
+    p = "no spike model yet" if spot["p_spike"] is None else f"p(spike) {spot['p_spike']:.2f}"
+    return (f"interruptible share on spot {spot['instance_type']} in {spot['zone']}, {spot['discount']:.0%} "
+            f"below on-demand, {p}, saves {spot['expected_monthly_saving']:,.0f}/month")

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 GIB_PER_KB = 1.0 / 1048576.0
@@ -69,7 +70,8 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     """A ``gcp_compute_price_changes_<year>.csv.gz`` -> spot-prices (spot changes) and, with
     ``gcp_instance_specs_latest.csv`` beside it, the catalog at the last snapshot."""
     f = pd.read_csv(path)
-    spot = f.dropna(subset=["hour_spot"])
+    # a price of 0 is a placeholder in the pricing file (no SKU yet), not a free machine
+    spot = f[f["hour_spot"] > 0]
     out = {"spot-prices": pd.DataFrame({
         "ts": _iso(spot["snapshot_utc"]), "provider": "gcp", "region": spot["region"],
         "zone": spot["region"], "instance_type": spot["instance_type"], "product": "Linux",
@@ -79,21 +81,28 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     if specs_path.is_file():
         specs = pd.read_csv(specs_path).set_index("instance_type")
         last = f.sort_values("snapshot_utc").groupby(["instance_type", "region"]).last().reset_index()
-        last = last.dropna(subset=["hour"])
-        last = last[last["instance_type"].isin(specs.index)]
+        last = last[(last["hour"] > 0) & last["instance_type"].isin(specs.index)]
         s = specs.loc[last["instance_type"]]
-        gpus = s[list(GCP_GPU_COLUMNS)].fillna(0).sum(axis=1).to_numpy()
+        gpus = s.reindex(columns=list(GCP_GPU_COLUMNS)).fillna(0).sum(axis=1).to_numpy()
         hours_per_month = 730.0
         out["catalog"] = pd.DataFrame({
             "provider": "gcp", "region": last["region"].to_numpy(), "instance_type": last["instance_type"].to_numpy(),
             "location": "public", "resource": ["gpu" if g > 0 else "cpu" for g in gpus],
             "units": [g if g > 0 else c for g, c in zip(gpus, s["cpu"].fillna(0).to_numpy())],
             "vcpus": s["cpu"].to_numpy(), "memory_gb": s["ram"].to_numpy(), "on_demand_price": last["hour"].to_numpy(),
-            "reserved_1y_price": (last["month_1y"] / hours_per_month).round(6).to_numpy(),
-            "reserved_3y_price": (last["month_3y"] / hours_per_month).round(6).to_numpy(), "tflops": None,
+            "reserved_1y_price": _commitment(last["month_1y"], last["month"], hours_per_month),
+            "reserved_3y_price": _commitment(last["month_3y"], last["month"], hours_per_month), "tflops": None,
         })
         out["catalog"] = out["catalog"][out["catalog"]["units"] > 0]
     return out
+
+
+def _commitment(committed: pd.Series, monthly: pd.Series, hours_per_month: float) -> np.ndarray:
+    """A committed-use price per hour, only where it is below the sustained-use monthly price
+    (where the file repeats that price, there is no commitment to buy)."""
+    c = pd.to_numeric(committed, errors="coerce")
+    real = (c > 0) & (c < pd.to_numeric(monthly, errors="coerce") - 1e-9)
+    return (c / hours_per_month).round(6).where(real).to_numpy()
 
 
 PDM_METRICS = ("volt", "rotate", "pressure", "vibration")

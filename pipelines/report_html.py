@@ -349,6 +349,17 @@ def firing_alerts(alerts: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop(columns=["_rank", "_p"]).reset_index(drop=True)
 
 
+SPOT_TABLE_COLUMNS = ["unique_id", "action", "instance_type", "zone", "interruptible_share", "spot_instances",
+                      "discount", "hours_above_on_demand", "p_spike", "expected_monthly_saving", "reason"]
+
+
+def spot_table(spot: pd.DataFrame) -> str:
+    """The spot recommendation per pool."""
+    if spot.empty:
+        return '<p class="note">no spot recommendation: ingest spot prices, then run <code>headroom plan</code></p>'
+    return table(spot, [c for c in SPOT_TABLE_COLUMNS if c in spot.columns])
+
+
 def tables_section(data: ReportData) -> str:
     """Reservations, the next day's pre-scale actions, firing alerts and champion models."""
     res = data.recommendations.get("reservation", pd.DataFrame())
@@ -359,6 +370,7 @@ def tables_section(data: ReportData) -> str:
         _section("reservations", "Reservation recommendations",
                  table(res, [c for c in res.columns if c not in ("run_id", "model_id", "data_cutoff")])
                  if not res.empty else _empty("plan")),
+        _section("spot", "Spot for the interruptible load", spot_table(data.recommendations.get("spot", pd.DataFrame()))),
         _section("prescale", "Pre-scale actions, next 24 hours",
                  (table(actions, PRESCALE_COLUMNS) if not actions.empty
                   else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
@@ -387,6 +399,7 @@ def section_counts(data: ReportData) -> dict[str, int]:
         "heatmap_alerts": marks,
         "allocation_plans": len(recs.get("allocation", ())),
         "reservations": len(recs.get("reservation", ())),
+        "spot_pools": len(recs.get("spot", ())),
         "prescale_actions": len(next_day_prescale(recs.get("prescale", pd.DataFrame()))),
         "firing_alerts": len(alerts),
         "champions": len(data.champions),
@@ -414,6 +427,15 @@ def summary_lines(data: ReportData) -> list[str]:
         pools = res["unique_id"] if "unique_id" in res else res["key"]
         best = pd.to_numeric(res["monthly_savings"]).groupby(pools.fillna("?"), dropna=False).max().sum()
         lines.append(f"{len(res)} reservation option(s); the best per pool saves ${best:,.0f} per month.")
+    spot = recs.get("spot", pd.DataFrame())
+    if not spot.empty and {"action", "expected_monthly_saving"} <= set(spot.columns):
+        used = spot[spot["action"] == "use_spot"]
+        if used.empty:
+            lines.append("Spot: the interruptible share stays on on-demand in every pool.")
+        else:
+            saved = float(pd.to_numeric(used["expected_monthly_saving"]).sum())
+            lines.append(f"Spot: {len(used)} of {len(spot)} pool(s) run their interruptible share on spot; "
+                         f"${saved:,.0f} per month less than on-demand.")
     actions = next_day_prescale(recs.get("prescale", pd.DataFrame()))
     if not actions.empty:
         ups = int((actions["action"] == "scale_up").sum())
@@ -449,7 +471,8 @@ def header(data: ReportData) -> str:
     counts = pd.DataFrame({"table": list(data.counts), "rows": list(data.counts.values())})
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in (
         ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
-        ("reservations", "reservations"), ("prescale", "pre-scale"), ("alerts", "alerts"), ("models", "models")))
+        ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"), ("alerts", "alerts"),
+        ("models", "models")))
     return (f"<h1>headroom report</h1><p>generated as of data cutoff <b>{esc(cutoff)}</b> (UTC){plan}</p>"
             f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"
                                    if data.counts else _empty("ingest")))

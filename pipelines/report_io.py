@@ -197,7 +197,7 @@ def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.D
     folder = Path(out_dir)
     files = []
     # exports are the latest plan run's: a kind it does not have leaves no file behind
-    for stale in ("allocation", "prescale", "reservation"):
+    for stale in ("allocation", "prescale", "reservation", "spot"):
         if stale not in recommendations:
             for ext in ("csv", "parquet"):
                 (folder / f"recommendations_{stale}.{ext}").unlink(missing_ok=True)

@@ -3,7 +3,8 @@
 * :mod:`planner.cost`: the cost model and cost-aware instance selection;
 * :mod:`planner.allocation`: the 3-5-2 hybrid split and its cost simulator;
 * :mod:`planner.reservations`: reserved-capacity recommendations (newsvendor rule);
-* :mod:`planner.prescale`: pre-scaling schedules from forecast bands.
+* :mod:`planner.prescale`: pre-scaling schedules from forecast bands;
+* :mod:`planner.spot`: spot capacity for the interruptible share of the public load.
 """
 from planner.allocation import (
     DEFAULT_SPLIT,
@@ -19,6 +20,7 @@ from planner.cost import LOCATIONS, CostPolicy, LocationCost, Offer, select_offe
 from planner.plan import PlanPolicy, make_plan
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
+from planner.spot import SpotPolicy, market_stats, recommend_spot
 
 __all__ = [
     "DEFAULT_SPLIT",
@@ -31,12 +33,15 @@ __all__ = [
     "PrescalePolicy",
     "ReservationPolicy",
     "Split",
+    "SpotPolicy",
     "candidate_splits",
     "make_plan",
+    "market_stats",
     "prescale_schedule",
     "price_plans",
     "public_load",
     "recommend_reservations",
+    "recommend_spot",
     "select_offers",
     "simulate",
     "tune_split",

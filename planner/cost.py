@@ -96,7 +96,7 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
     if not named.empty:
         return named.iloc[0]
     for pick in (own, mine):
-        pick = pick[pick["on_demand_price"].notna()]
+        pick = pick[pick["on_demand_price"] > 0]
         if not pick.empty:
             return pick.loc[(pick["on_demand_price"] / pick["units"]).idxmin()]
     return None
@@ -111,23 +111,12 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     TFLOPS per unit qualify: a job sized for an H100 does not fit on an L4 however cheap
     (0 lets any GPU stand in, by TFLOPS). A GPU offer without TFLOPS (or a pool whose own
     machine has none) cannot be compared, so only the pool's own machine qualifies. Offers
-    without a price are ignored. CPU offers count vCPUs as they are.
+    without a price, or priced at 0, are ignored. CPU offers count vCPUs as they are.
     """
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
         return {}
-    cat = catalog[(catalog["resource"] == resource) & catalog["on_demand_price"].notna()
-                  & (catalog["units"] > 0)].copy()
-    ratio = pd.Series(1.0, index=cat.index)
-    if resource == "gpu":
-        # without TFLOPS on both sides a GPU cannot be compared: only the pool's own machine counts
-        ref_tflops = float(ref.get("tflops", np.nan)) / float(ref["units"])
-        ratio = _per_unit_tflops(cat) / ref_tflops if np.isfinite(ref_tflops) and ref_tflops > 0 \
-            else pd.Series(np.nan, index=cat.index)
-        ratio[cat.index == ref.name] = 1.0
-    keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
-    cat, ratio = cat[keep], ratio[keep]
-    cat["pool_units"] = cat["units"] * ratio
+    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio)
     out: dict[str, Offer] = {}
     for loc, g in cat.groupby("location"):
         if loc not in LOCATIONS:
@@ -145,6 +134,28 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
             reserved_1y=_maybe(best.get("reserved_1y_price")), reserved_3y=_maybe(best.get("reserved_3y_price")),
         )
     return out
+
+
+def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str,
+                      min_tflops_ratio: float = 1.0) -> pd.DataFrame:
+    """The priced catalog rows that can do a pool's work (see :func:`select_offers`), with
+    ``pool_units``: the pool units one instance provides."""
+    ref = reference_offer(catalog, resource, pool)
+    # a price of 0 (or none) is not a free machine but an unknown price: not an offer
+    cat = catalog[(catalog["resource"] == resource) & (catalog["on_demand_price"] > 0)
+                  & (catalog["units"] > 0)].copy()
+    if ref is None:
+        return cat.iloc[0:0].assign(pool_units=pd.Series(dtype=float))
+    ratio = pd.Series(1.0, index=cat.index)
+    if resource == "gpu":
+        # without TFLOPS on both sides a GPU cannot be compared: only the pool's own machine counts
+        ref_tflops = float(ref.get("tflops", np.nan)) / float(ref["units"])
+        ratio = _per_unit_tflops(cat) / ref_tflops if np.isfinite(ref_tflops) and ref_tflops > 0 \
+            else pd.Series(np.nan, index=cat.index)
+        ratio[cat.index == ref.name] = 1.0
+    keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
+    cat, ratio = cat[keep], ratio[keep]
+    return cat.assign(pool_units=cat["units"] * ratio)
 
 
 def _maybe(value: object) -> float | None:

@@ -23,9 +23,10 @@ from planner.allocation import (
     public_load,
     tune_split,
 )
-from planner.cost import CostPolicy, select_offers
+from planner.cost import CostPolicy, qualifying_offers, select_offers
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
+from planner.spot import SPOT_COLUMNS, SpotPolicy, recommend_spot
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class PlanPolicy:
     allocation: AllocationPolicy = field(default_factory=AllocationPolicy)
     reservations: ReservationPolicy = field(default_factory=ReservationPolicy)
     prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
+    spot: SpotPolicy = field(default_factory=SpotPolicy)
     default_split: Split = DEFAULT_SPLIT
 
 
@@ -80,17 +82,23 @@ def make_plan(
     catalog: pd.DataFrame,
     policy: PlanPolicy = PlanPolicy(),
     splits: dict[str, Split] | None = None,
+    spot_markets: pd.DataFrame | None = None,
+    spike_probabilities: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Recommendations by kind (``allocation``, ``reservation``, ``prescale``), each with a
-    ``unique_id`` column naming the planned series.
+    """Recommendations by kind (``allocation``, ``reservation``, ``prescale`` and, with
+    ``spot_markets``, ``spot``), each with a ``unique_id`` column naming the planned series.
 
     ``splits`` holds this month's tuned split per series, when it was tuned already: the
     split is then kept (re-tuning is monthly) and only re-priced on the new demand.
+    ``spot_markets`` (:func:`planner.spot.market_stats`) and ``spike_probabilities`` (the
+    latest ``p_spike`` per market) let the interruptible share of the public load go to
+    spot; reservations then cover only the rest.
     """
     require_columns(history, ["unique_id", "ds", "y"], "demand history")
     require_columns(forecast, ["unique_id", "ds", "mean"], "forecast")
     splits = splits or {}
-    out: dict[str, list[pd.DataFrame]] = {"allocation": [], "reservation": [], "prescale": []}
+    with_spot = spot_markets is not None and not spot_markets.empty
+    out: dict[str, list[pd.DataFrame]] = {"allocation": [], "reservation": [], "prescale": [], "spot": []}
     for row in primary_series(capacity).itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
@@ -114,6 +122,14 @@ def make_plan(
             tuned = Split(float(t["private"]), float(t["public"]), float(t["edge"]))
             # reserve for what public really carries: its share plus the fixed locations' spill
             load = public_load(path, tuned, offers, policy.allocation)
+            if with_spot:
+                public_rows = qualifying_offers(catalog, resource, pool)
+                spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
+                                      spot_markets, spike_probabilities, policy.costs, policy.spot,
+                                      offers["public"].unit_price)
+                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS))
+                if spot["action"] == "use_spot":  # reserve only what stays on on-demand
+                    load = load * (1.0 - policy.spot.interruptible_share)
             res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations)
             if not res.empty:
                 res.insert(0, "unique_id", uid)
@@ -130,4 +146,7 @@ def make_plan(
             if "model_id" in fc:
                 sched["model_id"] = fc["model_id"].iloc[0]
             out["prescale"].append(sched)
-    return {k: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for k, v in out.items()}
+    plan = {k: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for k, v in out.items()}
+    if not with_spot:
+        del plan["spot"]
+    return plan

@@ -23,12 +23,15 @@ def run_convert(args: argparse.Namespace) -> int:
     from pipelines.public_data import CONVERTERS
 
     out = Path(args.out)
+    missing = [p for p in args.paths if not Path(p).is_file()]
+    if missing:
+        raise CliError(f"{missing[0]}: no such file", 2)
     out.mkdir(parents=True, exist_ok=True)
     frames: dict[str, list[pd.DataFrame]] = {}
-    for raw in args.paths:
+    # oldest first (the public files carry their year or date in the name), so that where
+    # files overlap, the newest price of an instance wins
+    for raw in sorted(args.paths, key=lambda p: Path(p).name):
         path = Path(raw)
-        if not path.is_file():
-            raise CliError(f"{path}: no such file", 2)
         try:
             for kind, frame in CONVERTERS[args.source](path).items():
                 frames.setdefault(kind, []).append(frame)
@@ -36,6 +39,9 @@ def run_convert(args: argparse.Namespace) -> int:
             raise CliError(f"{path}: not a {args.source} file ({exc})", 2) from exc
     for kind, parts in frames.items():
         target = out / f"{kind.replace('-', '_')}.csv"
-        write_csv(pd.concat(parts, ignore_index=True), target)
-        print(f"{target}: {sum(len(p) for p in parts)} rows (ingest with --kind {kind})")
+        frame = pd.concat(parts, ignore_index=True)
+        if kind == "catalog":  # one price per instance: the newest file's
+            frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last")
+        write_csv(frame, target)
+        print(f"{target}: {len(frame)} rows (ingest with --kind {kind})")
     return 0

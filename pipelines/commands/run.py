@@ -49,7 +49,7 @@ def _print_summary(out: dict) -> None:
                 print(f"\ndetect {kind}: " + ", ".join(f"{k} {v}" for k, v in d[kind].items()))
         print(f"alerts firing {d.get('firing')}, delivered {d.get('delivered')}, pending {d.get('pending_deliveries')}")
     if "plan" in out:
-        from pipelines.planning import saving_text
+        from pipelines.planning import saving_text, spot_text
 
         p = out["plan"]
         print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
@@ -58,6 +58,8 @@ def _print_summary(out: dict) -> None:
                     else saving_text(a["savings_vs_default"]))
             print(f"  {a['unique_id']:<20} split private/public/edge {a['private']:.2f}/{a['public']:.2f}/"
                   f"{a['edge']:.2f}: {a['monthly_cost']:>12,.0f}/month, {gain}")
+        for sp in p.get("spot", []):
+            print(f"  {sp['unique_id']:<20} {spot_text(sp)}")
     if "report" in out:
         print(f"\nreport: {out['report']['html']} (+ {len(out['report']['files'])} recommendation exports)")
     for stage, result in out.items():

@@ -1,5 +1,5 @@
-"""The ``plan`` flow: demand, forecasts, capacity and catalog -> allocation (3-5-2,
-re-tuned monthly), reservation and pre-scale recommendations in the warehouse.
+"""The ``plan`` flow: demand, forecasts, capacity, catalog and spot prices -> allocation
+(3-5-2, re-tuned monthly), reservation, pre-scale and spot recommendations in the warehouse.
 
 Tasks are thin wrappers of :mod:`pipelines.planning` and :func:`planner.make_plan`.
 The run id and timestamps come from the data cutoff, so re-running over the same
@@ -41,7 +41,9 @@ def plan_task(inputs: planning.PlanInputs, splits: dict[str, Split], retune: boo
               policy: PlanPolicy) -> dict[str, pd.DataFrame]:
     """Recommendations by kind."""
     return make_plan(inputs.history, inputs.forecast, inputs.capacity, inputs.catalog, policy,
-                     splits=None if retune else splits)
+                     splits=None if retune else splits,
+                     spot_markets=planning.spot_markets(inputs, policy.spot.lookback),
+                     spike_probabilities=inputs.spike_probabilities)
 
 
 @task(cache_policy=NO_CACHE)

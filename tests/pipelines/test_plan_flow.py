@@ -113,7 +113,13 @@ def test_run_every_stage_writes_plan_and_report(prefect_harness, tmp_path, db_pa
     assert cli.main(["run", "--db", str(db_path), "--nodes", "6", "--days", "10"]) == 0
     out = capsys.readouterr().out
     assert "plan plan-" in out and "split private/public/edge" in out and "report:" in out
+    assert "interruptible share" in out  # the generated fleet has spot prices: a spot line per pool
     html = (tmp_path / "reports" / "report.html").read_text()
     assert "data:image/png;base64" in html
+    assert 'id="spot"' in html and "Spot:" in html
+    spot = pd.read_csv(tmp_path / "reports" / "recommendations_spot.csv")
+    assert len(spot) == 3 and set(spot["action"]) <= {"use_spot", "on_demand"}
+    # the detect stage registered a spike model, so each pool's market comes with its p(spike)
+    assert spot["p_spike"].notna().all()
     assert (tmp_path / "reports" / "recommendations_allocation.csv").exists()
     assert (tmp_path / "reports" / "recommendations_prescale.parquet").exists()

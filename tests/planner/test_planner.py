@@ -159,3 +159,85 @@ def test_make_plan_uses_future_hours_and_reserves_for_the_spill() -> None:
     load = P.allocation.public_load(np.r_[y, np.full(4, 40.0)], split, offers)
     assert load.sum() >= (np.r_[y, np.full(4, 40.0)] * split.public).sum() - 1e-9
     assert P.make_plan(history, forecast, capacity.iloc[0:0], catalog())["allocation"].empty
+
+
+def _spot_prices() -> pd.DataFrame:
+    """Two zones of the public a100-8x (on-demand 32/h): zone a is cheaper in calm hours
+    but spikes past on-demand for 20 of the last 7 days' hours; zone b is steady."""
+    ts = pd.date_range("2026-01-01", periods=24 * 10, freq="h")
+    a = np.full(len(ts), 8.0)
+    a[-100:-80] = 40.0
+    b = np.full(len(ts), 11.0)
+    rows = [pd.DataFrame({"ts": ts, "provider": "cloud", "region": "r1", "zone": z, "instance_type": "a100-8x",
+                          "product": "Linux", "price": p}) for z, p in (("r1a", a), ("r1b", b))]
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_spot_market_stats_price_the_spikes_in() -> None:
+    od = catalog()[["provider", "region", "instance_type", "on_demand_price"]]
+    m = P.market_stats(_spot_prices(), "7D", on_demand=od).set_index("zone")
+    assert m.loc["r1a", "price_now"] == 8.0 and m.loc["r1a", "hours_above_on_demand"] == 20
+    assert m.loc["r1a", "price_expected"] == pytest.approx((8.0 * 148 + 40.0 * 20) / 168)
+    assert m.loc["r1b", "price_expected"] == pytest.approx(11.0) and m.loc["r1b", "hours_above_on_demand"] == 0
+
+
+def test_spot_picks_the_cheapest_expected_market_and_skips_predicted_spikes() -> None:
+    cat = catalog()
+    public = P.cost.qualifying_offers(cat, "gpu", "a100")
+    public = public[public["location"] == "public"]
+    markets = P.market_stats(_spot_prices(), "7D", on_demand=cat[["provider", "region", "instance_type",
+                                                                  "on_demand_price"]])
+    od_unit = P.select_offers(cat, "gpu", "a100")["public"].unit_price
+    load = np.full(24 * 30, 32.0)  # 32 A100s on public, 8 of them interruptible
+    policy = P.SpotPolicy(interruptible_share=0.25)
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, policy, od_unit)
+    # zone a is cheaper in calm hours (8 vs 11) but its spikes make it dearer on average
+    assert row["action"] == "use_spot" and row["zone"] == "r1b" and row["spot_instances"] == 1.0
+    # public on-demand is cheapest per A100-unit of work on the H100s (96/h for 25.4 units)
+    assert od_unit == pytest.approx(96.0 / (8 * 989.0 / 312.0))
+    assert row["discount"] == pytest.approx(1 - (11.0 / 8) / od_unit)
+    assert row["expected_monthly_saving"] == pytest.approx(8.0 * 730 * (od_unit - 11.0 / 8))
+    probs = pd.DataFrame({"provider": "cloud", "zone": ["r1a", "r1b"], "instance_type": "a100-8x",
+                          "product": "Linux", "p_spike": [0.1, 0.9]})
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, probs, FREE, policy, od_unit)
+    assert row["zone"] == "r1a" and row["p_spike"] == 0.1 and "1 market(s) skipped" in row["reason"]
+    both = probs.assign(p_spike=0.8)
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, both, FREE, policy, od_unit)
+    assert row["action"] == "on_demand" and "expected to spike" in row["reason"]
+    strict = P.SpotPolicy(interruptible_share=0.25, min_discount=0.7)
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, strict, od_unit)
+    assert row["action"] == "on_demand" and "saves only" in row["reason"]
+    off = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, P.SpotPolicy(0.0), od_unit)
+    assert off["action"] == "on_demand" and off["expected_monthly_saving"] == 0.0
+
+
+def test_make_plan_reserves_only_what_stays_off_spot() -> None:
+    ds = pd.date_range("2026-01-01", periods=24 * 28, freq="h")
+    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": 400.0})
+    forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 400.0, "hi_80": 420.0})
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [400.0], "units_per_node": [4.0]})
+    cat = catalog()
+    markets = P.market_stats(_spot_prices(), "7D", on_demand=cat)
+    without = P.make_plan(history, forecast, capacity, cat)
+    with_spot = P.make_plan(history, forecast, capacity, cat, spot_markets=markets)
+    assert "spot" not in without and with_spot["spot"]["action"].tolist() == ["use_spot"]
+    res0, res1 = without["reservation"], with_spot["reservation"]
+    assert not res0.empty
+    res0 = res0.groupby("term")["reserved_units"].first()
+    res1 = res1.groupby("term")["reserved_units"].first() if not res1.empty else res0 * 0
+    assert (res1 < res0).all()  # a quarter of the public load went to spot
+
+
+def test_a_zero_price_is_no_offer() -> None:
+    """Price lists carry 0 as a placeholder (GCP does): never a free machine to plan on."""
+    cat = catalog()
+    free = cat[cat["instance_type"] == "a100-8x"].assign(instance_type="free-8x", on_demand_price=0.0)
+    cat = pd.concat([cat, free], ignore_index=True)
+    assert P.select_offers(cat, "gpu", "a100")["public"].instance_type != "free-8x"
+    spot = _spot_prices().assign(instance_type="free-8x", price=0.0)
+    markets = P.market_stats(pd.concat([_spot_prices(), spot]), "7D", on_demand=cat)
+    public = P.cost.qualifying_offers(cat, "gpu", "a100")
+    row = P.recommend_spot("c/a100/gpu", "gpu", np.full(48, 32.0), public[public["location"] == "public"], markets,
+                           None, FREE, P.SpotPolicy(), P.select_offers(cat, "gpu", "a100")["public"].unit_price)
+    assert row["instance_type"] == "a100-8x" and row["action"] == "use_spot"

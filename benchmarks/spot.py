@@ -1,0 +1,161 @@
+"""Spot benchmark: what the planner's spot rule would have paid, against simpler rules.
+
+    python benchmarks/spot.py [--datasets ../shared/datasets] [--suites aws,synthetic]
+                              [--decide-every 24h] [--out bench-out/spot]
+
+For each instance type sold in two or more zones, the last 30% of the price history is
+replayed. Every ``--decide-every`` hours (the daily plan run) each rule picks one zone
+and holds it until the next decision; it pays that zone's hourly price. Rules:
+
+  * on_demand: the on-demand price (the reference);
+  * fixed: the zone with the least mean price over the 7 days before the replay, kept;
+  * cheapest_now: the zone with the least price at decision time (price chasing);
+  * expected: the zone with the least mean price over the last 7 days (the planner's
+    rule without the spike model);
+  * headroom: as ``expected``, skipping zones whose spike probability (the spike model,
+    trained on the first 70% only) is at or above 0.5, and staying on on-demand when all
+    are skipped: the planner's default rule. Between plan runs, an hour whose spike
+    probability on the held zone reaches 0.5 (a price-spike alert of the detect flow)
+    moves to the next calm zone, or to on-demand until one is calm again.
+
+Reported per data set: the mean price paid as a share of on-demand, and the hours paid
+at or above on-demand (when a spot bid capped at on-demand is interrupted) or in a
+spike (price >= 2x its trailing 7-day median), per 1,000 hours replayed.
+AWS: ``aws-spot-us-east-1-2015`` (prices and on-demand); synthetic: ``generate_fleet``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame  # noqa: E402
+from anomaly.spikes import SpikePredictor  # noqa: E402
+
+GROUP = ["provider", "instance_type", "product"]
+RULES = ["on_demand", "fixed", "cheapest_now", "expected", "headroom"]
+
+
+def aws(datasets: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    root = datasets / "aws-spot-us-east-1-2015"
+    raw = pd.read_csv(sorted(root.glob("aws_spot_price_history_*.csv.gz"))[0])
+    prices = pd.DataFrame({
+        "ts": pd.to_datetime(raw["timestamp_utc"], utc=True).dt.tz_localize(None), "provider": "aws",
+        "region": raw["region"], "zone": raw["availability_zone"], "instance_type": raw["instance_type"],
+        "product": raw["product_description"], "price": raw["spot_price_usd_per_hour"],
+    })
+    od = pd.read_csv(root / "on_demand_prices.csv")
+    on_demand = pd.DataFrame({"provider": "aws", "region": od["region"], "instance_type": od["instance_type"],
+                              "on_demand_price": od["on_demand_usd_per_hour"]})
+    return prices, on_demand
+
+
+def synthetic(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from pipelines.synth import generate_fleet
+
+    fleet = generate_fleet(nodes=nodes, days=days, seed=seed)
+    cat = fleet["catalog"].dropna(subset=["on_demand_price"])
+    return fleet["spot_prices"], cat[["provider", "region", "instance_type", "on_demand_price"]]
+
+
+def replay(prices: pd.DataFrame, on_demand: pd.DataFrame, decide_every: str, p_max: float = 0.5) -> pd.DataFrame:
+    """One row per rule: share of on-demand paid, hours at/above on-demand and in a spike."""
+    policy = SpikePolicy()
+    frame = build_spike_frame(prices, policy, on_demand)
+    frame = frame[frame["on_demand_price"].notna()]
+    start, end = frame["ts"].min(), frame["ts"].max()
+    cut = start + (end - start) * 0.7
+    train = frame[(frame["ts"] < cut - pd.Timedelta(policy.horizon)) & frame["label"].notna()]
+    model = SpikePredictor(policy).fit(train)
+    frame = frame.assign(p_spike=model.predict_proba(frame))
+    frame["mean_7d"] = frame.groupby(SERIES_KEY)["price"].transform(lambda s: s.rolling(24 * 7, min_periods=1).mean())
+    step = pd.Timedelta(decide_every)
+    totals = {r: {"paid": 0.0, "od": 0.0, "above": 0, "spike": 0, "hours": 0} for r in RULES}
+    for _key, g in frame[frame["ts"] >= cut].groupby(GROUP, sort=True):
+        wide = {c: g.pivot_table(index="ts", columns="zone", values=c) for c in
+                ("price", "mean_7d", "p_spike", "on_demand_price", "spiking")}
+        zones = [z for z in wide["price"].columns if wide["price"][z].notna().all()]
+        if len(zones) < 2:
+            continue
+        price, od = wide["price"][zones], wide["on_demand_price"][zones].mean(axis=1)
+        p_spike, mean_7d = wide["p_spike"][zones], wide["mean_7d"][zones]
+        spiking = wide["spiking"][zones]
+        fixed = mean_7d.iloc[0].idxmin()
+        held: dict[str, str | None] = {}
+        last_decision = None
+        for h in price.index:
+            daily = last_decision is None or h - last_decision >= step
+            calm = [z for z in zones if p_spike.at[h, z] < p_max]
+            if daily:
+                last_decision = h
+                held = {
+                    "on_demand": None, "fixed": fixed, "cheapest_now": price.loc[h].idxmin(),
+                    "expected": mean_7d.loc[h].idxmin(),
+                    "headroom": mean_7d.loc[h, calm].idxmin() if calm else None,
+                }
+            else:
+                # between plan runs, a price-spike alert on the held market (or its end, while
+                # on on-demand for want of a calm market) moves the interruptible share
+                z = held["headroom"]
+                if (z is not None and p_spike.at[h, z] >= p_max) or (z is None and calm):
+                    held["headroom"] = mean_7d.loc[h, calm].idxmin() if calm else None
+            o = float(od.at[h])
+            for rule, zone in held.items():
+                t = totals[rule]
+                paid = o if zone is None else float(price.at[h, zone])
+                t["paid"] += paid
+                t["od"] += o
+                t["hours"] += 1
+                if zone is not None:
+                    t["above"] += int(paid >= o)
+                    t["spike"] += int(spiking.at[h, zone])
+    rows = []
+    for rule, t in totals.items():
+        per_k = 1000.0 / max(t["hours"], 1)
+        rows.append({"rule": rule, "cost_vs_on_demand": t["paid"] / t["od"] if t["od"] else float("nan"),
+                     "hours_at_or_above_on_demand_per_1000h": t["above"] * per_k,
+                     "spiking_hours_per_1000h": t["spike"] * per_k, "hours": t["hours"]})
+    return pd.DataFrame(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", type=Path, default=os.environ.get("HEADROOM_DATASETS"))
+    ap.add_argument("--suites", default="aws,synthetic")
+    ap.add_argument("--decide-every", default="24h")
+    ap.add_argument("--nodes", type=int, default=12)
+    ap.add_argument("--days", type=int, default=56)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "spot")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for suite in [s.strip() for s in args.suites.split(",") if s.strip()]:
+        if suite == "aws":
+            if args.datasets is None or not Path(args.datasets).is_dir():
+                print("skipping aws: pass --datasets or set HEADROOM_DATASETS", file=sys.stderr)
+                continue
+            prices, od = aws(Path(args.datasets))
+        elif suite == "synthetic":
+            prices, od = synthetic(args.nodes, args.days, args.seed)
+        else:
+            print(f"unknown suite {suite}", file=sys.stderr)
+            return 2
+        t0 = time.perf_counter()
+        table = replay(prices, od, args.decide_every)
+        table.to_csv(args.out / f"spot_{suite}.csv", index=False)
+        print(f"== {suite} (decide every {args.decide_every})")
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"({time.perf_counter() - t0:.1f} s)\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Spot capacity for the interruptible part of the public load.
+
+Spot instances cost a fraction of on-demand, but their price can spike past on-demand
+and the capacity can be taken back. Only work that tolerates that (checkpointed
+training, batch inference) belongs there: the user says how much of a pool's public
+load is interruptible (``interruptible_share``). For that share the planner picks the
+spot market (provider, zone, instance type) with the least *expected* price per pool
+unit: the mean of its hourly price over the lookback window, spikes included, so a
+market that spikes often is not chosen for its calm hours. Markets that the spike
+predictor expects to spike within its horizon are skipped; when nothing is left, or
+spot saves less than ``min_discount``, the share stays on on-demand.
+
+Pure: it takes spot price change events, the latest spike probabilities and the
+qualifying public offers, and returns one recommendation per pool.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from anomaly.base import require_columns
+from anomaly.spike_features import SERIES_KEY, resample_prices
+from planner.cost import CostPolicy
+
+SPOT_COLUMNS = [
+    "unique_id", "resource", "action", "provider", "region", "zone", "instance_type", "product",
+    "pool_units", "interruptible_share", "spot_load_mean", "spot_instances", "on_demand_unit_price",
+    "spot_price_now", "spot_price_expected", "spot_unit_price", "discount", "hours_above_on_demand",
+    "p_spike", "expected_monthly_saving", "reason",
+]
+
+
+@dataclass(frozen=True)
+class SpotPolicy:
+    """How much of the public load may run on spot, and when not to."""
+
+    interruptible_share: float = 0.25  # share of the public load that tolerates interruption
+    lookback: str = "7D"  # window of the expected spot price (spikes included)
+    max_spike_probability: float = 0.5  # skip markets the spike predictor rates at or above this
+    min_discount: float = 0.10  # spot must be at least this much cheaper per unit than on-demand
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.interruptible_share <= 1:
+            raise ValueError("interruptible_share must be in [0, 1]")
+        if not 0 < self.max_spike_probability <= 1:
+            raise ValueError("max_spike_probability must be in (0, 1]")
+        if not 0 <= self.min_discount < 1:
+            raise ValueError("min_discount must be in [0, 1)")
+        if pd.Timedelta(self.lookback) <= pd.Timedelta(0):
+            raise ValueError("lookback must be a positive duration")
+
+
+MARKET_COLUMNS = [*SERIES_KEY, "region", "price_now", "price_expected", "price_max", "hours",
+                  "hours_above_on_demand"]
+
+
+def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | None = None,
+                 end: pd.Timestamp | None = None) -> pd.DataFrame:
+    """Per spot market (``SERIES_KEY`` and ``region``) over the ``lookback`` before ``end``
+    (default: the latest change), on an hourly grid: the latest price, the mean and max
+    price, the hours observed and, with ``on_demand`` (``provider, region,
+    instance_type, on_demand_price``), the hours priced at or above on-demand."""
+    require_columns(prices, [*SERIES_KEY, "region", "ts", "price"], "spot prices")
+    if prices.empty:
+        return pd.DataFrame(columns=MARKET_COLUMNS)
+    grid = resample_prices(prices, "1h", end)
+    recent = grid[grid["ts"] > grid["ts"].max() - pd.Timedelta(lookback)]
+    if on_demand is not None and not on_demand.empty:
+        od = on_demand.drop_duplicates(["provider", "region", "instance_type"], keep="last")
+        recent = recent.merge(od[["provider", "region", "instance_type", "on_demand_price"]],
+                              on=["provider", "region", "instance_type"], how="left")
+        above = (recent["price"] >= recent["on_demand_price"]).astype(float)
+        recent = recent.assign(above=above.where(recent["on_demand_price"].notna()))
+    else:
+        recent = recent.assign(above=np.nan)
+    out = recent.groupby([*SERIES_KEY, "region"], sort=True).agg(
+        price_now=("price", "last"), price_expected=("price", "mean"), price_max=("price", "max"),
+        hours=("price", "size"), hours_above_on_demand=("above", lambda a: a.sum(min_count=1)),
+    ).reset_index()
+    return out[MARKET_COLUMNS]
+
+
+def recommend_spot(
+    uid: str,
+    resource: str,
+    public_load: np.ndarray,
+    public_offers: pd.DataFrame,
+    markets: pd.DataFrame,
+    probabilities: pd.DataFrame | None,
+    costs: CostPolicy,
+    policy: SpotPolicy,
+    on_demand_unit_price: float,
+) -> dict[str, object]:
+    """The spot recommendation of one pool (a row of ``SPOT_COLUMNS``).
+
+    ``public_load`` is the hourly load public carries (pool units); ``public_offers`` the
+    qualifying public catalog rows with ``pool_units``; ``markets`` from
+    :func:`market_stats`; ``probabilities`` the latest ``p_spike`` per market
+    (``SERIES_KEY`` columns), or None without a spike model; ``on_demand_unit_price``
+    what public on-demand costs per pool unit-hour.
+    """
+    row: dict[str, object] = {c: None for c in SPOT_COLUMNS}
+    load = np.clip(np.asarray(public_load, dtype=float), 0.0, None)
+    spot_load = policy.interruptible_share * load
+    row.update(unique_id=uid, resource=resource, interruptible_share=policy.interruptible_share,
+               spot_load_mean=float(spot_load.mean()) if load.size else 0.0,
+               on_demand_unit_price=on_demand_unit_price, action="on_demand", expected_monthly_saving=0.0)
+    if policy.interruptible_share == 0 or not load.size or float(spot_load.mean()) <= 0:
+        row["reason"] = "no interruptible public load"
+        return row
+    if not on_demand_unit_price > 0:
+        row["reason"] = "no on-demand price to compare spot with"
+        return row
+    offers = public_offers[["provider", "region", "instance_type", "pool_units", "on_demand_price"]]
+    cand = markets.merge(offers, on=["provider", "region", "instance_type"], how="inner")
+    cand = cand[cand["price_expected"] > 0]  # a spot price of 0 is a placeholder, not free capacity
+    if cand.empty:
+        row["reason"] = "no spot price history for a public instance type that fits this pool"
+        return row
+    cand = cand.assign(spot_unit_price=cand["price_expected"] / cand["pool_units"])
+    if probabilities is not None and not probabilities.empty:
+        cand = cand.merge(probabilities[[*SERIES_KEY, "p_spike"]], on=SERIES_KEY, how="left")
+    else:
+        cand = cand.assign(p_spike=np.nan)
+    cand = cand.sort_values(["spot_unit_price", *SERIES_KEY]).reset_index(drop=True)
+    calm = cand[~(cand["p_spike"] >= policy.max_spike_probability)]
+    cheap_enough = on_demand_unit_price * (1.0 - policy.min_discount)
+    best = (calm if not calm.empty else cand).iloc[0]
+    row.update({
+        "provider": best["provider"], "region": best["region"], "zone": best["zone"],
+        "instance_type": best["instance_type"], "product": best["product"],
+        "pool_units": float(best["pool_units"]), "spot_price_now": float(best["price_now"]),
+        "spot_price_expected": float(best["price_expected"]), "spot_unit_price": float(best["spot_unit_price"]),
+        "discount": 1.0 - float(best["spot_unit_price"]) / on_demand_unit_price,
+        "p_spike": None if pd.isna(best["p_spike"]) else float(best["p_spike"]),
+        "spot_instances": float(np.ceil(spot_load / float(best["pool_units"]) - 1e-9).mean()),
+    })
+    if pd.notna(best["hours_above_on_demand"]):
+        row["hours_above_on_demand"] = int(best["hours_above_on_demand"])
+    if calm.empty:
+        row["reason"] = (f"every fitting spot market is expected to spike (p >= {policy.max_spike_probability:g}); "
+                         f"least bad {best['zone']} {best['instance_type']} p={best['p_spike']:.2f}")
+        return row
+    if float(best["spot_unit_price"]) > cheap_enough:
+        row["reason"] = (f"spot {best['zone']} {best['instance_type']} saves only {row['discount']:.0%} "
+                         f"per unit over the last {policy.lookback} (needs {policy.min_discount:.0%})")
+        return row
+    factors = costs.at("public")
+    saving_per_unit_hour = float(factors.effective(on_demand_unit_price - float(best["spot_unit_price"])))
+    row["action"] = "use_spot"
+    row["expected_monthly_saving"] = float(spot_load.mean()) * costs.hours_per_month * saving_per_unit_hour
+    skipped = len(cand) - len(calm)
+    p_text = "no spike model yet" if row["p_spike"] is None else f"p(spike) {row['p_spike']:.2f}"
+    row["reason"] = (f"{policy.interruptible_share:.0%} of public load on spot in {best['zone']} "
+                     f"({best['instance_type']}): {row['discount']:.0%} below on-demand per unit over the last "
+                     f"{policy.lookback}, {p_text}" + (f"; {skipped} market(s) skipped for a predicted spike"
+                                                       if skipped else ""))
+    return row

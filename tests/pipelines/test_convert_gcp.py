@@ -1,0 +1,43 @@
+"""`headroom convert --from gcp-prices` on small files shaped like the public GCP price log."""
+from __future__ import annotations
+
+import pandas as pd
+
+from pipelines import cli
+
+HEADER = "snapshot_utc,commit,instance_type,region,hour,hour_spot,month,month_1y,month_3y,month_spot\n"
+
+
+def test_gcp_prices_drop_placeholders_and_keep_the_newest_price(tmp_path, capsys) -> None:
+    (tmp_path / "gcp_instance_specs_latest.csv").write_text(
+        "instance_type,cpu,ram,a100,l4\na2-highgpu-1g,12,85,1,\nf1-micro,1,0.6,,\nn2-standard-8,8,32,,\n")
+    (tmp_path / "gcp_compute_price_changes_2023.csv.gz").write_bytes(_gz(pd.DataFrame({
+        "snapshot_utc": ["2023-06-01T00:00:00+00:00"] * 3, "commit": "a" * 12,
+        "instance_type": ["a2-highgpu-1g", "f1-micro", "n2-standard-8"], "region": "us-central1",
+        "hour": [3.67, 0.0076, 0.0], "hour_spot": [1.10, 0.0, 0.0], "month": [2681.0, 5.5, 0.0],
+        "month_1y": [1689.0, 5.5, 0.0], "month_3y": [938.0, 5.5, 0.0], "month_spot": [803.0, 0.0, 0.0],
+    })))
+    (tmp_path / "gcp_compute_price_changes_2024.csv.gz").write_bytes(_gz(pd.DataFrame({
+        "snapshot_utc": ["2024-03-01T00:00:00+00:00"], "commit": "b" * 12, "instance_type": ["a2-highgpu-1g"],
+        "region": "us-central1", "hour": [3.80], "hour_spot": [1.20], "month": [2774.0], "month_1y": [1747.0],
+        "month_3y": [970.0], "month_spot": [876.0],
+    })))
+    out = tmp_path / "out"
+    files = [str(tmp_path / f"gcp_compute_price_changes_{y}.csv.gz") for y in (2024, 2023)]  # any order
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(out), *files]) == 0
+    cat = pd.read_csv(out / "catalog.csv").set_index("instance_type")
+    # n2-standard-8 priced 0 (a placeholder) is not in the catalog; the A100 carries 2024's price
+    assert sorted(cat.index) == ["a2-highgpu-1g", "f1-micro"]
+    assert cat.loc["a2-highgpu-1g", "on_demand_price"] == 3.80
+    assert cat.loc["a2-highgpu-1g", "reserved_1y_price"] == round(1747.0 / 730, 6)
+    # f1-micro's "committed" price equals its monthly price: no commitment to recommend
+    assert pd.isna(cat.loc["f1-micro", "reserved_1y_price"]) and pd.isna(cat.loc["f1-micro", "reserved_3y_price"])
+    spot = pd.read_csv(out / "spot_prices.csv")
+    assert (spot["price"] > 0).all() and sorted(spot["price"]) == [1.10, 1.20]
+    assert "catalog.csv: 2 rows" in capsys.readouterr().out
+
+
+def _gz(frame: pd.DataFrame) -> bytes:
+    import gzip
+
+    return gzip.compress(frame.to_csv(index=False).encode())
