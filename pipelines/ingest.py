@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipelines import adapters, formats, validate, warehouse
 from pipelines.adapters import IngestFileError, RawInput
-from pipelines.contract import KindSpec, spec_for
+from pipelines.contract import KINDS, KindSpec, spec_for
 
 log = logging.getLogger(__name__)
 
@@ -209,15 +209,29 @@ def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DROP TABLE IF EXISTS _checked; DROP TABLE IF EXISTS _want; DROP TABLE IF EXISTS _good")
 
 
-def expand_paths(patterns: list[str]) -> list[Path]:
-    """Files, globs or folders (folders: the data files inside, recursively, sorted)."""
+def _named_kind(path: Path) -> str | None:
+    """The contract kind a file is named for (``spot_prices.csv`` -> ``spot-prices``), if any."""
+    name = path.name.lower()
+    for suffix in sorted(DATA_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    kind = name.replace("_", "-")
+    return kind if kind in KINDS else None
+
+
+def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
+    """Files, globs or folders (folders: the data files inside, recursively, sorted). With
+    ``kind``, a folder's files named for another kind (``headroom convert`` writes
+    ``telemetry.csv`` and ``failures.csv`` side by side) are left out."""
     import glob
 
     out: list[Path] = []
     for pat in patterns:
         p = Path(pat)
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES)))
+            found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES))
+            out.extend(q for q in found if kind is None or _named_kind(q) in (None, kind))
         elif any(ch in pat for ch in "*?["):
             out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))
         else:

@@ -33,10 +33,11 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
 
 
 def bitbrains_cluster(path: Path) -> dict[str, pd.DataFrame]:
-    """``rnd_cluster_5min_*.csv.gz`` -> one 'node' (the whole cluster) of CPU in GHz."""
+    """``rnd_cluster_5min_*.csv.gz`` -> one 'node' (the whole cluster) of CPU in GHz, in its own
+    pool ``rnd-total`` (the per-VM files count cores: one series must not mix the two)."""
     f = pd.read_csv(path)
     return {"utilization": pd.DataFrame({
-        "ts": _iso(f["bucket_start_utc"]), "cluster": "bitbrains", "pool": "rnd", "node_id": "cluster-total",
+        "ts": _iso(f["bucket_start_utc"]), "cluster": "bitbrains", "pool": "rnd-total", "node_id": "cluster-total",
         "resource": "cpu", "used": (f["cpu_usage_mhz_sum"] / 1000).round(4),
         "capacity": (f["cpu_capacity_mhz_sum"] / 1000).round(4),
     })}

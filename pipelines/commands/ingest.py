@@ -29,7 +29,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
-    paths = ingest.expand_paths(args.paths)
+    paths = ingest.expand_paths(args.paths, args.kind)
     if not paths:
         raise CliError(f"no files match {' '.join(args.paths)}", 2)
     code = 0

@@ -284,3 +284,20 @@ def test_every_bad_row_is_kept_with_its_reason(con, tmp_path):
     r = ingest.ingest_file(con, p, "utilization")
     assert (r.rows_loaded, r.rows_rejected) == (0, 1500)
     assert con.execute("SELECT count(*), min(line), max(line) FROM rejects").fetchone() == (1500, 2, 1501)
+
+
+def test_a_folder_with_one_kind_named_reads_only_that_kind(tmp_path, db_path, capsys):
+    """`headroom convert` writes telemetry.csv and failures.csv side by side: ingesting the
+    folder as telemetry reads telemetry.csv (and unnamed files), not failures.csv."""
+    from pipelines import cli
+
+    out = tmp_path / "pdm"
+    out.mkdir()
+    write(out / "telemetry.csv", "ts,device_id,node_id,metric,value\n2026-01-01T00:00:00Z,g0,n0,gpu_temp,61\n")
+    write(out / "failures.csv", "ts,device_id,node_id,failure_type\n2026-01-02T00:00:00Z,g0,n0,xid\n")
+    assert [p.name for p in ingest.expand_paths([str(out)], "telemetry")] == ["telemetry.csv"]
+    assert [p.name for p in ingest.expand_paths([str(out)], "failures")] == ["failures.csv"]
+    assert len(ingest.expand_paths([str(out)])) == 2
+    assert cli.main(["ingest", "--kind", "telemetry", "--db", str(db_path), str(out)]) == 0
+    assert cli.main(["ingest", "--kind", "failures", "--db", str(db_path), str(out)]) == 0
+    assert "loaded 1" in capsys.readouterr().out
