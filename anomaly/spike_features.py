@@ -42,15 +42,40 @@ class SpikePolicy:
             raise ValueError("horizon must be at least one grid step")
 
 
+MAX_GRID_ROWS = 5_000_000  # about 1 GB of features; beyond it, a coarser grid is the answer
+
+
+class SpikeGridTooLarge(ValueError):
+    """The regular grid of the spot prices would not fit in memory at this frequency."""
+
+
+def _short(step: pd.Timedelta) -> str:
+    """``1h``, ``1d`` or ``15min`` for a grid step."""
+    for unit, size in (("d", pd.Timedelta(days=1)), ("h", pd.Timedelta(hours=1)), ("min", pd.Timedelta(minutes=1))):
+        if step >= size and step % size == pd.Timedelta(0):
+            return f"{step // size}{unit}"
+    return str(step)
+
+
 def resample_prices(prices: pd.DataFrame, freq: str, end: pd.Timestamp | None = None) -> pd.DataFrame:
     """Series key, ``region``, ``ts``, ``price`` on a regular grid (last price carried forward).
 
     Every series' grid runs from its first change (rounded up) to ``end`` (default: the
-    last change of any series, rounded down), so the series line up.
+    last change of any series, rounded down), so the series line up. Raises
+    :class:`SpikeGridTooLarge` when that grid would exceed ``MAX_GRID_ROWS`` rows.
     """
     require_columns(prices, [*SERIES_KEY, "ts", "price"], "spot prices")
     step = pd.Timedelta(freq)
     stop = (end if end is not None else prices["ts"].max()).floor(step)
+    first = prices.groupby(SERIES_KEY, sort=False)["ts"].min()
+    rows = int(np.clip((stop - first.dt.ceil(step)) // step + 1, 0, None).sum())
+    if rows > MAX_GRID_ROWS:
+        span = (stop - first.min()) / pd.Timedelta(days=1)
+        raise SpikeGridTooLarge(
+            f"spot prices: {len(first)} series over {span:.0f} days on a {_short(step)} grid is {rows:,} rows "
+            f"(limit {MAX_GRID_ROWS:,}); use a coarser grid (e.g. --freq 1d for weekly price lists) "
+            "or fewer series"
+        )
     parts = []
     for key, g in prices.sort_values("ts").groupby(SERIES_KEY, sort=True):
         s = g.drop_duplicates("ts", keep="last").set_index("ts")["price"]

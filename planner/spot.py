@@ -65,8 +65,13 @@ def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | 
     require_columns(prices, [*SERIES_KEY, "region", "ts", "price"], "spot prices")
     if prices.empty:
         return pd.DataFrame(columns=MARKET_COLUMNS)
-    grid = resample_prices(prices, "1h", end)
-    recent = grid[grid["ts"] > grid["ts"].max() - pd.Timedelta(lookback)]
+    stop = (end if end is not None else prices["ts"].max()).floor("1h")
+    start = stop - pd.Timedelta(lookback)
+    # only the window matters: its changes, and the price each series held as it opened
+    before = prices[prices["ts"] <= start].sort_values("ts").groupby(SERIES_KEY, sort=False).tail(1)
+    window = pd.concat([before.assign(ts=start), prices[(prices["ts"] > start) & (prices["ts"] <= stop)]])
+    grid = resample_prices(window, "1h", stop)
+    recent = grid[grid["ts"] > start]
     if on_demand is not None and not on_demand.empty:
         od = on_demand.drop_duplicates(["provider", "region", "instance_type"], keep="last")
         recent = recent.merge(od[["provider", "region", "instance_type", "on_demand_price"]],

@@ -53,3 +53,19 @@ def test_predictor_beats_persistence(prices):
     assert list(out.columns) == ["auc", "precision", "recall", "f1", "positives", "n"]
     assert out.loc["lightgbm", "positives"] > 0
     assert out.loc["lightgbm", "auc"] > out.loc["persistence", "auc"]
+
+
+def test_a_grid_too_large_for_memory_is_refused_with_the_way_out(monkeypatch):
+    """A year of weekly price lists for thousands of series on an hourly grid runs out of
+    memory: refuse it up front and say to use a coarser grid."""
+    import pytest
+
+    import anomaly.spike_features as sf
+
+    ts = pd.date_range("2026-01-01", periods=53, freq="7D")
+    prices = pd.concat([pd.DataFrame({"ts": ts, "provider": "gcp", "region": "r", "zone": f"z{i}",
+                                      "instance_type": "n2", "product": "Linux", "price": 1.0}) for i in range(4)])
+    monkeypatch.setattr(sf, "MAX_GRID_ROWS", 10_000)
+    with pytest.raises(sf.SpikeGridTooLarge, match=r"4 series over 364 days on a 1h grid is 34,948 rows.*--freq 1d"):
+        resample_prices(prices, "1h")
+    assert len(resample_prices(prices, "1d")) == 4 * 365
