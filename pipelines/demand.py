@@ -49,23 +49,53 @@ def load_demand(
     return regularize(raw)
 
 
+MAX_INTERPOLATED_GAP = pd.Timedelta(hours=24)  # a longer outage is not filled in
+MIN_STRETCH = pd.Timedelta(days=7)  # what must follow a long outage for a series to be kept
+
+SERIES_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization"
+
+
 def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None) -> pd.DataFrame:
-    """Demand over the last ``lookback_days`` of utilization (all of it when None)."""
+    """Demand over the last ``lookback_days`` of utilization (all of it when None). The
+    window ends at the newest reading of any series; a series with no reading in it is
+    left out, and named in the log."""
     last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
     since = None if last is None or lookback_days is None else pd.Timestamp(last) - pd.Timedelta(days=lookback_days)
-    return load_demand(con, since=since)
+    out = load_demand(con, since=since)
+    if since is not None:
+        stale = sorted(set(warehouse.query(con, SERIES_SQL)["unique_id"]) - set(out["unique_id"]))
+        if stale:
+            log.warning("%d series have no utilization in the %d days up to %s and are not planned or "
+                        "forecast: %s", len(stale), lookback_days, last, ", ".join(stale))
+    return out
 
 
 def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
-    """Put every series on a complete ``freq`` grid; hours with no report at all are
-    interpolated linearly between their neighbours (and counted in the log), and a
-    last hour reported by fewer nodes than the series' median (a partial hour) is dropped."""
+    """Put every series on a complete ``freq`` grid.
+
+    Hours with no report at all are interpolated linearly between their neighbours (and
+    counted in the log) when the gap is at most ``MAX_INTERPOLATED_GAP``. A longer outage
+    is not invented: the series keeps only what follows its last such gap, and is left
+    out when that is shorter than ``MIN_STRETCH`` (both logged). A last hour reported by
+    fewer nodes than the series' median (a partial hour) is dropped."""
     parts = []
+    step = pd.Timedelta(freq if freq[0].isdigit() else f"1{freq}")
     for uid, g in raw.groupby("unique_id", sort=True):
         g = g.sort_values("ds")
         if "nodes" in g and len(g) > 1 and g["nodes"].iloc[-1] < g["nodes"].median():
             g = g.iloc[:-1]
         series = g.set_index("ds")["y"]
+        jumps = series.index.to_series().diff()
+        long = jumps[jumps > MAX_INTERPOLATED_GAP + step]
+        if not long.empty:
+            restart = long.index[-1]
+            gap = long.iloc[-1] - step
+            if series.index[-1] - restart < MIN_STRETCH:
+                log.warning("demand %s: left out, only %s of data since its last outage (%s without data "
+                            "before %s)", uid, series.index[-1] - restart, gap, restart)
+                continue
+            log.warning("demand %s: %s without data before %s; the series starts after it", uid, gap, restart)
+            series = series[series.index >= restart]
         grid = pd.date_range(series.index.min(), series.index.max(), freq=freq)
         filled = series.reindex(grid)
         gaps = int(filled.isna().sum())
@@ -73,6 +103,9 @@ def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
             log.warning("demand %s: %d missing hour(s) interpolated", uid, gaps)
             filled = filled.interpolate(limit_direction="both")
         parts.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": filled.to_numpy()}))
+    if not parts:
+        return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
+                             "y": pd.Series(dtype=float)})
     out = pd.concat(parts, ignore_index=True)
     out["ds"] = out["ds"].astype("datetime64[ns]")
     return out

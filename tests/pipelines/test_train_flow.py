@@ -49,6 +49,26 @@ def test_regularize_fills_gaps_and_drops_partial_last_hour() -> None:
     assert out["y"].tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
+def test_regularize_does_not_invent_a_long_outage(caplog) -> None:
+    """Gaps up to a day are interpolated; after a longer outage the series restarts, and a
+    series with less than a week since its outage is left out, each said in the log."""
+    a = pd.date_range("2024-01-01", periods=24 * 10, freq="h")
+    b = pd.date_range("2024-02-01", periods=24 * 8, freq="h")  # after a 3-week outage
+    c = pd.date_range("2024-02-05", periods=24 * 2, freq="h")  # only 2 days after it
+    raw = pd.concat([
+        pd.DataFrame({"unique_id": "c/p/gpu", "ds": a.append(b), "y": 1.0}),
+        pd.DataFrame({"unique_id": "c/q/gpu", "ds": a.append(c), "y": 2.0}),
+        pd.DataFrame({"unique_id": "c/r/gpu", "ds": a.delete(range(100, 120)), "y": 3.0}),  # 20 h gap
+    ])
+    with caplog.at_level("WARNING"):
+        out = demand.regularize(raw)
+    sizes = out.groupby("unique_id").size().to_dict()
+    assert sizes == {"c/p/gpu": 24 * 8, "c/r/gpu": 24 * 10}
+    assert out.loc[out["unique_id"] == "c/p/gpu", "ds"].min() == b[0]
+    assert "c/q/gpu: left out" in caplog.text and "the series starts after it" in caplog.text
+    assert "c/r/gpu: 20 missing hour(s) interpolated" in caplog.text
+
+
 def test_pick_champions_by_wape() -> None:
     table = pd.DataFrame({"group": ["gpu", "gpu", "cpu", "cpu"], "model": ["a", "b", "a", "b"],
                           "wape": [0.2, 0.1, 0.3, np.nan]})
