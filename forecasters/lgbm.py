@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.base import BaseForecaster, Context, series_arrays, windows_at
-from forecasters.features import FeatureSpec, build_features
+from forecasters.features import EPS, FeatureSpec, build_features
 from forecasters.registry import register
 from forecasters.validation import default_seasons
 
@@ -105,6 +105,11 @@ class BoostCore:
     ) -> np.ndarray:
         """Forecast steps 1..h from each context, one booster call per step."""
         out = np.empty((len(ctx.uids), h))
+        # a context that is all zeros (an idle machine) has no scale: the features fall back
+        # to 1, but a correction learned in scaled units must not become absolute demand
+        with np.errstate(all="ignore"):
+            level = np.nanmean(np.abs(ctx.values[:, -self.spec.scale_window:]), axis=1)
+        idle = ~(np.isfinite(level) & (level > EPS))  # exactly where build_features falls back
         for j in range(h):
             btarget = None if base_future is None else base_future[:, j]
             k = np.full(len(ctx.uids), j + 1)
@@ -113,7 +118,7 @@ class BoostCore:
             if btarget is not None and self.residual:
                 out[:, j] = pred * scale + btarget
             else:
-                out[:, j] = (pred + anchor) * scale
+                out[:, j] = np.where(idle, anchor * scale, (pred + anchor) * scale)
         return out
 
 

@@ -171,3 +171,13 @@ def test_hybrid_residual_variant(panel: pd.DataFrame) -> None:
     assert np.isfinite(fc["mean"]).all() and len(fc) == 2 * 12
     with pytest.raises(ValueError, match="boost_target"):
         type(base)(**{**base.get_params(), "boost_target": "nope"}).fit(panel)
+
+
+def test_an_idle_series_is_forecast_idle(panel: pd.DataFrame) -> None:
+    """A machine idle at exactly 0 gets 0, not a correction learned in scaled units (which
+    made sMAPE 200 on every idle point)."""
+    idle = panel[panel["unique_id"] == panel["unique_id"].iloc[0]].assign(unique_id="idle", y=0.0)
+    model = make_model("lgbm").fit(pd.concat([panel, idle], ignore_index=True))
+    out = model.predict()
+    assert (out.loc[out["unique_id"] == "idle", "mean"] == 0.0).all()
+    assert (out.loc[out["unique_id"] != "idle", "mean"] > 0).all()
