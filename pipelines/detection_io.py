@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 PDM_METRICS = ("volt", "rotate", "pressure", "vibration")
@@ -85,25 +86,42 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
             out[str(uid)] = [(pd.Timestamp(a), pd.Timestamp(b)) for a, b in wins]
         except (TypeError, ValueError) as exc:
             raise InputError(f"{p}: bad window list for {uid!r} ({exc})") from exc
+        for a, b in out[str(uid)]:
+            if b < a:
+                raise InputError(f"{p}: window [{a}, {b}] of {uid!r} ends before it starts")
     return out
 
 
+def _numeric(f: pd.DataFrame, column: str, path: str | Path) -> pd.Series:
+    """``f[column]`` as numbers; an empty cell is missing, anything else that is not a
+    number is an error naming the file, line and column."""
+    values = pd.to_numeric(f[column], errors="coerce")
+    bad = values.isna() & f[column].notna() & (f[column].astype(str).str.strip() != "")
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: line {i + 2}, column {column!r}: {f[column].iloc[i]!r} is not a number "
+                         f"({int(bad.sum())} such value(s))")
+    return values
+
+
 def read_telemetry(path: str | Path) -> pd.DataFrame:
-    """Contract telemetry, or Azure PdM wide telemetry mapped onto it."""
+    """Contract telemetry, or Azure PdM wide telemetry mapped onto it; empty values are
+    left out."""
     f = read_table(path)
     if {"machineID", "datetime"} <= set(f.columns) and set(PDM_METRICS) & set(f.columns):
         metrics = [m for m in PDM_METRICS if m in f.columns]
+        f = f.assign(**{m: _numeric(f, m, path) for m in metrics})
         long = f.melt(id_vars=["datetime", "machineID"], value_vars=metrics, var_name="metric")
         dev = "machine" + long["machineID"].astype(str)
         return pd.DataFrame({
             "ts": to_utc_naive(long["datetime"], str(path)), "device_id": dev, "node_id": dev,
-            "metric": long["metric"], "value": long["value"].astype(float),
-        })
+            "metric": long["metric"], "value": long["value"],
+        }).dropna(subset=["value"])
     _need(f, ["ts", "device_id", "metric", "value"], path)
     return pd.DataFrame({
         "ts": to_utc_naive(f["ts"], str(path)), "device_id": f["device_id"].astype(str),
         "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
-        "metric": f["metric"].astype(str), "value": pd.to_numeric(f["value"], errors="coerce"),
+        "metric": f["metric"].astype(str), "value": _numeric(f, "value", path),
     }).dropna(subset=["value"])
 
 

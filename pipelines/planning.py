@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from anomaly.spike_features import SpikePolicy
+from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
 from pipelines import demand, detect_steps, detect_store, warehouse
 from pipelines.report_io import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
 from planner.allocation import Split
@@ -71,7 +71,11 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> Plan
     cutoff = pd.Timestamp(history["ds"].max()) if not history.empty else None
     spot = detect_store.spot_prices(con)
     # the detect flow's spike model (its default horizon) rates each market's next hours
-    probs = detect_steps.latest_spike_probabilities(con, SpikePolicy()) if not spot.empty else None
+    try:
+        probs = detect_steps.latest_spike_probabilities(con, SpikePolicy()) if not spot.empty else None
+    except SpikeGridTooLarge as exc:
+        log.warning("spot markets not rated for spikes: %s", exc)
+        probs = None
     return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs)
 
 

@@ -46,7 +46,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
-    unknown = sorted(set(windows) - set(series["unique_id"]))
+    ids = set(series["unique_id"].astype(str))
+    unknown = sorted(set(windows) - ids)
+    if windows and len(unknown) == len(windows):
+        raise CliError(
+            f"{args.windows}: no window key names a series of {args.input} (keys such as {unknown[:3]}, "
+            f"series such as {sorted(ids)[:3]}): every alarm would count as false", 2)
     if unknown:
         log.warning("windows for %d series not in the input (ignored): %s", len(unknown), unknown[:5])
     try:

@@ -54,8 +54,13 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
 
     windows = tuple(str(parse_duration(w)) for w in args.windows.split(",") if w.strip())
     cost_ratio = getattr(args, "cost_ratio", None)
+    target = getattr(args, "target_precision", 0.8)
+    if cost_ratio is not None and not cost_ratio > 0:
+        raise ValueError(f"--cost-ratio must be > 0 (a missed failure's cost over a false alert's), got {cost_ratio}")
+    if cost_ratio is None and not 0 < target <= 1:
+        raise ValueError(f"--target-precision must be in (0, 1], got {target}")
     return FaultPolicy(lead=str(parse_duration(args.lead)), horizon=str(parse_duration(args.horizon)),
-                       windows=windows, target_precision=None if cost_ratio else args.target_precision,
+                       windows=windows, target_precision=None if cost_ratio is not None else target,
                        cost_ratio=cost_ratio)
 
 

@@ -80,3 +80,31 @@ def test_detect_rejects_unknown_detector(tmp_path: Path, capsys):
     rc = main(["detect", "--db", str(tmp_path / "none.duckdb"), "--detectors", "bursts,crystal-ball"])
     assert rc == 2
     assert "crystal-ball" in capsys.readouterr().err
+
+
+def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, capsys):
+    """Windows that name no series, a window that ends before it starts, a non-numeric
+    sensor value (file, line and column named), and thresholds out of range: exit 2."""
+    tidal_series("a", days=8, seed=1).to_csv(tmp_path / "s.csv", index=False)
+    (tmp_path / "w.json").write_text(json.dumps({"a.csv": [["2026-01-06", "2026-01-07"]]}))
+    (tmp_path / "back.json").write_text(json.dumps({"a": [["2026-01-07", "2026-01-06"]]}))
+    pdm = "datetime,machineID,volt,rotate\n2015-01-01 06:00:00,1,170.2,450\n2015-01-01 07:00:00,1,abc,451\n"
+    (tmp_path / "pdm.csv").write_text(pdm)
+    tel, fails = fleet_telemetry()
+    tel.to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    cases = [
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/w.json"],
+         "no window key names a series"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/back.json"],
+         "ends before it starts"),
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/pdm.csv", "--failures", f"{tmp_path}/f.csv"],
+         "line 3, column 'volt': 'abc' is not a number"),
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
+          "--target-precision", "1.5"], "--target-precision must be in (0, 1]"),
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
+          "--cost-ratio", "0"], "--cost-ratio must be > 0"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv
