@@ -7,7 +7,7 @@ import time
 import pandas as pd
 
 from forecasters.base import BaseForecaster
-from forecasters.validation import validate_history
+from forecasters.validation import HistoryError, validate_history
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,14 @@ def cross_validation(
         raise ValueError("cross_validation needs h >= 1 and n_windows >= 1")
     step = h if step is None else int(step)
     frame = validate_history(history, model.freq)
+    lengths = frame.groupby("unique_id", sort=False).size()
+    held_out = h + (n_windows - 1) * step
+    if int(lengths.min()) <= held_out:
+        uid = lengths.idxmin()
+        raise HistoryError(
+            f"series {uid!r}: {int(lengths.min())} points, but {n_windows} window(s) of {h} steps "
+            f"{step} apart hold out the last {held_out}; use fewer windows or a shorter horizon"
+        )
     from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
     parts, seconds = [], 0.0
     for k in range(n_windows):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 from pathlib import Path
 
@@ -91,6 +92,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     report_metrics(metrics, args.out)
+    if int(metrics["events"].iloc[0]) == 0:
+        print("warning: no failure falls in the test span (of the held-out devices): recall and AUC are "
+              "undefined, and every alert counts as false; use a larger --test-fraction", file=sys.stderr)
     return 0
 
 

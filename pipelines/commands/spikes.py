@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from pipelines.outputs import report_metrics
@@ -43,4 +44,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
     report_metrics(metrics, args.out)
+    if int(metrics["positives"].max()) == 0:
+        print("warning: no spike in the test span: AUC is undefined and precision and recall are 0; use a "
+              "larger --test-fraction, a lower --k or a longer --horizon", file=sys.stderr)
     return 0

@@ -104,6 +104,9 @@ def test_cross_validation_windows(panel: pd.DataFrame) -> None:
     series = panel[panel["unique_id"] == row["unique_id"]].set_index("ds")["y"]
     assert row["mean"] == pytest.approx(series[row["ds"] - pd.Timedelta(hours=24)])
     assert cv.attrs["seconds"] >= 0
+    n = panel.groupby("unique_id").size().min()
+    with pytest.raises(forecasters.HistoryError, match=r"hold out the last .*use fewer windows"):
+        cross_validation(make_model("seasonal_naive"), panel, h=H, n_windows=n // H + 1)
 
 
 @pytest.mark.slow
