@@ -118,7 +118,7 @@ def build_spike_frame(
         price = g["price"]
         med = price.rolling(policy.median_window, min_periods=1).median().shift(1).fillna(price)
         ratio = price / med.where(med > 0)
-        od_ratio = price / g["on_demand_price"]
+        od_ratio = price / g["on_demand_price"].where(g["on_demand_price"] > 0)  # 0: unknown, not free
         spiking = ((ratio >= policy.k) | (od_ratio >= 1.0)).astype(float)
         g["ratio"] = ratio
         g["od_ratio"] = od_ratio

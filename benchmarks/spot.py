@@ -4,19 +4,22 @@
                               [--decide-every 24h] [--out bench-out/spot]
 
 For each instance type sold in two or more zones, the last 30% of the price history is
-replayed. Every ``--decide-every`` hours (the daily plan run) each rule picks one zone
-and holds it until the next decision; it pays that zone's hourly price. Rules:
+replayed hour by hour; each choice for an hour uses only what was known when it started
+(the grid row of the hour before), and pays that hour's price. Every ``--decide-every``
+hours (the daily plan run) each rule picks one zone. Rules:
 
   * on_demand: the on-demand price (the reference);
   * fixed: the zone with the least mean price over the 7 days before the replay, kept;
   * cheapest_now: the zone with the least price at decision time (price chasing);
   * expected: the zone with the least mean price over the last 7 days (the planner's
-    rule without the spike model);
-  * headroom: as ``expected``, skipping zones whose spike probability (the spike model,
-    trained on the first 70% only) is at or above 0.5, and staying on on-demand when all
-    are skipped: the planner's default rule. Between plan runs, an hour whose spike
-    probability on the held zone reaches 0.5 (a price-spike alert of the detect flow)
-    moves to the next calm zone, or to on-demand until one is calm again.
+    rule without the spike model), kept until the next run;
+  * expected_leave_spiking: as ``expected``, among zones not spiking now, and between runs
+    it leaves a zone as soon as it spikes (to the next such zone, or on-demand): a
+    reactive rule without a model;
+  * headroom: as ``expected``, among zones the spike model (trained on the first 70%
+    only) rates below its alert threshold (at most 0.5), and between runs it leaves a zone
+    as soon as the model rates it at or above (a price_spike alert): the planner's rule
+    plus acting on its alerts.
 
 Reported per data set: the mean price paid as a share of on-demand, and the hours paid
 at or above on-demand (when a spot bid capped at on-demand is interrupted) or in a
@@ -41,7 +44,7 @@ from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame  #
 from anomaly.spikes import SpikePredictor  # noqa: E402
 
 GROUP = ["provider", "instance_type", "product"]
-RULES = ["on_demand", "fixed", "cheapest_now", "expected", "headroom"]
+RULES = ["on_demand", "fixed", "cheapest_now", "expected", "expected_leave_spiking", "headroom"]
 
 
 def aws(datasets: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -67,46 +70,53 @@ def synthetic(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFr
 
 
 def replay(prices: pd.DataFrame, on_demand: pd.DataFrame, decide_every: str, p_max: float = 0.5) -> pd.DataFrame:
-    """One row per rule: share of on-demand paid, hours at/above on-demand and in a spike."""
+    """One row per rule: share of on-demand paid, hours at/above on-demand and in a spike.
+
+    Every choice for hour h uses only the grid row of hour h - 1 (what is known when the
+    hour starts); the price paid is hour h's.
+    """
     policy = SpikePolicy()
     frame = build_spike_frame(prices, policy, on_demand)
-    frame = frame[frame["on_demand_price"].notna()]
+    frame = frame[frame["on_demand_price"] > 0]
     start, end = frame["ts"].min(), frame["ts"].max()
     cut = start + (end - start) * 0.7
     train = frame[(frame["ts"] < cut - pd.Timedelta(policy.horizon)) & frame["label"].notna()]
     model = SpikePredictor(policy).fit(train)
+    limit = min(p_max, float(model.threshold_))  # the planner's rule: its limit or the alert threshold
     frame = frame.assign(p_spike=model.predict_proba(frame))
     frame["mean_7d"] = frame.groupby(SERIES_KEY)["price"].transform(lambda s: s.rolling(24 * 7, min_periods=1).mean())
     step = pd.Timedelta(decide_every)
     totals = {r: {"paid": 0.0, "od": 0.0, "above": 0, "spike": 0, "hours": 0} for r in RULES}
-    for _key, g in frame[frame["ts"] >= cut].groupby(GROUP, sort=True):
+    for _key, g in frame[frame["ts"] >= cut - pd.Timedelta("1h")].groupby(GROUP, sort=True):
         wide = {c: g.pivot_table(index="ts", columns="zone", values=c) for c in
                 ("price", "mean_7d", "p_spike", "on_demand_price", "spiking")}
         zones = [z for z in wide["price"].columns if wide["price"][z].notna().all()]
         if len(zones) < 2:
             continue
         price, od = wide["price"][zones], wide["on_demand_price"][zones].mean(axis=1)
-        p_spike, mean_7d = wide["p_spike"][zones], wide["mean_7d"][zones]
-        spiking = wide["spiking"][zones]
-        fixed = mean_7d.iloc[0].idxmin()
+        p_spike, mean_7d, spiking = wide["p_spike"][zones], wide["mean_7d"][zones], wide["spiking"][zones]
         held: dict[str, str | None] = {}
         last_decision = None
-        for h in price.index:
-            daily = last_decision is None or h - last_decision >= step
-            calm = [z for z in zones if p_spike.at[h, z] < p_max]
-            if daily:
+        for prev, h in zip(price.index[:-1], price.index[1:]):
+            calm = [z for z in zones if p_spike.at[prev, z] < limit]
+            quiet = [z for z in zones if spiking.at[prev, z] == 0]
+            if last_decision is None or h - last_decision >= step:  # the daily plan run
                 last_decision = h
                 held = {
-                    "on_demand": None, "fixed": fixed, "cheapest_now": price.loc[h].idxmin(),
-                    "expected": mean_7d.loc[h].idxmin(),
-                    "headroom": mean_7d.loc[h, calm].idxmin() if calm else None,
+                    "on_demand": None,
+                    "fixed": held.get("fixed", mean_7d.loc[prev].idxmin()),
+                    "cheapest_now": price.loc[prev].idxmin(),
+                    "expected": mean_7d.loc[prev].idxmin(),
+                    "expected_leave_spiking": mean_7d.loc[prev, quiet].idxmin() if quiet else None,
+                    "headroom": mean_7d.loc[prev, calm].idxmin() if calm else None,
                 }
-            else:
-                # between plan runs, a price-spike alert on the held market (or its end, while
-                # on on-demand for want of a calm market) moves the interruptible share
-                z = held["headroom"]
-                if (z is not None and p_spike.at[h, z] >= p_max) or (z is None and calm):
-                    held["headroom"] = mean_7d.loc[h, calm].idxmin() if calm else None
+            else:  # between runs, the reactive rules move on what the last hour showed
+                z = held["expected_leave_spiking"]
+                if (z is not None and spiking.at[prev, z] > 0) or (z is None and quiet):
+                    held["expected_leave_spiking"] = mean_7d.loc[prev, quiet].idxmin() if quiet else None
+                z = held["headroom"]  # a price_spike alert on the held market, or its end
+                if (z is not None and p_spike.at[prev, z] >= limit) or (z is None and calm):
+                    held["headroom"] = mean_7d.loc[prev, calm].idxmin() if calm else None
             o = float(od.at[h])
             for rule, zone in held.items():
                 t = totals[rule]

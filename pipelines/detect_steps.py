@@ -197,22 +197,28 @@ def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePol
 
 
 def spike_probabilities(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,
-                        policy: SpikePolicy) -> pd.DataFrame:
-    """Every spot market's latest grid row with ``p_spike``, its probability of a spike
-    within the policy's horizon."""
-    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
+                        policy: SpikePolicy, at: pd.Timestamp | None = None) -> pd.DataFrame:
+    """Every spot market's latest grid row (at or before ``at``, when given) with
+    ``p_spike``, its probability of a spike within the policy's horizon, and the model's
+    alert ``threshold``."""
+    if at is not None:
+        prices = prices[prices["ts"] <= at]
+    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None, end=at)
     latest = frame.sort_values("ts").groupby(SERIES_KEY).tail(1)
-    return latest.assign(p_spike=model.predict_proba(latest))
+    return latest.assign(p_spike=model.predict_proba(latest), threshold=float(model.threshold_))
 
 
-def latest_spike_probabilities(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> pd.DataFrame | None:
-    """``p_spike`` per spot market from the newest registered model for ``policy``; None
-    when there is no model (or no prices) yet."""
+def latest_spike_probabilities(con: duckdb.DuckDBPyConnection, policy: SpikePolicy,
+                               at: pd.Timestamp | None = None) -> pd.DataFrame | None:
+    """``p_spike`` per spot market (as of ``at``) from the newest registered model for
+    ``policy``; None when there is no model (or no prices) yet."""
     prices = detect_store.spot_prices(con)
+    if at is not None:
+        prices = prices[prices["ts"] <= at]
     blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
     if blob is None or prices.empty:
         return None
-    return spike_probabilities(pickle.loads(blob), prices, detect_store.on_demand(con), policy)
+    return spike_probabilities(pickle.loads(blob), prices, detect_store.on_demand(con), policy, at)
 
 
 def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,

@@ -48,7 +48,7 @@ def on_demand(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """On-demand prices from the catalog (where known)."""
     return query(con, """
         SELECT provider, region, instance_type, on_demand_price FROM instance_catalog
-        WHERE on_demand_price IS NOT NULL
+        WHERE on_demand_price > 0  -- 0 is a placeholder in some price lists, not a price
     """)
 
 

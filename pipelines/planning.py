@@ -69,22 +69,31 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> Plan
     capacity = warehouse.query(con, CAPACITY_SQL)
     catalog = warehouse.query(con, "SELECT * FROM instance_catalog ORDER BY provider, region, instance_type")
     cutoff = pd.Timestamp(history["ds"].max()) if not history.empty else None
+    # spot prices as of the data cutoff, so a plan run is the same whenever it is re-run
     spot = detect_store.spot_prices(con)
-    # the detect flow's spike model (its default horizon) rates each market's next hours
-    try:
-        probs = detect_steps.latest_spike_probabilities(con, SpikePolicy()) if not spot.empty else None
-    except SpikeGridTooLarge as exc:
-        log.warning("spot markets not rated for spikes: %s", exc)
-        probs = None
+    if cutoff is not None:
+        spot = spot[spot["ts"] <= cutoff]
+    probs = None
+    if not spot.empty:
+        # the detect flow's spike model (its default horizon) rates each market's next hours
+        try:
+            probs = detect_steps.latest_spike_probabilities(con, SpikePolicy(), at=cutoff)
+        except SpikeGridTooLarge as exc:
+            log.warning("spot markets not rated for spikes: %s", exc)
     return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs)
 
 
 def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:
-    """Each spot market's price over ``lookback`` (:func:`planner.spot.market_stats`), or
-    None without spot prices."""
-    if inputs.spot_prices is None or inputs.spot_prices.empty:
+    """Each spot market's price over the ``lookback`` before the data cutoff
+    (:func:`planner.spot.market_stats`), or None without spot prices in that window."""
+    spot = inputs.spot_prices
+    if spot is None or spot.empty:
         return None
-    return market_stats(inputs.spot_prices, lookback, on_demand=inputs.catalog.dropna(subset=["on_demand_price"]))
+    if inputs.data_cutoff is not None and spot["ts"].max() < inputs.data_cutoff - pd.Timedelta(lookback):
+        log.warning("spot prices end at %s, before the last %s of the data: no spot plan", spot["ts"].max(),
+                    lookback)
+        return None
+    return market_stats(spot, lookback, on_demand=inputs.catalog, end=inputs.data_cutoff)
 
 
 def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs) -> dict[str, Split]:
@@ -172,6 +181,6 @@ def spot_text(spot: dict) -> str:
     """A pool's spot recommendation (a ``summarize`` row), in words."""
     if spot["action"] != "use_spot":
         return "interruptible share stays on on-demand"
-    p = "no spike model yet" if spot["p_spike"] is None else f"p(spike) {spot['p_spike']:.2f}"
+    p = "not rated for spikes" if pd.isna(spot["p_spike"]) else f"p(spike) {spot['p_spike']:.2f}"
     return (f"interruptible share on spot {spot['instance_type']} in {spot['zone']}, {spot['discount']:.0%} "
             f"below on-demand, {p}, saves {spot['expected_monthly_saving']:,.0f}/month")

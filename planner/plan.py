@@ -126,8 +126,8 @@ def make_plan(
                 public_rows = qualifying_offers(catalog, resource, pool)
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
                                       spot_markets, spike_probabilities, policy.costs, policy.spot,
-                                      offers["public"].unit_price)
-                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS))
+                                      offers["public"])
+                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object))
                 if spot["action"] == "use_spot":  # reserve only what stays on on-demand
                     load = load * (1.0 - policy.spot.interruptible_share)
             res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations)

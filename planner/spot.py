@@ -22,7 +22,7 @@ import pandas as pd
 
 from anomaly.base import require_columns
 from anomaly.spike_features import SERIES_KEY, resample_prices
-from planner.cost import CostPolicy
+from planner.cost import CostPolicy, Offer
 
 SPOT_COLUMNS = [
     "unique_id", "resource", "action", "provider", "region", "zone", "instance_type", "product",
@@ -63,6 +63,7 @@ def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | 
     price, the hours observed and, with ``on_demand`` (``provider, region,
     instance_type, on_demand_price``), the hours priced at or above on-demand."""
     require_columns(prices, [*SERIES_KEY, "region", "ts", "price"], "spot prices")
+    prices = prices[prices["price"] > 0]  # a price of 0 is a placeholder: the last real one holds
     if prices.empty:
         return pd.DataFrame(columns=MARKET_COLUMNS)
     stop = (end if end is not None else prices["ts"].max()).floor("1h")
@@ -73,6 +74,7 @@ def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | 
     grid = resample_prices(window, "1h", stop)
     recent = grid[grid["ts"] > start]
     if on_demand is not None and not on_demand.empty:
+        on_demand = on_demand[on_demand["on_demand_price"] > 0]
         od = on_demand.drop_duplicates(["provider", "region", "instance_type"], keep="last")
         recent = recent.merge(od[["provider", "region", "instance_type", "on_demand_price"]],
                               on=["provider", "region", "instance_type"], how="left")
@@ -87,6 +89,11 @@ def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | 
     return out[MARKET_COLUMNS]
 
 
+def _instance_cost(load: np.ndarray, units: float, price: float) -> float:
+    """What carrying ``load`` (pool units per hour) costs in whole instances."""
+    return float((np.ceil(load / units - 1e-9) * price).sum())
+
+
 def recommend_spot(
     uid: str,
     resource: str,
@@ -96,70 +103,92 @@ def recommend_spot(
     probabilities: pd.DataFrame | None,
     costs: CostPolicy,
     policy: SpotPolicy,
-    on_demand_unit_price: float,
+    on_demand: Offer,
 ) -> dict[str, object]:
     """The spot recommendation of one pool (a row of ``SPOT_COLUMNS``).
 
     ``public_load`` is the hourly load public carries (pool units); ``public_offers`` the
     qualifying public catalog rows with ``pool_units``; ``markets`` from
     :func:`market_stats`; ``probabilities`` the latest ``p_spike`` per market
-    (``SERIES_KEY`` columns), or None without a spike model; ``on_demand_unit_price``
-    what public on-demand costs per pool unit-hour.
+    (``SERIES_KEY`` columns, and the spike model's alert ``threshold`` when known), or None
+    without a spike model; ``on_demand`` the public offer the load runs on otherwise.
+
+    Both ways are priced in whole instances, hour by hour, as the allocation is: the
+    share on spot must save money after rounding (a share smaller than one spot instance
+    often does not), and at least ``min_discount`` per unit of work.
     """
     row: dict[str, object] = {c: None for c in SPOT_COLUMNS}
     load = np.clip(np.asarray(public_load, dtype=float), 0.0, None)
-    spot_load = policy.interruptible_share * load
-    row.update(unique_id=uid, resource=resource, interruptible_share=policy.interruptible_share,
-               spot_load_mean=float(spot_load.mean()) if load.size else 0.0,
-               on_demand_unit_price=on_demand_unit_price, action="on_demand", expected_monthly_saving=0.0)
-    if policy.interruptible_share == 0 or not load.size or float(spot_load.mean()) <= 0:
+    share = policy.interruptible_share
+    od_unit = on_demand.unit_price if on_demand.units > 0 else float("nan")
+    row.update(unique_id=uid, resource=resource, interruptible_share=share,
+               spot_load_mean=float(share * load.mean()) if load.size else 0.0,
+               on_demand_unit_price=od_unit, action="on_demand", expected_monthly_saving=0.0)
+    if share == 0 or not load.size or float(load.mean()) <= 0:
         row["reason"] = "no interruptible public load"
         return row
-    if not on_demand_unit_price > 0:
+    if not od_unit > 0:
         row["reason"] = "no on-demand price to compare spot with"
         return row
-    offers = public_offers[["provider", "region", "instance_type", "pool_units", "on_demand_price"]]
+    offers = public_offers[["provider", "region", "instance_type", "pool_units"]]
     cand = markets.merge(offers, on=["provider", "region", "instance_type"], how="inner")
-    cand = cand[cand["price_expected"] > 0]  # a spot price of 0 is a placeholder, not free capacity
+    min_hours = pd.Timedelta(policy.lookback) / pd.Timedelta(hours=1) / 2
+    cand = cand[(cand["price_expected"] > 0) & (cand["hours"] >= min_hours)]
     if cand.empty:
-        row["reason"] = "no spot price history for a public instance type that fits this pool"
+        row["reason"] = (f"no spot price history (at least half of the last {policy.lookback}) for a public "
+                         "instance type that fits this pool")
         return row
-    cand = cand.assign(spot_unit_price=cand["price_expected"] / cand["pool_units"])
     if probabilities is not None and not probabilities.empty:
-        cand = cand.merge(probabilities[[*SERIES_KEY, "p_spike"]], on=SERIES_KEY, how="left")
+        keep = [*SERIES_KEY, "p_spike"] + (["threshold"] if "threshold" in probabilities else [])
+        cand = cand.merge(probabilities[keep], on=SERIES_KEY, how="left")
     else:
         cand = cand.assign(p_spike=np.nan)
-    cand = cand.sort_values(["spot_unit_price", *SERIES_KEY]).reset_index(drop=True)
-    calm = cand[~(cand["p_spike"] >= policy.max_spike_probability)]
-    cheap_enough = on_demand_unit_price * (1.0 - policy.min_discount)
+    # skip what the spike model rates at the policy's limit, or at its own alert threshold
+    limit = np.minimum(policy.max_spike_probability, cand["threshold"]) if "threshold" in cand \
+        else pd.Series(policy.max_spike_probability, index=cand.index)
+    cand = cand.assign(spot_unit_price=cand["price_expected"] / cand["pool_units"], limit=limit.fillna(
+        policy.max_spike_probability))
+    baseline = _instance_cost(load, on_demand.units, on_demand.price)
+    stays = _instance_cost((1.0 - share) * load, on_demand.units, on_demand.price)
+    cand["saving"] = [baseline - stays - _instance_cost(share * load, u, p)
+                      for u, p in zip(cand["pool_units"], cand["price_expected"])]
+    cand = cand.sort_values(["saving", "spot_unit_price", *SERIES_KEY],
+                            ascending=[False, True] + [True] * len(SERIES_KEY)).reset_index(drop=True)
+    calm = cand[~(cand["p_spike"] >= cand["limit"])]
     best = (calm if not calm.empty else cand).iloc[0]
+    monthly = costs.hours_per_month / len(load)
+    factors = costs.at("public")
     row.update({
         "provider": best["provider"], "region": best["region"], "zone": best["zone"],
         "instance_type": best["instance_type"], "product": best["product"],
         "pool_units": float(best["pool_units"]), "spot_price_now": float(best["price_now"]),
         "spot_price_expected": float(best["price_expected"]), "spot_unit_price": float(best["spot_unit_price"]),
-        "discount": 1.0 - float(best["spot_unit_price"]) / on_demand_unit_price,
+        "discount": 1.0 - float(best["spot_unit_price"]) / od_unit,
         "p_spike": None if pd.isna(best["p_spike"]) else float(best["p_spike"]),
-        "spot_instances": float(np.ceil(spot_load / float(best["pool_units"]) - 1e-9).mean()),
+        "spot_instances": float(np.ceil(share * load / float(best["pool_units"]) - 1e-9).mean()),
+        "hours_above_on_demand": None if pd.isna(best["hours_above_on_demand"])
+        else int(best["hours_above_on_demand"]),
     })
-    if pd.notna(best["hours_above_on_demand"]):
-        row["hours_above_on_demand"] = int(best["hours_above_on_demand"])
+    saving = float(factors.effective(float(best["saving"]))) * monthly
+    market = f"{best['zone']} {best['instance_type']}"
     if calm.empty:
-        row["reason"] = (f"every fitting spot market is expected to spike (p >= {policy.max_spike_probability:g}); "
-                         f"least bad {best['zone']} {best['instance_type']} p={best['p_spike']:.2f}")
+        row["reason"] = (f"every fitting spot market is expected to spike (p at or above the limit); "
+                         f"least bad {market} p={best['p_spike']:.2f}")
         return row
-    if float(best["spot_unit_price"]) > cheap_enough:
-        row["reason"] = (f"spot {best['zone']} {best['instance_type']} saves only {row['discount']:.0%} "
-                         f"per unit over the last {policy.lookback} (needs {policy.min_discount:.0%})")
+    if row["discount"] < policy.min_discount:
+        row["reason"] = (f"spot {market} saves only {row['discount']:.0%} per unit over the last "
+                         f"{policy.lookback} (needs {policy.min_discount:.0%})")
         return row
-    factors = costs.at("public")
-    saving_per_unit_hour = float(factors.effective(on_demand_unit_price - float(best["spot_unit_price"])))
+    if saving <= 0:
+        row["reason"] = (f"spot {market} is {row['discount']:.0%} cheaper per unit, but in whole instances "
+                         f"({row['spot_instances']:.1f} of {best['pool_units']:g} units for "
+                         f"{row['spot_load_mean']:.1f} units of load) it would cost {-saving:,.0f}/month more")
+        return row
     row["action"] = "use_spot"
-    row["expected_monthly_saving"] = float(spot_load.mean()) * costs.hours_per_month * saving_per_unit_hour
+    row["expected_monthly_saving"] = saving
     skipped = len(cand) - len(calm)
-    p_text = "no spike model yet" if row["p_spike"] is None else f"p(spike) {row['p_spike']:.2f}"
-    row["reason"] = (f"{policy.interruptible_share:.0%} of public load on spot in {best['zone']} "
-                     f"({best['instance_type']}): {row['discount']:.0%} below on-demand per unit over the last "
-                     f"{policy.lookback}, {p_text}" + (f"; {skipped} market(s) skipped for a predicted spike"
-                                                       if skipped else ""))
+    p_text = "not rated by the spike model" if row["p_spike"] is None else f"p(spike) {row['p_spike']:.2f}"
+    row["reason"] = (f"{share:.0%} of public load on spot in {market}: {row['discount']:.0%} below on-demand "
+                     f"per unit over the last {policy.lookback}, {p_text}"
+                     + (f"; {skipped} market(s) skipped for a predicted spike" if skipped else ""))
     return row

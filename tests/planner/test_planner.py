@@ -185,30 +185,34 @@ def test_spot_picks_the_cheapest_expected_market_and_skips_predicted_spikes() ->
     cat = catalog()
     public = P.cost.qualifying_offers(cat, "gpu", "a100")
     public = public[public["location"] == "public"]
-    markets = P.market_stats(_spot_prices(), "7D", on_demand=cat[["provider", "region", "instance_type",
-                                                                  "on_demand_price"]])
-    od_unit = P.select_offers(cat, "gpu", "a100")["public"].unit_price
-    load = np.full(24 * 30, 32.0)  # 32 A100s on public, 8 of them interruptible
-    policy = P.SpotPolicy(interruptible_share=0.25)
-    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, policy, od_unit)
-    # zone a is cheaper in calm hours (8 vs 11) but its spikes make it dearer on average
-    assert row["action"] == "use_spot" and row["zone"] == "r1b" and row["spot_instances"] == 1.0
+    markets = P.market_stats(_spot_prices(), "7D", on_demand=cat)
+    od = P.select_offers(cat, "gpu", "a100")["public"]
     # public on-demand is cheapest per A100-unit of work on the H100s (96/h for 25.4 units)
-    assert od_unit == pytest.approx(96.0 / (8 * 989.0 / 312.0))
-    assert row["discount"] == pytest.approx(1 - (11.0 / 8) / od_unit)
-    assert row["expected_monthly_saving"] == pytest.approx(8.0 * 730 * (od_unit - 11.0 / 8))
+    assert od.instance_type == "h100-8x" and od.unit_price == pytest.approx(96.0 / (8 * 989.0 / 312.0))
+    load = np.full(24 * 30, 128.0)  # 128 A100-units on public, 32 of them interruptible
+    policy = P.SpotPolicy(interruptible_share=0.25)
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, policy, od)
+    # zone a is cheaper in calm hours (8 vs 11) but its spikes make it dearer on average
+    assert row["action"] == "use_spot" and row["zone"] == "r1b" and row["spot_instances"] == 4.0
+    assert row["discount"] == pytest.approx(1 - (11.0 / 8) / od.unit_price)
+    # whole instances: 6 H100 boxes for 128 units, or 4 for the other 96 plus 4 spot A100 boxes
+    assert row["expected_monthly_saving"] == pytest.approx(730 * (6 * 96.0 - 4 * 96.0 - 4 * 11.0))
     probs = pd.DataFrame({"provider": "cloud", "zone": ["r1a", "r1b"], "instance_type": "a100-8x",
                           "product": "Linux", "p_spike": [0.1, 0.9]})
-    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, probs, FREE, policy, od_unit)
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, probs, FREE, policy, od)
     assert row["zone"] == "r1a" and row["p_spike"] == 0.1 and "1 market(s) skipped" in row["reason"]
-    both = probs.assign(p_spike=0.8)
-    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, both, FREE, policy, od_unit)
+    # the spike model's own alert threshold (0.05 here) is the limit when it is lower
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, probs.assign(threshold=0.05), FREE,
+                           policy, od)
     assert row["action"] == "on_demand" and "expected to spike" in row["reason"]
     strict = P.SpotPolicy(interruptible_share=0.25, min_discount=0.7)
-    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, strict, od_unit)
+    row = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, strict, od)
     assert row["action"] == "on_demand" and "saves only" in row["reason"]
-    off = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, P.SpotPolicy(0.0), od_unit)
+    off = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, P.SpotPolicy(0.0), od)
     assert off["action"] == "on_demand" and off["expected_monthly_saving"] == 0.0
+    # a share smaller than one spot box does not pay after rounding: 0.25 x 20 units = 5 of 8
+    small = P.recommend_spot("c/a100/gpu", "gpu", np.full(48, 20.0), public, markets, None, FREE, policy, od)
+    assert small["action"] == "on_demand" and "in whole instances" in small["reason"]
 
 
 def test_make_plan_reserves_only_what_stays_off_spot() -> None:
@@ -238,6 +242,13 @@ def test_a_zero_price_is_no_offer() -> None:
     spot = _spot_prices().assign(instance_type="free-8x", price=0.0)
     markets = P.market_stats(pd.concat([_spot_prices(), spot]), "7D", on_demand=cat)
     public = P.cost.qualifying_offers(cat, "gpu", "a100")
-    row = P.recommend_spot("c/a100/gpu", "gpu", np.full(48, 32.0), public[public["location"] == "public"], markets,
-                           None, FREE, P.SpotPolicy(), P.select_offers(cat, "gpu", "a100")["public"].unit_price)
+    row = P.recommend_spot("c/a100/gpu", "gpu", np.full(48, 128.0), public[public["location"] == "public"],
+                           markets, None, FREE, P.SpotPolicy(), P.select_offers(cat, "gpu", "a100")["public"])
     assert row["instance_type"] == "a100-8x" and row["action"] == "use_spot"
+    # a placeholder 0 inside a real series does not pull its mean down, nor a 0 on-demand price
+    # make every hour "above on-demand"
+    holes = _spot_prices()
+    holes.loc[(holes["zone"] == "r1b") & (holes.index % 24 < 12), "price"] = 0.0
+    od0 = cat.assign(on_demand_price=cat["on_demand_price"].where(cat["instance_type"] != "a100-8x", 0.0))
+    m = P.market_stats(holes, "7D", on_demand=od0).set_index("zone")
+    assert m.loc["r1b", "price_expected"] == pytest.approx(11.0) and pd.isna(m.loc["r1b", "hours_above_on_demand"])
