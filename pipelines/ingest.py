@@ -38,6 +38,14 @@ class IngestResult:
     sample_reasons: tuple[str, ...] = ()
 
 
+def counts_text(r: IngestResult) -> str:
+    """``read N, loaded N, rejected N`` and, when rows repeat what was loaded already (in this
+    file or before), how many."""
+    same = r.rows_read - r.rows_loaded - r.rows_rejected
+    extra = f", {same} repeated row(s) already loaded" if same > 0 else ""
+    return f"read {r.rows_read}, loaded {r.rows_loaded}, rejected {r.rows_rejected}{extra}"
+
+
 class StrictModeError(Exception):
     """``--strict`` and the file had bad rows: nothing of it was written."""
 

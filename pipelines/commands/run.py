@@ -28,7 +28,9 @@ def _print_summary(out: dict) -> None:
         if r["status"] == "skipped":
             print(f"  {r['path']}: skipped (already ingested)")
         else:
-            print(f"  {r['path']}: read {r['rows_read']}, loaded {r['rows_loaded']}, rejected {r['rows_rejected']}")
+            same = r["rows_read"] - r["rows_loaded"] - r["rows_rejected"]
+            extra = f", {same} repeated row(s) already loaded" if same > 0 else ""
+            print(f"  {r['path']}: read {r['rows_read']}, loaded {r['rows_loaded']}, rejected {r['rows_rejected']}{extra}")
     print("\nwarehouse:")
     for table, n in ing["summary"]["rows"].items():
         print(f"  {table:<18} {n:>10,} rows")
