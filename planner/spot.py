@@ -94,6 +94,18 @@ def _instance_cost(load: np.ndarray, units: float, price: float) -> float:
     return float((np.ceil(load / units - 1e-9) * price).sum())
 
 
+def _spot_machines(load: np.ndarray, share: float, units: float) -> np.ndarray:
+    """Spot machines per hour: as many as the interruptible load fills completely (a
+    machine half full of interruptible work is cheaper left on on-demand)."""
+    return np.floor(share * load / units + 1e-9)
+
+
+def _split_cost(load: np.ndarray, share: float, units: float, price: float, on_demand: Offer) -> float:
+    """Spot machines for the interruptible load they fill, on-demand machines for the rest."""
+    machines = _spot_machines(load, share, units)
+    return float((machines * price).sum()) + _instance_cost(load - machines * units, on_demand.units, on_demand.price)
+
+
 def recommend_spot(
     uid: str,
     resource: str,
@@ -113,9 +125,10 @@ def recommend_spot(
     (``SERIES_KEY`` columns, and the spike model's alert ``threshold`` when known), or None
     without a spike model; ``on_demand`` the public offer the load runs on otherwise.
 
-    Both ways are priced in whole instances, hour by hour, as the allocation is: the
-    share on spot must save money after rounding (a share smaller than one spot instance
-    often does not), and at least ``min_discount`` per unit of work.
+    Both ways are priced in whole instances, hour by hour, as the allocation is: spot
+    takes as many machines as the interruptible load fills completely, on-demand the rest,
+    and that must cost less than all on-demand (a share smaller than one spot machine
+    saves nothing), at least ``min_discount`` less per unit of work.
     """
     row: dict[str, object] = {c: None for c in SPOT_COLUMNS}
     load = np.clip(np.asarray(public_load, dtype=float), 0.0, None)
@@ -149,8 +162,7 @@ def recommend_spot(
     cand = cand.assign(spot_unit_price=cand["price_expected"] / cand["pool_units"], limit=limit.fillna(
         policy.max_spike_probability))
     baseline = _instance_cost(load, on_demand.units, on_demand.price)
-    stays = _instance_cost((1.0 - share) * load, on_demand.units, on_demand.price)
-    cand["saving"] = [baseline - stays - _instance_cost(share * load, u, p)
+    cand["saving"] = [baseline - _split_cost(load, share, u, p, on_demand)
                       for u, p in zip(cand["pool_units"], cand["price_expected"])]
     cand = cand.sort_values(["saving", "spot_unit_price", *SERIES_KEY],
                             ascending=[False, True] + [True] * len(SERIES_KEY)).reset_index(drop=True)
@@ -165,7 +177,7 @@ def recommend_spot(
         "spot_price_expected": float(best["price_expected"]), "spot_unit_price": float(best["spot_unit_price"]),
         "discount": 1.0 - float(best["spot_unit_price"]) / od_unit,
         "p_spike": None if pd.isna(best["p_spike"]) else float(best["p_spike"]),
-        "spot_instances": float(np.ceil(share * load / float(best["pool_units"]) - 1e-9).mean()),
+        "spot_instances": float(_spot_machines(load, share, float(best["pool_units"])).mean()),
         "hours_above_on_demand": None if pd.isna(best["hours_above_on_demand"])
         else int(best["hours_above_on_demand"]),
     })
@@ -180,9 +192,10 @@ def recommend_spot(
                          f"{policy.lookback} (needs {policy.min_discount:.0%})")
         return row
     if saving <= 0:
-        row["reason"] = (f"spot {market} is {row['discount']:.0%} cheaper per unit, but in whole instances "
-                         f"({row['spot_instances']:.1f} of {best['pool_units']:g} units for "
-                         f"{row['spot_load_mean']:.1f} units of load) it would cost {-saving:,.0f}/month more")
+        how = (f"the interruptible load ({row['spot_load_mean']:.1f} units) never fills one "
+               f"{best['pool_units']:g}-unit machine" if row["spot_instances"] == 0
+               else f"in whole instances it would cost {-saving:,.0f}/month more")
+        row["reason"] = f"spot {market} is {row['discount']:.0%} cheaper per unit, but {how}"
         return row
     row["action"] = "use_spot"
     row["expected_monthly_saving"] = saving
