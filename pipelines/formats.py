@@ -59,12 +59,23 @@ NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
 def _prom_samples(path: Path) -> pd.DataFrame:
     doc = _load_json(path)
     if not isinstance(doc, dict) or doc.get("status") != "success":
-        raise IngestFileError(path, "not a successful Prometheus API response (status != success)")
-    data = doc.get("data") or {}
+        said = (f": {doc.get('errorType', '')} {doc.get('error', '')}".rstrip()
+                if isinstance(doc, dict) and doc.get("status") == "error" else "")
+        raise IngestFileError(path, f"not a successful Prometheus API response (status "
+                                    f"{doc.get('status') if isinstance(doc, dict) else None!r}){said}")
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise IngestFileError(path, f"'data' must be an object with resultType and result, got {type(data).__name__}")
     if data.get("resultType") != "matrix":
         raise IngestFileError(path, f"expected a query_range matrix, got resultType={data.get('resultType')!r}")
+    result = data.get("result") or []
+    if not isinstance(result, list):
+        raise IngestFileError(path, f"'data.result' must be a list of series, got {type(result).__name__}")
     rows = []
-    for s, series in enumerate(data.get("result") or [], start=1):
+    for s, series in enumerate(result, start=1):
+        if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict) \
+                or not isinstance(series.get("values", []), list):
+            raise IngestFileError(path, f"series {s} of data.result is not {{'metric': {{...}}, 'values': [...]}}")
         labels = series.get("metric") or {}
         for v, pair in enumerate(series.get("values") or [], start=1):
             ts, val = (pair + [None, None])[:2] if isinstance(pair, list) else (None, None)
@@ -111,10 +122,15 @@ def _num(series: pd.Series) -> pd.Series:
     return pd.to_numeric(series, errors="coerce")
 
 
+def _sum_all(x: pd.Series) -> float:
+    """The sum, or NaN when any value is missing (a NaN sample must be rejected, not read as 0)."""
+    return float(x.sum(min_count=len(x)))
+
+
 def _agg_by_host(frame: pd.DataFrame, resource: str) -> pd.DataFrame:
     g = frame.groupby(["host", "ts"], sort=True)
-    out = g.agg(cluster=("cluster", "first"), pool=("pool", "first"), used=("used", "sum"),
-                capacity=("capacity", "sum"), _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
+    out = g.agg(cluster=("cluster", "first"), pool=("pool", "first"), used=("used", _sum_all),
+                capacity=("capacity", _sum_all), _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
     out["resource"] = resource
     return out
 
@@ -137,9 +153,12 @@ def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
     c["v"] = _num(c["value"])
     c = c.sort_values(["host", "cpu", "mode", "t"])
     grp = c.groupby(["host", "cpu", "mode"], sort=False)
-    # counter -> busy fraction of one core over each step; a counter reset gives NaN (dropped)
-    rate = grp["v"].diff() / grp["t"].diff()
-    c["busy"] = rate.where((rate >= 0) & (c["mode"] != "idle"), 0.0).where(rate.notna())
+    # counter -> busy fraction of one core over each step. After a counter reset (the value
+    # drops) the counter restarted from 0, so the increase is the new value, as in rate()
+    delta = grp["v"].diff()
+    delta = delta.where(delta >= 0, c["v"])
+    rate = delta / grp["t"].diff()
+    c["busy"] = rate.where(c["mode"] != "idle", 0.0).where(rate.notna())
     c = c[c["busy"].notna()]
     per_cpu = c.groupby(["host", "ts", "cpu"], sort=True).agg(
         busy=("busy", "sum"), cluster=("cluster", "first"), pool=("pool", "first"),
@@ -188,9 +207,13 @@ def gwa_frame(path: Path, cluster: str, pool: str) -> pd.DataFrame:
         f = [x.strip() for x in line.split(";")]
         get = lambda c: f[pos[c]] if pos[c] < len(f) else ""  # noqa: E731
         cores, cap_mhz, use_mhz = _float(get("CPU cores")), _float(get("CPU capacity provisioned [MHZ]")), _float(get("CPU usage [MHZ]"))
-        per_core = cap_mhz / cores if cores and cores > 0 else math.nan
+        per_core = cap_mhz / cores if cores and cores > 0 and cap_mhz > 0 else math.nan
         ts = get("Timestamp [ms]")
-        rows.append((ts, cluster, pool, node, "cpu", _fmt(use_mhz / per_core if per_core else math.nan, get("CPU usage [MHZ]")), _fmt(cores, get("CPU cores")), n, line))
+        # usage in cores is undefined without cores and provisioned MHz: say so (rejected by
+        # validation), never pass the raw MHz on as if it were cores
+        used = (_fmt(use_mhz / per_core, get("CPU usage [MHZ]")) if per_core > 0
+                else f"undefined ({get('CPU cores') or '?'} cores, {get('CPU capacity provisioned [MHZ]') or '?'} MHz provisioned)")
+        rows.append((ts, cluster, pool, node, "cpu", used, _fmt(cores, get("CPU cores")), n, line))
         mem_cap, mem_use = _float(get("Memory capacity provisioned [KB]")), _float(get("Memory usage [KB]"))
         rows.append((ts, cluster, pool, node, "mem", _fmt(mem_use / 1048576.0, get("Memory usage [KB]")), _fmt(mem_cap / 1048576.0, get("Memory capacity provisioned [KB]")), n, line))
     return pd.DataFrame(rows, columns=["ts", "cluster", "pool", "node_id", "resource", "used", "capacity", "_line", "_raw"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -301,3 +302,42 @@ def test_a_folder_with_one_kind_named_reads_only_that_kind(tmp_path, db_path, ca
     assert cli.main(["ingest", "--kind", "telemetry", "--db", str(db_path), str(out)]) == 0
     assert cli.main(["ingest", "--kind", "failures", "--db", str(db_path), str(out)]) == 0
     assert "loaded 1" in capsys.readouterr().out
+
+
+def test_prometheus_nan_is_rejected_and_counter_resets_count(con, tmp_path):
+    """A NaN sample rejects its host-step (a sum skipping it read NaN as 0); after a counter
+    reset the new value is the increase, as in Prometheus' rate()."""
+    gpu = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n1", "gpu": g},
+            "values": [[1767225600, a], [1767225660, b]]} for g, a, b in (("0", "50", "NaN"), ("1", "70", "80"))]
+    cpu = [{"metric": {"__name__": "node_cpu_seconds_total", "instance": "n1", "cpu": "0", "mode": m},
+            "values": [[1767225600 + 60 * i, str(v)] for i, v in enumerate(vals)]}
+           for m, vals in (("user", [100, 130, 20]), ("idle", [100, 130, 160]))]
+    p = tmp_path / "u.json"
+    p.write_text(_prom(gpu + cpu))
+    r = ingest.ingest_file(con, p, "utilization", cluster="c", pool="p")
+    u = rows(con, "utilization")
+    assert u[u["resource"] == "gpu"]["used"].tolist() == [pytest.approx(1.2)]  # 08:01 rejected
+    assert u[u["resource"] == "cpu"]["used"].tolist() == [pytest.approx(0.5), pytest.approx(20 / 60)]
+    assert r.rows_rejected == 1 and "used: not finite" in next(iter(rejects(con).values()))
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"status": "success", "data": [1]}, "'data' must be an object"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": ["x"]}}, "series 1 of data.result"),
+    ({"status": "error", "errorType": "bad_data", "error": "parse error"}, "(status 'error'): bad_data parse error"),
+])
+def test_prometheus_malformed_responses_are_clear(con, tmp_path, doc, message):
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(IngestFileError, match=re.escape(message)):
+        ingest.ingest_file(con, p, "utilization", "prometheus-json")
+
+
+def test_gwa_t12_never_loads_megahertz_as_cores(con, tmp_path):
+    text = ("Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"
+            "Memory capacity provisioned [KB];\tMemory usage [KB]\n"
+            "1372629804;\t4;\t0;\t2;\t0;\t8388608.0;\t1048576.0\n")
+    p = write(tmp_path / "8.csv", text)
+    r = ingest.ingest_file(con, p, "utilization", cluster="b", pool="p")
+    assert r.rows_rejected == 1 and rows(con, "utilization")["resource"].tolist() == ["mem"]
+    assert "undefined (4 cores, 0 MHz provisioned)" in next(iter(rejects(con).values()))
