@@ -69,6 +69,11 @@ class AllocationPolicy:
         for loc, (lo, hi) in self.bounds.items():
             if not 0 <= lo <= hi <= 1:
                 raise ValueError(f"bounds of {loc} must satisfy 0 <= lo <= hi <= 1, got ({lo}, {hi})")
+        lows = sum(lo for lo, _ in self.bounds.values())
+        highs = sum(hi for _, hi in self.bounds.values())
+        if lows > 1 + 1e-9 or highs < 1 - 1e-9:
+            raise ValueError(f"bounds: no split adds up to 1 (the lower bounds sum to {lows:g}, the upper "
+                             f"bounds to {highs:g})")
         if not 0 <= self.min_savings < 1:
             raise ValueError("min_savings must be in [0, 1)")
         if not self.scenarios or min(self.scenarios) <= 0:

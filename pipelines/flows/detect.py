@@ -105,10 +105,13 @@ def detect_flow(
     unknown = sorted(set(chosen) - set(DETECTORS))
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
-    if jsonl_path is None and webhook_url is None and alertmanager_url is None:
-        env = Settings.from_env()  # no sink given: the HEADROOM_ALERT_* settings decide
-        jsonl_path = str(env.alert_jsonl) if env.alert_jsonl else None
-        webhook_url, alertmanager_url = env.alert_webhook_url, env.alertmanager_url
+    # each sink not given here comes from its HEADROOM_ALERT_* setting: a flag for one sink
+    # does not switch the others off
+    env = Settings.from_env()
+    if jsonl_path is None and env.alert_jsonl:
+        jsonl_path = str(env.alert_jsonl)
+    webhook_url = webhook_url if webhook_url is not None else env.alert_webhook_url
+    alertmanager_url = alertmanager_url if alertmanager_url is not None else env.alertmanager_url
     sinks = alerting.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
     names = [s.name for s in sinks]
     out: dict = {}

@@ -85,3 +85,12 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
 def test_detect_flow_rejects_unknown_detector(prefect_harness, db_path: Path):
     with pytest.raises(ValueError, match="unknown detector"):
         detect_flow(str(db_path), detectors=["tea-leaves"])
+
+
+def test_a_sink_flag_keeps_the_other_configured_sinks(prefect_harness, db_path: Path, tmp_path: Path,
+                                                       monkeypatch):
+    """`--webhook` on the command line must not switch off the JSONL sink set in the environment."""
+    monkeypatch.setenv("HEADROOM_ALERT_JSONL", str(tmp_path / "env.jsonl"))
+    out = detect_flow(str(db_path), now=datetime(2026, 2, 1), webhook_url="http://127.0.0.1:9/hook",
+                      detectors=["bursts"])
+    assert set(out["delivered"]) == {"jsonl", "webhook"}

@@ -64,6 +64,8 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"allocation": {"bounds": {"cloud": [0.1, 0.2]}}}, "allocation.bounds.cloud"),
     ({"allocation": {"min_savings": 2}}, "allocation.min_savings"),
     ({"reservations": {"terms": ["2y"]}}, "reservations.terms.0"),
+    ({"allocation": {"bounds": {"private": [0.7, 0.7], "public": [0.7, 0.8]}}},
+     "plan.toml: bounds: no split adds up to 1 (the lower bounds sum to 1.45"),
     ({"spot": {"interruptible_share": 1.5}}, "spot.interruptible_share: Input should be less than or equal to 1"),
     ({"spot": {"lookback": "a week"}}, "spot.lookback: Value error, 'a week' is not a positive duration"),
     ({"spot": {"max_spike_probability": 0}}, "spot.max_spike_probability: Input should be greater than 0"),
