@@ -353,10 +353,15 @@ SPOT_TABLE_COLUMNS = ["unique_id", "action", "instance_type", "zone", "interrupt
                       "discount", "hours_above_on_demand", "p_spike", "expected_monthly_saving", "reason"]
 
 
+def _none_in_plan(data: ReportData, why: str) -> str:
+    """An empty recommendation section: which stage to run, or why the plan run has none."""
+    if not data.plan_run:
+        return _empty("plan")
+    return f'<p class="note">none in plan run {esc(data.plan_run)}: {esc(why)}</p>'
+
+
 def spot_table(spot: pd.DataFrame) -> str:
     """The spot recommendation per pool."""
-    if spot.empty:
-        return '<p class="note">no spot recommendation: ingest spot prices, then run <code>headroom plan</code></p>'
     return table(spot, [c for c in SPOT_TABLE_COLUMNS if c in spot.columns])
 
 
@@ -369,13 +374,17 @@ def tables_section(data: ReportData) -> str:
     parts = [
         _section("reservations", "Reservation recommendations",
                  table(res, [c for c in res.columns if c not in ("run_id", "model_id", "data_cutoff")])
-                 if not res.empty else _empty("plan")),
-        _section("spot", "Spot for the interruptible load", spot_table(data.recommendations.get("spot", pd.DataFrame()))),
+                 if not res.empty else _none_in_plan(data, "no reservation pays (or the catalog has no reserved "
+                                                           "prices for the pools' public offers)")),
+        _section("spot", "Spot for the interruptible load",
+                 spot_table(data.recommendations.get("spot", pd.DataFrame())) if "spot" in data.recommendations
+                 else _none_in_plan(data, "no spot prices in the lookback before the data cutoff")),
         _section("prescale", "Pre-scale actions, next 24 hours",
                  (table(actions, PRESCALE_COLUMNS) if not actions.empty
                   else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
                  if not pre.empty else _empty("plan")),
-        _section("alerts", "Firing alerts", table(alerts, ALERT_COLUMNS) if not alerts.empty else _empty("detect")),
+        _section("alerts", "Firing alerts", table(alerts, ALERT_COLUMNS) if not alerts.empty
+                 else '<p class="note">no alert is firing (run headroom detect if it has not run)</p>'),
         _section("models", "Champion models (backtest)",
                  table(data.champions) if not data.champions.empty else _empty("train")),
     ]

@@ -31,7 +31,7 @@ def _print_summary(out: dict) -> None:
             same = r["rows_read"] - r["rows_loaded"] - r["rows_rejected"]
             extra = f", {same} repeated row(s) already loaded" if same > 0 else ""
             print(f"  {r['path']}: read {r['rows_read']}, loaded {r['rows_loaded']}, rejected {r['rows_rejected']}{extra}")
-    print("\nwarehouse:")
+    print("\nwarehouse after ingest:")
     for table, n in ing["summary"]["rows"].items():
         print(f"  {table:<18} {n:>10,} rows")
     print("\ntime span per kind:")

@@ -3,6 +3,7 @@ detect every 15 minutes, plan daily) until interrupted."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
 
@@ -25,6 +26,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(db_path=args.db)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
+    if args.input and not Path(args.input).is_dir():
+        raise CliError(f"--input {args.input} is not a folder", 2)
     deployments = build_deployments(str(settings.db_path), args.input)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)

@@ -341,3 +341,17 @@ def test_gwa_t12_never_loads_megahertz_as_cores(con, tmp_path):
     r = ingest.ingest_file(con, p, "utilization", cluster="b", pool="p")
     assert r.rows_rejected == 1 and rows(con, "utilization")["resource"].tolist() == ["mem"]
     assert "undefined (4 cores, 0 MHz provisioned)" in next(iter(rejects(con).values()))
+
+
+def test_a_fleet_folder_reads_files_named_for_a_kind(tmp_path):
+    """`run --input` and serve's ingest-hourly: dated and JSON files of a kind are read,
+    files named for nothing are not, the catalog goes first."""
+    from pipelines.flows.run import inputs_in
+
+    for name in ("utilization.csv", "utilization-2026-02-01.csv.gz", "spot_prices.json", "catalog.parquet",
+                 "device_telemetry_week5.csv", "bursts.csv", "manifest.json", "utilisation.csv", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    got = [(i["kind"], Path(i["path"]).name) for i in inputs_in(tmp_path)]
+    assert got == [("catalog", "catalog.parquet"), ("utilization", "utilization-2026-02-01.csv.gz"),
+                   ("utilization", "utilization.csv"), ("telemetry", "device_telemetry_week5.csv"),
+                   ("spot-prices", "spot_prices.json")]

@@ -146,8 +146,9 @@ def test_report_with_only_utilization(prefect_harness, db_path: Path, tmp_path: 
     assert out["files"] == []
     assert ">Summary<" not in page  # nothing decided yet
     assert page.count("data:image/png;base64,") == 1  # the heatmap
-    for stage in ("train", "plan", "detect"):
+    for stage in ("train", "plan"):
         assert f"no data yet: run headroom {stage}" in page
+    assert "no alert is firing (run headroom detect if it has not run)" in page
     assert out["sections"]["heatmap_nodes"] == 3 and out["sections"]["forecast_series"] == 0
 
 
