@@ -5,6 +5,7 @@ node-exporter metrics, and Grid Workloads Archive (GWA-T-12) per-VM files."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pandas as pd
 from pipelines.adapters import IngestFileError, header_of, open_text
 from pipelines.contract import KindSpec
 
+log = logging.getLogger(__name__)
 
 
 def _load_json(path: Path) -> object:
@@ -94,9 +96,29 @@ def _prom_samples(path: Path) -> pd.DataFrame:
     return frame
 
 
+def _check_names(path: Path, s: pd.DataFrame, mapped: set[str], kind: str) -> None:
+    """No series of a metric this kind maps is an error that lists what the file holds;
+    some unmapped series are a warning (they are not loaded)."""
+    names = set(s["name"])
+    other = sorted(names - mapped)
+    shown = ", ".join(n or "(no __name__ label: a rate() or sum() query drops it)" for n in other[:5])
+    if s.empty:
+        return
+    if not names & mapped:
+        raise IngestFileError(path, f"no series of a metric that {kind} maps ({', '.join(sorted(mapped))}); "
+                                    f"the file holds {shown}")
+    if other:
+        n = int(s["name"].isin(other).sum())
+        log.warning("%s: %d sample(s) of metric(s) %s are not loaded as %s", path, n, shown, kind)
+
+
 def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.DataFrame:
     """Prometheus ``query_range`` JSON of DCGM / node-exporter metrics -> telemetry or utilization rows."""
     s = _prom_samples(path)
+    if spec.kind in ("telemetry", "utilization"):
+        mapped = set(DCGM_TELEMETRY) if spec.kind == "telemetry" else {DCGM_UTIL, NODE_CPU, NODE_MEM_TOTAL,
+                                                                        NODE_MEM_AVAILABLE}
+        _check_names(path, s, mapped, spec.kind)
     if spec.kind == "telemetry":
         t = s[s["name"].isin(DCGM_TELEMETRY)]
         device = t["uuid"].where(t["uuid"] != "", t["host"] + "/gpu" + t["gpu"].astype(str))

@@ -355,3 +355,20 @@ def test_a_fleet_folder_reads_files_named_for_a_kind(tmp_path):
     assert got == [("catalog", "catalog.parquet"), ("utilization", "utilization-2026-02-01.csv.gz"),
                    ("utilization", "utilization.csv"), ("telemetry", "device_telemetry_week5.csv"),
                    ("spot-prices", "spot_prices.json")]
+
+
+def test_prometheus_series_that_map_to_nothing_are_said(con, tmp_path, caplog):
+    noname = [{"metric": {"Hostname": "n1", "gpu": "0"}, "values": [[1767225600, "50"]]}]
+    p = tmp_path / "noname.json"
+    p.write_text(_prom(noname))
+    with pytest.raises(IngestFileError, match=r"no series of a metric that utilization maps .*no __name__ label"):
+        ingest.ingest_file(con, p, "utilization", "prometheus-json")
+    mixed = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0"},
+              "values": [[1767225600, "60"]]},
+             {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "n1", "gpu": "0"},
+              "values": [[1767225600, "1000"]]}]
+    q = tmp_path / "mixed.json"
+    q.write_text(_prom(mixed))
+    with caplog.at_level("WARNING"):
+        r = ingest.ingest_file(con, q, "telemetry", "prometheus-json")
+    assert r.rows_loaded == 1 and "1 sample(s) of metric(s) DCGM_FI_DEV_FB_USED are not loaded" in caplog.text
