@@ -58,6 +58,14 @@ NODE_MEM_TOTAL = "node_memory_MemTotal_bytes"
 NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
 
 
+def _without_port(instance: str | None) -> str:
+    """``node2:9100`` -> ``node2``: node-exporter and DCGM-exporter of one host differ only by port."""
+    if not instance:
+        return ""
+    host, sep, port = str(instance).rpartition(":")
+    return host.strip("[]") if sep and port.isdigit() and host else str(instance)
+
+
 def _prom_samples(path: Path) -> pd.DataFrame:
     doc = _load_json(path)
     if not isinstance(doc, dict) or doc.get("status") != "success":
@@ -83,7 +91,7 @@ def _prom_samples(path: Path) -> pd.DataFrame:
             ts, val = (pair + [None, None])[:2] if isinstance(pair, list) else (None, None)
             rows.append({
                 "series": s, "sample": v, "name": labels.get("__name__", ""),
-                "host": labels.get("Hostname") or labels.get("instance") or labels.get("node") or "",
+                "host": labels.get("Hostname") or _without_port(labels.get("instance")) or labels.get("node") or "",
                 "gpu": labels.get("gpu", ""), "uuid": labels.get("UUID", ""),
                 "cpu": labels.get("cpu", ""), "mode": labels.get("mode", ""),
                 "cluster": labels.get("cluster", ""), "pool": labels.get("pool", ""),
