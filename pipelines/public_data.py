@@ -53,13 +53,30 @@ def aws_spot(path: Path) -> dict[str, pd.DataFrame]:
     })}
 
 
+# AWS's published sizes of the instance types in the public price file: (vCPUs, GiB, GPUs).
+# The planner counts CPU capacity in vCPUs and GPU capacity in GPUs, so a type whose size is
+# not known here cannot be priced per unit and is left out (named on the console).
+AWS_SIZES = {
+    "c3.xlarge": (4, 7.5, 0), "d2.8xlarge": (36, 244.0, 0), "g2.2xlarge": (8, 15.0, 1),
+    "m3.medium": (1, 3.75, 0), "r3.large": (2, 15.25, 0),
+}
+
+
 def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
-    """``on_demand_prices.csv`` -> catalog rows (public, counted in instances)."""
+    """``on_demand_prices.csv`` -> public catalog rows, in vCPUs (or GPUs) per instance."""
     f = pd.read_csv(path)
+    unknown = sorted(set(f["instance_type"]) - set(AWS_SIZES))
+    if unknown:
+        print(f"{path}: size of {', '.join(unknown)} unknown (vCPUs, GPUs): left out of the catalog")
+    f = f[f["instance_type"].isin(AWS_SIZES)]
+    size = f["instance_type"].map(AWS_SIZES)
+    gpus = size.map(lambda t: t[2])
     return {"catalog": pd.DataFrame({
         "provider": "aws", "region": f["region"], "instance_type": f["instance_type"], "location": "public",
-        "resource": ["gpu" if t.startswith(("g", "p")) else "cpu" for t in f["instance_type"]], "units": 1,
-        "vcpus": None, "memory_gb": None, "on_demand_price": f["on_demand_usd_per_hour"],
+        "resource": ["gpu" if g > 0 else "cpu" for g in gpus],
+        "units": [g if g > 0 else t[0] for g, t in zip(gpus, size)],
+        "vcpus": size.map(lambda t: t[0]), "memory_gb": size.map(lambda t: t[1]),
+        "on_demand_price": f["on_demand_usd_per_hour"],
         "reserved_1y_price": None, "reserved_3y_price": None, "tflops": None,
     })}
 

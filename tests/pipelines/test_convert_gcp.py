@@ -41,3 +41,16 @@ def _gz(frame: pd.DataFrame) -> bytes:
     import gzip
 
     return gzip.compress(frame.to_csv(index=False).encode())
+
+
+def test_aws_on_demand_counts_vcpus_and_gpus(tmp_path, capsys) -> None:
+    """The planner counts CPU pools in vCPUs: a c3.xlarge is 4 of them, not 1 instance."""
+    src = tmp_path / "on_demand_prices.csv"
+    src.write_text("instance_type,region,product_description,on_demand_usd_per_hour\n"
+                   "c3.xlarge,us-east-1,Linux/UNIX,0.21\ng2.2xlarge,us-east-1,Linux/UNIX,0.65\n"
+                   "x9.huge,us-east-1,Linux/UNIX,9.0\n")
+    assert cli.main(["convert", "--from", "aws-on-demand", "--out", str(tmp_path / "o"), str(src)]) == 0
+    cat = pd.read_csv(tmp_path / "o" / "catalog.csv").set_index("instance_type")
+    assert cat.loc["c3.xlarge", ["resource", "units", "vcpus"]].tolist() == ["cpu", 4, 4]
+    assert cat.loc["g2.2xlarge", ["resource", "units"]].tolist() == ["gpu", 1]
+    assert "x9.huge" not in cat.index and "x9.huge unknown" in capsys.readouterr().out
