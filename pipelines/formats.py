@@ -143,9 +143,14 @@ def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.
     out["pool"] = out["pool"].where(out["pool"] != "", pool)
     return pd.DataFrame({
         "ts": out["ts"].astype(str), "cluster": out["cluster"], "pool": out["pool"],
-        "node_id": out["host"], "resource": out["resource"], "used": out["used"].astype(str),
-        "capacity": out["capacity"].astype(str), "_line": out["_line"], "_raw": out["_raw"],
+        "node_id": out["host"], "resource": out["resource"], "used": _as_text(out["used"]),
+        "capacity": _as_text(out["capacity"]), "_line": out["_line"], "_raw": out["_raw"],
     })
+
+
+def _as_text(values: pd.Series) -> pd.Series:
+    """Numbers as text for validation, NaN as ``NaN`` (pandas 2 and 3 render it differently)."""
+    return values.map(lambda v: "NaN" if pd.isna(v) else repr(float(v))).astype(object)
 
 
 def _num(series: pd.Series) -> pd.Series:
