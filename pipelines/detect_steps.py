@@ -213,10 +213,8 @@ def latest_spike_probabilities(con: duckdb.DuckDBPyConnection, policy: SpikePoli
     """``p_spike`` per spot market (as of ``at``) from the newest registered model for
     ``policy``; None when there is no model (or no prices) yet."""
     prices = detect_store.spot_prices(con)
-    if at is not None:
-        prices = prices[prices["ts"] <= at]
     blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
-    if blob is None or prices.empty:
+    if blob is None or prices.empty or (at is not None and prices["ts"].min() > at):
         return None
     return spike_probabilities(pickle.loads(blob), prices, detect_store.on_demand(con), policy, at)
 
