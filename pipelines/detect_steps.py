@@ -209,10 +209,12 @@ def spike_probabilities(model: SpikePredictor, prices: pd.DataFrame, on_demand: 
 
 
 def latest_spike_probabilities(con: duckdb.DuckDBPyConnection, policy: SpikePolicy,
-                               at: pd.Timestamp | None = None) -> pd.DataFrame | None:
+                               at: pd.Timestamp | None = None,
+                               prices: pd.DataFrame | None = None) -> pd.DataFrame | None:
     """``p_spike`` per spot market (as of ``at``) from the newest registered model for
-    ``policy``; None when there is no model (or no prices) yet."""
-    prices = detect_store.spot_prices(con)
+    ``policy``; None when there is no model (or no prices) yet. ``prices`` saves reading
+    the spot prices again when the caller has them."""
+    prices = detect_store.spot_prices(con) if prices is None else prices
     blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
     if blob is None or prices.empty or (at is not None and prices["ts"].min() > at):
         return None

@@ -19,7 +19,17 @@ from pipelines.contract import KINDS, KindSpec, spec_for
 
 log = logging.getLogger(__name__)
 
-DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".json", ".json.gz")  # beyond this many bad rows the raw text is not looked up
+DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".json", ".json.gz")
+
+# file stems by ingest kind, as a fleet folder or `headroom convert` names them (catalog
+# first: planners read it)
+KIND_FILES = {
+    "catalog": ("catalog",),
+    "utilization": ("utilization",),
+    "telemetry": ("telemetry", "device_telemetry"),
+    "failures": ("failures",),
+    "spot-prices": ("spot_prices", "spot-prices"),
+}
 
 
 @dataclass(frozen=True)
@@ -38,12 +48,12 @@ class IngestResult:
     sample_reasons: tuple[str, ...] = ()
 
 
-def counts_text(r: IngestResult) -> str:
+def counts_text(read: int, loaded: int, rejected: int) -> str:
     """``read N, loaded N, rejected N`` and, when rows repeat what was loaded already (in this
     file or before), how many."""
-    same = r.rows_read - r.rows_loaded - r.rows_rejected
+    same = read - loaded - rejected
     extra = f", {same} repeated row(s) already loaded" if same > 0 else ""
-    return f"read {r.rows_read}, loaded {r.rows_loaded}, rejected {r.rows_rejected}{extra}"
+    return f"read {read}, loaded {loaded}, rejected {rejected}{extra}"
 
 
 class StrictModeError(Exception):
@@ -217,15 +227,18 @@ def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DROP TABLE IF EXISTS _checked; DROP TABLE IF EXISTS _want; DROP TABLE IF EXISTS _good")
 
 
-def _named_kind(path: Path) -> str | None:
-    """The contract kind a file is named for (``spot_prices.csv`` -> ``spot-prices``), if any."""
-    name = path.name.lower()
-    for suffix in sorted(DATA_SUFFIXES, key=len, reverse=True):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    kind = name.replace("_", "-")
-    return kind if kind in KINDS else None
+def kind_named(name: str) -> str | None:
+    """The kind a file name is for: a stem of ``KIND_FILES`` alone or followed by ``-``,
+    ``_`` or ``.`` and more (``utilization-2026-02-01.csv``), with a data suffix; else None."""
+    low = name.lower()
+    if not low.endswith(DATA_SUFFIXES):
+        return None
+    # the longest stem first, so device_telemetry is not read as something else
+    for kind, stem in sorted(((k, st) for k, stems in KIND_FILES.items() for st in stems),
+                             key=lambda ks: -len(ks[1])):
+        if low.startswith(stem) and (len(low) == len(stem) or low[len(stem)] in "-_."):
+            return kind
+    return None
 
 
 def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
@@ -239,7 +252,7 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
         p = Path(pat)
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES))
-            out.extend(q for q in found if kind is None or _named_kind(q) in (None, kind))
+            out.extend(q for q in found if kind is None or kind_named(q.name) in (None, kind))
         elif any(ch in pat for ch in "*?["):
             out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))
         else:

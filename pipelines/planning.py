@@ -77,7 +77,7 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> Plan
     if not spot.empty:
         # the detect flow's spike model (its default horizon) rates each market's next hours
         try:
-            probs = detect_steps.latest_spike_probabilities(con, SpikePolicy(), at=cutoff)
+            probs = detect_steps.latest_spike_probabilities(con, SpikePolicy(), at=cutoff, prices=spot)
         except SpikeGridTooLarge as exc:
             log.warning("spot markets not rated for spikes: %s", exc)
     return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs)

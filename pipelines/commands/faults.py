@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import json
+import sys
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument

@@ -23,14 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _print_summary(out: dict) -> None:
+    from pipelines.ingest import counts_text
+
     ing = out["ingest"]
     for r in ing["files"]:
         if r["status"] == "skipped":
             print(f"  {r['path']}: skipped (already ingested)")
         else:
-            same = r["rows_read"] - r["rows_loaded"] - r["rows_rejected"]
-            extra = f", {same} repeated row(s) already loaded" if same > 0 else ""
-            print(f"  {r['path']}: read {r['rows_read']}, loaded {r['rows_loaded']}, rejected {r['rows_rejected']}{extra}")
+            print(f"  {r['path']}: {counts_text(r['rows_read'], r['rows_loaded'], r['rows_rejected'])}")
     print("\nwarehouse after ingest:")
     for table, n in ing["summary"]["rows"].items():
         print(f"  {table:<18} {n:>10,} rows")

@@ -11,42 +11,18 @@ from pathlib import Path
 from prefect import flow
 
 from pipelines.flows.ingest import ingest_flow
+from pipelines.ingest import KIND_FILES, kind_named
 
 log = logging.getLogger(__name__)
 
 STAGES = ("train", "detect", "plan", "report")
-
-# file stems a fleet folder may hold, by ingest kind (catalog first: planners read it)
-KIND_FILES = {
-    "catalog": ("catalog",),
-    "utilization": ("utilization",),
-    "telemetry": ("telemetry", "device_telemetry"),
-    "failures": ("failures",),
-    "spot-prices": ("spot_prices", "spot-prices"),
-}
-SUFFIXES = (".csv", ".csv.gz", ".parquet", ".json")
-
-
-def _kind_of(name: str) -> str | None:
-    """The kind a file name is for: ``<kind>`` alone or followed by ``-``, ``_`` or ``.`` and
-    more (``utilization-2026-02-01.csv``), with a data suffix; None otherwise."""
-    low = name.lower()
-    if not low.endswith(SUFFIXES):
-        return None
-    # the longest stem first, so device_telemetry is not read as something else
-    for kind, stem in sorted(((k, st) for k, stems in KIND_FILES.items() for st in stems),
-                             key=lambda ks: -len(ks[1])):
-        if low.startswith(stem) and (len(low) == len(stem) or low[len(stem)] in "-_."):
-            return kind
-    return None
-
 
 def inputs_in(folder: Path) -> list[dict]:
     """The ingest inputs of a fleet folder: files named for a kind (``<kind>.csv``,
     ``<kind>-<anything>.csv.gz``, ``.parquet`` or ``.json``), catalog first, then by name."""
     order = list(KIND_FILES)
     found = [{"kind": k, "path": str(p)} for p in sorted(folder.iterdir())
-             if p.is_file() and (k := _kind_of(p.name)) is not None]
+             if p.is_file() and (k := kind_named(p.name)) is not None]
     return sorted(found, key=lambda f: (order.index(f["kind"]), f["path"]))
 
 
