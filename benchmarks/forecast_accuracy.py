@@ -3,6 +3,11 @@ mlforecast peers (when installed) on the public Bitbrains traces and the synthet
 plus the 100-series speed check.
 
     python benchmarks/forecast_accuracy.py [--datasets ../shared/datasets] [--suites cluster,panel,synthetic,speed]
+    python benchmarks/forecast_accuracy.py --suites cluster-windows   # coverage vs number of windows
+
+``cluster-windows`` backtests headroom's models on the cluster series with 3, 5, 7, 10 and 14
+windows: one series' coverage over a few days is a noisy figure (its errors are strongly
+correlated within a day), and this shows how far it moves with the span it is measured on.
 
 Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``), never copied.
 Data preparation, documented:
@@ -37,6 +42,7 @@ import forecasters  # noqa: E402
 log = logging.getLogger("forecast_accuracy")
 BITBRAINS = "bitbrains-rnd-vm-utilization"
 MODELS = ("seasonal_naive", "ets", "prophet", "lgbm", "prophet_lgbm", "lstm")
+CLUSTER_WINDOWS = (3, 5, 7, 10, 14)
 
 
 def cpu_seconds() -> float:
@@ -204,6 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.datasets)
     rows: list[dict] = []
     for suite in suites:
+        if suite == "cluster-windows":
+            if not (root / BITBRAINS).is_dir():
+                log.warning("%s: no %s under %s, skipped", suite, BITBRAINS, root)
+                continue
+            data = bitbrains_cluster(root)
+            for windows in CLUSTER_WINDOWS:
+                table = pd.DataFrame(run_ours(data, names, args.horizon, windows))
+                table.insert(0, "dataset", f"cluster_{windows}w")
+                table["windows"] = windows
+                rows += table.to_dict("records")
+            continue
         if suite == "speed":
             rows.append(speed_check(100, 60, args.horizon))
             log.info("speed: %s", rows[-1])
@@ -226,9 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         if not peers.empty:
             table["wape_vs_best_peer"] = table["wape"] / peers.min()
         table.insert(0, "dataset", suite)
+        table["windows"] = args.windows
         rows += table.to_dict("records")
     out = pd.DataFrame(rows)
-    cols = [c for c in ["dataset", "model", "source", "wape", "smape", "mase", "msis", "coverage_80", "coverage_95",
+    cols = [c for c in ["dataset", "windows", "model", "source", "wape", "smape", "mase", "msis", "coverage_80", "coverage_95",
                         "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "seconds", "cpu_seconds",
                         "rows"] if c in out.columns]
     out = out[cols]
