@@ -6,11 +6,14 @@ Bitbrains GWA-T-12 files need no conversion (``--format gwa-t12``)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+log = logging.getLogger(__name__)
 
 GIB_PER_KB = 1.0 / 1048576.0
 
@@ -67,7 +70,7 @@ def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
     f = pd.read_csv(path)
     unknown = sorted(set(f["instance_type"]) - set(AWS_SIZES))
     if unknown:
-        print(f"{path}: size of {', '.join(unknown)} unknown (vCPUs, GPUs): left out of the catalog")
+        log.warning("%s: size of %s unknown (vCPUs, GPUs): left out of the catalog", path, ", ".join(unknown))
     f = f[f["instance_type"].isin(AWS_SIZES)]
     size = f["instance_type"].map(AWS_SIZES)
     gpus = size.map(lambda t: t[2])
