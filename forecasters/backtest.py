@@ -36,6 +36,8 @@ def cross_validation(
     if n_windows < 1 or h < 1:
         raise ValueError("cross_validation needs h >= 1 and n_windows >= 1")
     step = h if step is None else int(step)
+    if step < 1:
+        raise ValueError(f"cross_validation needs step >= 1 (origins {step} apart), got {step}")
     frame = validate_history(history, model.freq)
     lengths = frame.groupby("unique_id", sort=False).size()
     held_out = h + (n_windows - 1) * step

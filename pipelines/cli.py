@@ -77,4 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m pipelines.cli` runs this file as __main__, a second copy of the module:
+    # the commands raise pipelines.cli.CliError, so run that module's main to catch it
+    from pipelines.cli import main as _main
+
+    sys.exit(_main())

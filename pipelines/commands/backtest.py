@@ -51,18 +51,42 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     missing = {"unique_id", "ds", "y"} - set(frame.columns)
     if missing:
         raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y", 2)
-    out = frame[["unique_id", "ds", "y"]].copy()
+    out = frame[["unique_id", "ds", "y"]].reset_index(drop=True)
+
+    def where(pos: int) -> str:  # the file's line (CSV, after the header) or row (Parquet)
+        return f"row {pos + 1}" if path.suffix.lower() in (".parquet", ".pq") else f"line {pos + 2}"
+
+    for col in ("unique_id", "ds"):
+        empty = out[col].isna() | (out[col].astype(str).str.strip() == "")
+        if empty.any():
+            raise CliError(f"{path}: {where(out.index[empty.to_numpy()][0])}, column {col}: empty", 2)
     out["unique_id"] = out["unique_id"].astype(str)
-    try:
-        if freq is None:
-            out["ds"] = pd.to_numeric(out["ds"], downcast=None).astype("int64")
-        else:
-            ds = pd.to_datetime(out["ds"], utc=True, format="mixed")
-            out["ds"] = ds.dt.tz_localize(None)
-        out["y"] = pd.to_numeric(out["y"]).astype(float)
-    except (ValueError, TypeError) as exc:
-        what = "an integer step (pass --freq for timestamps)" if freq is None else "a timestamp"
-        raise CliError(f"{path}: ds must be {what} and y numeric ({exc})", 2) from exc
+    is_time = pd.api.types.is_datetime64_any_dtype(out["ds"])
+    is_number = pd.api.types.is_numeric_dtype(out["ds"])
+    if freq is None and is_time:
+        raise CliError(f"{path}: ds holds timestamps; pass --freq (h, 5min, D) to use them", 2)
+    if freq is not None and is_number:
+        raise CliError(f"{path}: ds holds integer steps, not timestamps; omit --freq for integer steps", 2)
+    if freq is None:
+        ds = pd.to_numeric(out["ds"], errors="coerce")
+        bad = ds.isna() | (ds != ds.round())
+        if bad.any():
+            row = out.index[bad.to_numpy()][0]
+            raise CliError(f"{path}: {where(row)}, column ds: {out.at[row, 'ds']!r} is not an integer step "
+                           "(pass --freq for timestamps)", 2)
+        out["ds"] = ds.astype("int64")
+    else:
+        ds = pd.to_datetime(out["ds"], utc=True, format="mixed", errors="coerce")
+        if ds.isna().any():
+            row = out.index[ds.isna().to_numpy()][0]
+            raise CliError(f"{path}: {where(row)}, column ds: {out.at[row, 'ds']!r} is not a timestamp", 2)
+        out["ds"] = ds.dt.tz_localize(None)
+    y = pd.to_numeric(out["y"], errors="coerce")
+    bad = y.isna() & out["y"].notna()
+    if bad.any():
+        row = out.index[bad.to_numpy()][0]
+        raise CliError(f"{path}: {where(row)}, column y: {out.at[row, 'y']!r} is not a number", 2)
+    out["y"] = y.astype(float)
     return out
 
 
@@ -97,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"unknown model(s) {unknown}; choose from {','.join(forecasters.available())}", 2)
     if args.horizon < 1 or args.season_length < 1 or args.windows < 1:
         raise CliError("--horizon, --season-length and --windows must be >= 1", 2)
+    if args.step is not None and args.step < 1:
+        raise CliError(f"--step must be >= 1 (steps between window origins), got {args.step}", 2)
     if args.freq is not None:
         try:
             forecasters.validation.freq_offset(args.freq)

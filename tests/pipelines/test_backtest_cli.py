@@ -52,3 +52,51 @@ def test_backtest_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], fra
     assert code == 2
     import re
     assert re.search(message, capsys.readouterr().err)
+
+
+def _panel_with(col: str, row: int, value: object) -> pd.DataFrame:
+    frame = make_panel(length=24 * 10).astype({col: object})
+    frame.loc[row, col] = value
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("frame", "freq", "message"),
+    [
+        (_panel_with("y", 40, "abc"), "h", "line 42, column y: 'abc' is not a number"),
+        (_panel_with("ds", 7, None), "h", "line 9, column ds: empty"),
+        (_panel_with("unique_id", 3, None), "h", "line 5, column unique_id: empty"),
+        (_panel_with("ds", 5, "soon"), "h", "line 7, column ds: 'soon' is not a timestamp"),
+        (make_panel(length=24 * 10, freq=None), "h", "integer steps, not timestamps; omit --freq"),
+    ],
+)
+def test_backtest_bad_cells_name_line_and_column(tmp_path: Path, capsys, frame, freq, message) -> None:
+    src = tmp_path / "series.parquet" if "integer" in message else tmp_path / "series.csv"
+    frame.to_parquet(src) if src.suffix == ".parquet" else frame.to_csv(src, index=False)
+    code = main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", freq,
+                 "--models", "seasonal_naive"])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_backtest_timestamps_need_freq_and_step_must_be_positive(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "series.parquet"
+    make_panel(length=24 * 10).to_parquet(src)  # datetime64 ds: not to be read as nanoseconds
+    assert main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24",
+                 "--models", "seasonal_naive"]) == 2
+    assert "ds holds timestamps; pass --freq" in capsys.readouterr().err
+    assert main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                 "--models", "seasonal_naive", "--windows", "2", "--step", "0"]) == 2
+    assert "--step must be >= 1" in capsys.readouterr().err
+
+
+def test_python_dash_m_reports_errors_without_a_traceback(tmp_path: Path) -> None:
+    """`python -m pipelines.cli` runs cli.py as __main__: its CliError must still be caught."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "backtest", "--input", str(tmp_path / "none.csv"),
+                           "--horizon", "12", "--season-length", "24", "--models", "seasonal_naive"],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr and "Traceback" not in proc.stderr
