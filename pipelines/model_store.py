@@ -99,10 +99,24 @@ def register_model(
     champion: bool = False,
 ) -> str:
     """Upsert one model row (inside the caller's transaction if any); returns its id.
-    A new champion for ``target`` demotes the previous one."""
+
+    A new champion demotes the previous champion of ``target`` and any champion that
+    serves one of the same series under another grouping (``train --group-by`` changed),
+    so each series has one champion. The same model again (same kind, target, series,
+    cutoff and params: the same id) keeps its row as it was, created_at and the wall
+    times in its metrics included; only its champion flag is set."""
     model_id = model_id_for(kind, target, series, data_cutoff, params)
     if champion:
-        con.execute("UPDATE models SET is_champion = FALSE WHERE target = ? AND model_id <> ?", [target, model_id])
+        current = con.execute(
+            "SELECT model_id, target, series FROM models WHERE is_champion AND model_id <> ?", [model_id]
+        ).fetchall()
+        mine = set(series)
+        demote = [mid for mid, tgt, ser in current if tgt == target or mine & set(json.loads(ser or "[]"))]
+        if demote:
+            con.execute("UPDATE models SET is_champion = FALSE WHERE model_id IN (SELECT unnest(?))", [demote])
+    if con.execute("SELECT 1 FROM models WHERE model_id = ?", [model_id]).fetchone() is not None:
+        con.execute("UPDATE models SET is_champion = ? WHERE model_id = ?", [champion, model_id])
+        return model_id
     row = pd.DataFrame([{
         "model_id": model_id, "kind": kind, "target": target, "series": json.dumps(sorted(series)),
         "data_cutoff": pd.Timestamp(data_cutoff), "params": json.dumps(params, sort_keys=True, default=str),

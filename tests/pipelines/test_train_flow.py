@@ -105,12 +105,25 @@ def test_train_flow_end_to_end(prefect_harness, db_path, utilization: pd.DataFra
         np.testing.assert_allclose(again["mean"].to_numpy(), stored["mean"].to_numpy())
         assert model_store.champion_id(con, "gpu") == mid
 
-    # re-running over the same data leaves the same rows
+    # re-running over the same data leaves the same rows, models untouched
     out2 = train_flow(str(db_path), horizon=12, models=["seasonal_naive", "lgbm"], windows=1, lookback_days=None)
     assert out2["run_id"] == out["run_id"]
     with warehouse.open_warehouse(db_path) as con:
         counts = warehouse.table_counts(con).set_index("table")["rows"]
         assert counts["models"] == 3 and counts["forecasts"] == 8 * 12 and counts["backtests"] == 8 * 12 * 2
+        again = warehouse.query(con, "SELECT model_id, metrics, created_at FROM models ORDER BY model_id")
+        pd.testing.assert_frame_equal(
+            again, models[["model_id", "metrics", "created_at"]].sort_values("model_id").reset_index(drop=True))
+
+    # grouping the same series another way: one champion per series, one forecast per hour
+    train_flow(str(db_path), horizon=12, models=["seasonal_naive"], windows=1, lookback_days=None, group_by="all")
+    with warehouse.open_warehouse(db_path) as con:
+        champs = warehouse.query(con, "SELECT target, series FROM models WHERE is_champion")
+        assert champs["target"].tolist() == ["all"] and len(json.loads(champs["series"].iloc[0])) == 8
+        from pipelines.report_io import CHAMPION_FORECASTS_SQL
+
+        served = warehouse.query(con, CHAMPION_FORECASTS_SQL)
+        assert len(served) == 8 * 12 and not served.duplicated(["unique_id", "ds"]).any()
 
 
 def test_train_flow_empty_warehouse_is_clear(prefect_harness, db_path) -> None:
