@@ -3,6 +3,7 @@ detect every 15 minutes, plan daily) until interrupted."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
@@ -36,5 +37,20 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"{d.name:<16} {crons.get(d.name, ''):<14} {d.flow_name if hasattr(d, 'flow_name') else ''}")
     if args.list:
         return 0
-    serve(*deployments)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        serve(*deployments)
+        return 0
+    # the ephemeral API has no scheduler: served deployments would never run
+    from pipelines.prefect_server import local_server
+
+    print("no PREFECT_API_URL: starting a local Prefect server with its scheduler (stopped on exit)")
+    with local_server() as url, temporary_settings(updates={PREFECT_API_URL: url}):
+        os.environ["PREFECT_API_URL"] = url  # for the flow-run processes the runner starts
+        try:
+            print(f"Prefect API at {url}")
+            serve(*deployments)
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
     return 0

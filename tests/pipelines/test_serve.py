@@ -1,0 +1,46 @@
+"""``headroom serve``'s local Prefect server: unlike the ephemeral API it schedules runs."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.prefect_server import local_server
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.mark.slow
+def test_local_server_creates_scheduled_runs(tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.flows.deployments import build_deployments
+
+    env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2"}
+    with local_server(env=env) as url, temporary_settings(updates={PREFECT_API_URL: url}):
+        detect = next(d for d in build_deployments(str(tmp_path / "wh.duckdb"), None) if d.name == "detect-15min")
+        dep_id = detect.apply()
+        deadline, runs = time.monotonic() + 90, []
+        with get_client(sync_client=True) as client:
+            while not runs and time.monotonic() < deadline:
+                runs = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep_id])))
+                time.sleep(1)
+    assert runs, "the local server's scheduler created no run for the detect deployment"
+    assert {r.state_type.value for r in runs} == {"SCHEDULED"}
+    gaps = sorted(r.expected_start_time for r in runs)
+    assert all((b - a).total_seconds() == 900 for a, b in zip(gaps, gaps[1:]))  # every 15 minutes
+
+
+def test_local_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(RuntimeError, match="local Prefect server"):
+            with local_server(port=port, timeout_s=60, env={"PREFECT_HOME": str(tmp_path / "p")}):
+                pass
