@@ -8,10 +8,21 @@
   for the next run; a delivered row is never sent again. (Should the process die between
   a sink's acceptance and that mark, the batch is sent once more: at-least-once.)
 
+Deliveries go out in the order things happened: an alert's firing before its
+resolution. Every record carries ``sent_at``, the run's time. An alert keeps the severity
+it fired with until it resolves (Alertmanager identifies an alert by its labels, severity
+among them, so a resolution must carry the labels of the firing it ends); a changed
+probability shows in the record and, for Alertmanager, in the re-sent annotations.
+
 Sinks: a JSONL file, a generic JSON webhook and Prometheus Alertmanager's
-``POST /api/v2/alerts``. Alertmanager resolves an alert at its ``endsAt``; a firing
-alert is sent with ``endsAt`` = the end of its window (what it predicts), and the
-resolution is sent with the time the condition cleared.
+``POST /api/v2/alerts``. Alertmanager expects its clients to re-send alerts that are
+still active (Prometheus does every minute) and ends one at its ``endsAt``: so every run
+re-posts the firing alerts it already delivered there, outside the once-only bookkeeping,
+with ``endsAt`` = the later of the run's time plus ``hold`` (1 hour: four runs of the
+15-minute schedule) and the end of a predicted window. An alert stays active while
+``detect`` keeps running and expires on its own an hour after it stops; the resolution
+is sent with the time the condition cleared. Alertmanager deduplicates re-posts, so
+receivers are notified once.
 """
 from __future__ import annotations
 
@@ -35,7 +46,9 @@ log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
-    """Somewhere alerts go. ``send`` raises on any failure; the batch then stays pending."""
+    """Somewhere alerts go. ``send`` raises on any failure; the batch then stays pending.
+    A sink with ``resends_firing = True`` also gets the still-firing alerts it was already
+    sent, on every run (Alertmanager's protocol)."""
 
     name: str
 
@@ -103,7 +116,9 @@ class AlertmanagerSink:
     timeout_s: float = 5.0
     retries: int = 2
     backoff_s: float = 0.2
+    hold: pd.Timedelta = pd.Timedelta(hours=1)  # a firing alert's endsAt: at least sent_at + hold
     name: str = "alertmanager"
+    resends_firing: bool = True
 
     def send(self, alerts: list[dict[str, object]]) -> None:
         _post(self.base_url.rstrip("/") + "/api/v2/alerts", [self.postable(a) for a in alerts],
@@ -119,22 +134,30 @@ class AlertmanagerSink:
         annotations = {"summary": str(a.get("summary") or ""), "runbook": str(a.get("runbook") or "")}
         if a.get("probability") is not None:
             annotations["probability"] = f"{float(a['probability']):.3f}"  # type: ignore[arg-type]
-        ends = a["ends_at"] if a["status"] == "resolved" else a.get("window_end")
         body: dict[str, object] = {
             "labels": labels, "annotations": annotations, "startsAt": _iso(a["starts_at"]),
             "generatorURL": self.generator_url,
         }
-        # A firing alert carries endsAt only when its window lies ahead (a prediction);
-        # otherwise Alertmanager's resolve_timeout applies until the resolution arrives.
-        if ends is not None and (
-            a["status"] == "resolved" or pd.Timestamp(ends) > pd.Timestamp(a["starts_at"])  # type: ignore[arg-type]
-        ):
+        if a["status"] == "resolved":
+            ends = a["ends_at"]
+        else:  # active until the next runs re-send it, and at least to the end of a predicted window
+            held = [pd.Timestamp(a["sent_at"]) + self.hold] if a.get("sent_at") else []  # type: ignore[arg-type]
+            window = [pd.Timestamp(a["window_end"])] if a.get("window_end") else []  # type: ignore[arg-type]
+            ends = max(held + window) if held or window else None
+        if ends is not None:
             body["endsAt"] = _iso(ends)
         return body
 
 
 def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: str | None) -> list[Sink]:
-    """The configured sinks, in a fixed order."""
+    """The configured sinks, in a fixed order. A setting that can never work (a URL that is
+    not http(s), a JSONL path that is a folder) raises ValueError instead of leaving every
+    alert pending run after run."""
+    for what, url in (("webhook", webhook), ("alertmanager", alertmanager)):
+        if url and not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"{what} URL {url!r} must start with http:// or https://")
+    if jsonl and Path(jsonl).is_dir():
+        raise ValueError(f"alert JSONL path {jsonl} is a folder; name a file")
     sinks: list[Sink] = []
     if jsonl:
         sinks.append(JsonlSink(Path(jsonl)))
@@ -169,7 +192,7 @@ def sync_alerts(
     if any(a.kind != kind for a in [*current, *ended]):
         raise ValueError(f"sync_alerts({kind!r}) got alerts of another kind")
     names = list(sink_names)
-    existing = query(con, "SELECT fingerprint, status, starts_at FROM alerts WHERE kind = ?", [kind])
+    existing = query(con, "SELECT fingerprint, status, starts_at, severity FROM alerts WHERE kind = ?", [kind])
     known = {r.fingerprint: r for r in existing.itertuples(index=False)}
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
                       "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
@@ -198,6 +221,8 @@ def sync_alerts(
             resolved += 1
         else:
             rows.append(_row(alert, "firing", starts, None, now))
+        if old is not None and old.status == "firing":
+            rows[-1]["severity"] = old.severity  # the labels it fired with, until it resolves
     touched = {r["fingerprint"] for r in rows}
     stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
     with transaction(con):
@@ -224,19 +249,28 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
             SELECT d.status AS delivery_status, d.attempts, a.*
             FROM alert_deliveries d JOIN alerts a USING (fingerprint)
             WHERE d.sink = ? AND d.state = 'pending'
-            ORDER BY a.starts_at, d.fingerprint, d.status DESC
+            ORDER BY a.starts_at, d.fingerprint, CASE d.status WHEN 'firing' THEN 0 ELSE 1 END
         """, [sink.name])
-        if pending.empty:
+        refresh = query(con, """
+            SELECT 'firing' AS delivery_status, d.attempts, a.*
+            FROM alert_deliveries d JOIN alerts a USING (fingerprint)
+            WHERE d.sink = ? AND d.status = 'firing' AND d.state = 'delivered' AND a.status = 'firing'
+              AND NOT EXISTS (SELECT 1 FROM alert_deliveries p WHERE p.sink = d.sink
+                              AND p.fingerprint = d.fingerprint AND p.state = 'pending')
+            ORDER BY a.starts_at, d.fingerprint
+        """, [sink.name]) if getattr(sink, "resends_firing", False) else pd.DataFrame()
+        if pending.empty and refresh.empty:
             out[sink.name] = 0
             continue
         payload = []
-        for r in pending.to_dict("records"):
+        for r in [*pending.to_dict("records"), *refresh.to_dict("records")]:
             rec = {k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in r.items()}
             rec["labels"] = json.loads(rec["labels"]) if rec.get("labels") else {}
             rec["status"] = rec.pop("delivery_status")
             if rec["status"] == "firing":
                 rec["ends_at"] = None
-            for key in ("window_start", "window_end", "starts_at", "ends_at", "updated_at"):
+            rec["sent_at"] = now
+            for key in ("window_start", "window_end", "starts_at", "ends_at", "updated_at", "sent_at"):
                 rec[key] = _iso(rec[key])
             rec.pop("attempts")
             payload.append(rec)
@@ -244,12 +278,16 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
         try:
             sink.send(payload)
         except Exception as exc:  # noqa: BLE001 - any sink failure keeps the batch pending
-            log.warning("sink %s failed (%d alert(s) stay pending): %s", sink.name, len(payload), exc)
-            _mark(con, sink.name, keys, "pending", now, str(exc)[:500])
+            log.warning("sink %s failed (%d alert(s) stay pending): %s", sink.name, len(pending), exc)
+            if not pending.empty:
+                _mark(con, sink.name, keys, "pending", now, str(exc)[:500])
             out[sink.name] = 0
             continue
-        _mark(con, sink.name, keys, "delivered", now, None)
-        out[sink.name] = len(payload)
+        if not pending.empty:
+            _mark(con, sink.name, keys, "delivered", now, None)
+        if not refresh.empty:
+            log.info("sink %s: %d firing alert(s) re-sent", sink.name, len(refresh))
+        out[sink.name] = len(pending)
     return out
 
 

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
-    from pipelines.flows.detect import DETECTORS, detect_flow
+    from pipelines.flows.detect import DETECTORS, configured_sinks, detect_flow
     from pipelines.settings import Settings
     from pipelines.warehouse import WarehouseLockedError
 
@@ -31,6 +31,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"unknown detector(s) {bad}; choose from {', '.join(DETECTORS)}", 2)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
+    try:
+        configured_sinks(args.jsonl, args.webhook, args.alertmanager)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
     try:
         out = detect_flow(
             db_path=str(settings.db_path), jsonl_path=args.jsonl, webhook_url=args.webhook,

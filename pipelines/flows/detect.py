@@ -75,6 +75,19 @@ def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str
         return alerting.deliver_pending(con, sinks, now)
 
 
+def configured_sinks(
+    jsonl_path: str | None = None, webhook_url: str | None = None, alertmanager_url: str | None = None
+) -> list[alerting.Sink]:
+    """The sinks given here, each one not given from its HEADROOM_ALERT_* setting (a flag
+    for one sink does not switch the others off). ValueError for a setting that cannot work."""
+    env = Settings.from_env()
+    if jsonl_path is None and env.alert_jsonl:
+        jsonl_path = str(env.alert_jsonl)
+    webhook_url = webhook_url if webhook_url is not None else env.alert_webhook_url
+    alertmanager_url = alertmanager_url if alertmanager_url is not None else env.alertmanager_url
+    return alerting.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
+
+
 @flow(name="detect")
 def detect_flow(
     db_path: str,
@@ -105,14 +118,7 @@ def detect_flow(
     unknown = sorted(set(chosen) - set(DETECTORS))
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
-    # each sink not given here comes from its HEADROOM_ALERT_* setting: a flag for one sink
-    # does not switch the others off
-    env = Settings.from_env()
-    if jsonl_path is None and env.alert_jsonl:
-        jsonl_path = str(env.alert_jsonl)
-    webhook_url = webhook_url if webhook_url is not None else env.alert_webhook_url
-    alertmanager_url = alertmanager_url if alertmanager_url is not None else env.alertmanager_url
-    sinks = alerting.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
+    sinks = configured_sinks(jsonl_path, webhook_url, alertmanager_url)
     names = [s.name for s in sinks]
     out: dict = {}
     if "bursts" in chosen:

@@ -179,3 +179,65 @@ def test_a_sink_added_later_still_gets_firing_alerts(con, tmp_path):
     assert al.deliver_pending(con, [sink], T1) == {"jsonl": 1}
     al.sync_alerts(con, "hardware_fault", [fault()], T2, [sink.name])
     assert al.deliver_pending(con, [sink], T2) == {"jsonl": 0}  # and only once
+
+
+def _burst(end: str = "2026-01-10 11:50") -> Alert:
+    return Alert(kind="burst", entity="c/p/gpu", window_start=pd.Timestamp("2026-01-10 09:00"),
+                 window_end=pd.Timestamp(end), severity="warning")
+
+
+def test_a_burst_found_already_over_goes_out_firing_then_resolved(con, tmp_path):
+    sink = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "burst", [], T0, [sink.name], ended=[_burst()])
+    assert al.deliver_pending(con, [sink], T0) == {"jsonl": 2}
+    lines = [json.loads(x) for x in sink.path.read_text().splitlines()]
+    assert [x["status"] for x in lines] == ["firing", "resolved"]  # a consumer ends up resolved
+    assert lines[0]["sent_at"] == "2026-01-10T12:00:00.000000Z"
+
+
+def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, server, tmp_path):
+    """Alertmanager ends an alert nobody re-sends: every run re-posts the firing ones,
+    endsAt an hour past the run; the other sinks still hear each transition once."""
+    am = al.AlertmanagerSink(server.url, retries=0)
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    names = [am.name, jl.name]
+    al.sync_alerts(con, "burst", [_burst()], T0, names)
+    assert al.deliver_pending(con, [am, jl], T0) == {"alertmanager": 1, "jsonl": 1}
+    al.sync_alerts(con, "burst", [_burst()], T1, names)  # still bursting
+    assert al.deliver_pending(con, [am, jl], T1) == {"alertmanager": 0, "jsonl": 0}
+    al.sync_alerts(con, "burst", [], T2, names)  # over
+    assert al.deliver_pending(con, [am, jl], T2) == {"alertmanager": 1, "jsonl": 1}
+    assert al.deliver_pending(con, [am, jl], T2) == {"alertmanager": 0, "jsonl": 0}
+    bodies = [b for _, b in server.bodies]
+    assert len(bodies) == 3  # fired, re-sent, resolved; nothing once it is resolved
+    assert [b[0]["endsAt"] for b in bodies] == [
+        "2026-01-10T13:00:00.000000Z", "2026-01-10T13:15:00.000000Z", "2026-01-10T12:30:00.000000Z"]
+    assert bodies[0][0]["labels"] == bodies[1][0]["labels"] == bodies[2][0]["labels"]
+    assert len(jl.path.read_text().splitlines()) == 2
+
+
+def test_an_alert_keeps_the_labels_it_fired_with(con, server):
+    am = al.AlertmanagerSink(server.url, retries=0)
+    warn = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
+                 window_end=pd.Timestamp("2026-01-11"), severity="warning", probability=0.6)
+    al.sync_alerts(con, "hardware_fault", [warn], T0, [am.name])
+    al.deliver_pending(con, [am], T0)
+    crit = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
+                 window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=0.9)
+    al.sync_alerts(con, "hardware_fault", [crit], T1, [am.name])
+    al.deliver_pending(con, [am], T1)
+    al.sync_alerts(con, "hardware_fault", [], T2, [am.name])
+    al.deliver_pending(con, [am], T2)
+    posted = [b[0] for _, b in server.bodies]
+    assert {p["labels"]["severity"] for p in posted} == {"warning"}  # the resolution matches the firing
+    assert posted[1]["annotations"]["probability"] == "0.900"  # the re-send carries the news
+
+
+@pytest.mark.parametrize(("jsonl", "webhook", "alertmanager", "message"), [
+    (None, "127.0.0.1:8080/hook", None, "must start with http"),
+    (None, None, "am:9093", "must start with http"),
+    ("DIR", None, None, "is a folder"),
+])
+def test_sink_settings_that_can_never_work_are_refused(tmp_path, jsonl, webhook, alertmanager, message):
+    with pytest.raises(ValueError, match=message):
+        al.sinks_from_settings(tmp_path if jsonl == "DIR" else None, webhook, alertmanager)

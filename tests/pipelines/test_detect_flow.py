@@ -94,3 +94,14 @@ def test_a_sink_flag_keeps_the_other_configured_sinks(prefect_harness, db_path: 
     out = detect_flow(str(db_path), now=datetime(2026, 2, 1), webhook_url="http://127.0.0.1:9/hook",
                       detectors=["bursts"])
     assert set(out["delivered"]) == {"jsonl", "webhook"}
+
+
+def test_detect_cli_refuses_a_sink_that_can_never_work(db_path: Path, tmp_path: Path, capsys):
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path):
+        pass
+    assert main(["detect", "--db", str(db_path), "--webhook", "127.0.0.1:8080/hook"]) == 2
+    assert "must start with http" in capsys.readouterr().err
+    assert main(["detect", "--db", str(db_path), "--jsonl", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
