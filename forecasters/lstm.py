@@ -164,7 +164,8 @@ class LSTMForecaster(BaseForecaster):
         for y, start in zip(ys, starts):
             n = len(y)
             cut = n - self._val_points()
-            origins = np.arange(max(self.input_length, n - self.max_train_points), n - h + 1)
+            # up to max_train_points of training targets, then the validation stretch
+            origins = np.arange(max(self.input_length, n - self._val_points() - self.max_train_points), n - h + 1)
             for part, keep in ((train, origins + h <= cut), (val, origins + h > cut)):
                 o = origins[keep]
                 if o.size == 0:
@@ -174,9 +175,11 @@ class LSTMForecaster(BaseForecaster):
                 target = np.lib.stride_tricks.sliding_window_view(y, h)[o] / scale[:, None]
                 part.append((seq, static, base, target.astype(np.float32), scale.astype(np.float32)))
         if not train or not val:
+            short = int(np.argmin([len(y) for y in ys]))
             raise HistoryError(
                 f"lstm: not enough history for a train/validation split; need more than "
-                f"{self.input_length + self.horizon + self._val_points()} points per series"
+                f"{self.input_length + self.horizon + self._val_points()} points per series "
+                f"(the shortest has {len(ys[short])})"
             )
         train_a = [np.concatenate(a) for a in zip(*train)]
         val_a = [np.concatenate(a) for a in zip(*val)]

@@ -116,6 +116,17 @@ def test_lstm_is_seeded(panel: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_lstm_trains_when_the_validation_stretch_is_longer_than_max_train_points() -> None:
+    """A long season makes the validation stretch (7 seasons) long; max_train_points then
+    counts training targets before it, not the whole tail (which left none to train on)."""
+    from tests.forecasters.conftest import make_panel
+
+    panel = make_panel(n_series=1, length=600)
+    model = forecasters.get("lstm")(horizon=12, freq="h", season_length=48, max_train_points=100, max_epochs=1,
+                                    hidden_size=8, samples_per_epoch=64, input_length=24, calibration_origins=4)
+    assert len(model.fit(panel).predict()) == 12
+
+
 def test_conformal_coverage_near_nominal() -> None:
     """On a stationary noisy panel the 80/95 intervals cover close to nominal."""
     rng = np.random.default_rng(3)
