@@ -1,52 +1,90 @@
 """Demand series from the warehouse: hourly totals per cluster/pool/resource.
 
 Per node, ``used`` is averaged within each hour (so 5-minute and hourly samples
-weigh the same); node averages are then summed per cluster/pool/resource. The
-result is the forecasters' history frame ``unique_id, ds, y``.
+weigh the same); node averages are then summed per cluster/pool/resource, with a
+node's short silences filled from its own readings rather than counted as zero
+(:func:`sum_nodes`). The result is the forecasters' history frame ``unique_id, ds, y``.
 """
 from __future__ import annotations
 
 import logging
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from pipelines import warehouse
 
 log = logging.getLogger(__name__)
 
-DEMAND_SQL = """
-WITH per_node AS (
-    SELECT cluster, pool, resource, node_id,
-           date_trunc('hour', ts) AS ds,
-           round(avg(used), 9)    AS used
-    FROM utilization
-    WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
-      AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
-    GROUP BY cluster, pool, resource, node_id, date_trunc('hour', ts)
-)
-SELECT cluster || '/' || pool || '/' || resource AS unique_id,
-       ds,
-       -- parallel float sums differ in the last bits from run to run; rounding keeps
-       -- training (and so champions and model ids) reproducible
-       round(sum(used), 6)::DOUBLE              AS y,
-       count(*)                                 AS nodes
-FROM per_node
-GROUP BY cluster, pool, resource, ds
-ORDER BY unique_id, ds
+NODE_HOURS_SQL = """
+SELECT cluster || '/' || pool || '/' || resource AS unique_id, node_id,
+       date_trunc('hour', ts) AS ds,
+       round(avg(used), 9)    AS used
+FROM utilization
+WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
+  AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
+GROUP BY ALL
+ORDER BY unique_id, ds, node_id
 """
+
+MAX_NODE_GAP = 24  # hours: a node's gap up to this long is interpolated; a longer one, the node was out
+MIN_REPORTING_SHARE = 0.5  # an hour with fewer of its nodes than this (after filling) is not a total
+
+
+def sum_nodes(node_hours: pd.DataFrame) -> pd.DataFrame:
+    """Node hourly means -> demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported).
+
+    A node that misses some hours inside its span (between its first and last report) is
+    not counted as zero: gaps of up to ``MAX_NODE_GAP`` hours are interpolated from its own
+    readings. An hour where, even so, fewer than ``MIN_REPORTING_SHARE`` of the nodes whose
+    span covers it have a value (a collector outage) is left out, to be treated as a
+    missing hour by :func:`regularize`. Both are counted in the log."""
+    parts = []
+    for uid, g in node_hours.groupby("unique_id", sort=True):
+        wide = g.pivot(index="ds", columns="node_id", values="used").sort_index()
+        wide = wide.reindex(pd.date_range(wide.index.min(), wide.index.max(), freq="h"))
+        reported = wide.notna()
+        values = wide.to_numpy(dtype=float)
+        missing = np.isnan(values)
+        inside = ~np.isnan(wide.ffill().to_numpy()) & ~np.isnan(wide.bfill().to_numpy())
+        # length of the run of missing hours each missing cell belongs to
+        run_len = np.zeros_like(values)
+        for j in np.flatnonzero((missing & inside).any(axis=0)):
+            col = missing[:, j]
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], col.astype(np.int8), [0]])))
+            for a, b in zip(edges[::2], edges[1::2]):
+                run_len[a:b, j] = b - a
+        fill = missing & inside & (run_len <= MAX_NODE_GAP)
+        if fill.any():
+            interp = wide.interpolate(limit_area="inside").to_numpy(dtype=float)
+            values = np.where(fill, interp, values)
+            log.warning("demand %s: %d node-hour(s) missing inside their node's span interpolated",
+                        uid, int(fill.sum()))
+        have = ~np.isnan(values)
+        expected = inside.sum(axis=1)
+        total = np.where(have, values, 0.0).sum(axis=1)
+        keep = have.any(axis=1) & (have.sum(axis=1) >= MIN_REPORTING_SHARE * expected)
+        partial = int((have.any(axis=1) & ~keep).sum())
+        if partial:
+            log.warning("demand %s: %d hour(s) with under %.0f%% of the nodes reporting treated as missing",
+                        uid, partial, 100 * MIN_REPORTING_SHARE)
+        parts.append(pd.DataFrame({"unique_id": uid, "ds": wide.index[keep], "y": np.round(total[keep], 6),
+                                   "nodes": reported.sum(axis=1).to_numpy()[keep]}))
+    return pd.concat(parts, ignore_index=True)
 
 
 def load_demand(
     con: duckdb.DuckDBPyConnection, since: pd.Timestamp | None = None, until: pd.Timestamp | None = None
 ) -> pd.DataFrame:
-    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`regularize`)."""
+    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`sum_nodes` and
+    :func:`regularize`)."""
     params = [since, since, until, until]
-    raw = warehouse.query(con, DEMAND_SQL, params)
+    raw = warehouse.query(con, NODE_HOURS_SQL, params)
     if raw.empty:
         return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
                              "y": pd.Series(dtype=float)})
-    return regularize(raw)
+    return regularize(sum_nodes(raw))
 
 
 MAX_INTERPOLATED_GAP = pd.Timedelta(hours=24)  # a longer outage is not filled in
@@ -77,13 +115,13 @@ def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
     counted in the log) when the gap is at most ``MAX_INTERPOLATED_GAP``. A longer outage
     is not invented: the series keeps only what follows its last such gap, and is left
     out when that is shorter than ``MIN_STRETCH`` (both logged). A last hour reported by
-    fewer nodes than the series' median (a partial hour) is dropped."""
+    fewer nodes than the hour before it (a partial hour) is dropped."""
     parts = []
     step = pd.Timedelta(freq if freq[0].isdigit() else f"1{freq}")
     for uid, g in raw.groupby("unique_id", sort=True):
         g = g.sort_values("ds")
-        if "nodes" in g and len(g) > 1 and g["nodes"].iloc[-1] < g["nodes"].median():
-            g = g.iloc[:-1]
+        if "nodes" in g and len(g) > 1 and g["nodes"].iloc[-1] < g["nodes"].iloc[-2]:
+            g = g.iloc[:-1]  # some nodes have not reported their last hour yet
         series = g.set_index("ds")["y"]
         jumps = series.index.to_series().diff()
         long = jumps[jumps > MAX_INTERPOLATED_GAP + step]

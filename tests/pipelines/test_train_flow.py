@@ -42,6 +42,28 @@ def test_demand_is_hourly_sum_of_node_means(con, utilization: pd.DataFrame) -> N
     assert got.loc[(got.unique_id == uid) & (got.ds == hour), "y"].iloc[0] == pytest.approx(expected)
 
 
+def test_a_node_silent_for_some_hours_is_not_counted_as_zero(caplog) -> None:
+    """Three nodes at 10 each. Hours 10-39 only n1 reports (a 30-hour collector outage:
+    those hours are no total, and the series restarts after them); n3 misses 6 hours
+    (interpolated, the total stays 30); n2 is out for 30 hours (longer than a day: not
+    invented); n3 leaves after hour 220 (not extended)."""
+    hours = pd.date_range("2024-01-01", periods=240, freq="h")
+    rows = []
+    for node in ("n1", "n2", "n3"):
+        for i, h in enumerate(hours):
+            if (node != "n1" and 10 <= i < 40) or (node == "n3" and (100 <= i < 106 or i > 220)) \
+                    or (node == "n2" and 150 <= i < 180):
+                continue
+            rows.append({"unique_id": "c/p/cpu", "node_id": node, "ds": h, "used": 10.0})
+    with caplog.at_level("WARNING"):
+        out = demand.regularize(demand.sum_nodes(pd.DataFrame(rows))).set_index("ds")["y"]
+    assert out.index[0] == hours[40] and out.index[-1] == hours[-1]
+    assert (out.loc[hours[100]:hours[105]] == 30).all()  # n3's short silence filled
+    assert (out.loc[hours[150]:hours[179]] == 20).all()  # n2's day-long outage is not
+    assert (out.loc[hours[221]:] == 20).all()  # n3 gone for good
+    assert "6 node-hour(s)" in caplog.text and "30 hour(s) with under 50% of the nodes" in caplog.text
+
+
 def test_regularize_fills_gaps_and_drops_partial_last_hour() -> None:
     ds = pd.to_datetime(["2024-01-01 00:00", "2024-01-01 01:00", "2024-01-01 03:00", "2024-01-01 04:00"])
     raw = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "y": [1.0, 2.0, 4.0, 1.0], "nodes": [3, 3, 3, 1]})
