@@ -55,7 +55,12 @@ def cross_validation(
         test = frame.loc[(from_end < offset) & (from_end >= offset - h)]
         cutoffs = train.groupby("unique_id", sort=False)["ds"].last().rename("cutoff")
         started = time.perf_counter()
-        forecast = with_horizon(model, h).fit(train).predict(h, level=level)
+        try:
+            forecast = with_horizon(model, h).fit(train).predict(h, level=level)
+        except HistoryError as exc:
+            raise HistoryError(
+                f"backtest window {k + 1}/{n_windows} (fit on each series minus its last {offset} points): {exc}"
+            ) from exc
         seconds += time.perf_counter() - started
         merged = forecast.merge(test[["unique_id", "ds", "y"]], on=["unique_id", "ds"], how="inner")
         merged = merged.merge(cutoffs, left_on="unique_id", right_index=True)

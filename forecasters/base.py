@@ -126,7 +126,10 @@ class BaseForecaster:
 
     # --- public API ---------------------------------------------------------------
     def _validate(self, history: pd.DataFrame, min_length: int) -> pd.DataFrame:
-        frame = validate_history(history, self.freq, min_length=min_length)
+        try:
+            frame = validate_history(history, self.freq, min_length=min_length)
+        except HistoryError as exc:
+            raise HistoryError(f"{self.name}: {exc}") from exc
         frame["_step"] = step_index(frame["ds"], self.freq)
         return frame
 

@@ -21,7 +21,13 @@ def freq_offset(freq: str | None) -> pd.Timedelta | None:
     if freq is None:
         return None
     try:
-        step = pd.Timedelta(pd.tseries.frequencies.to_offset(freq))
+        offset = pd.tseries.frequencies.to_offset(freq)
+    except (ValueError, TypeError) as exc:
+        raise HistoryError(f"freq {freq!r} is not a pandas frequency") from exc
+    if isinstance(offset, pd.offsets.Week) and offset.n >= 1:
+        return pd.Timedelta(days=7 * offset.n)  # 'W', 'W-SUN', ...: a fixed week whatever its weekday
+    try:
+        step = pd.Timedelta(offset)
     except (ValueError, TypeError) as exc:
         raise HistoryError(f"freq {freq!r} is not a fixed-length pandas frequency") from exc
     if step <= pd.Timedelta(0):
@@ -38,7 +44,9 @@ def default_seasons(freq: str | None, season_length: int) -> tuple[int, ...]:
 
 
 def step_index(ds: pd.Series | pd.Index | np.ndarray, freq: str | None) -> np.ndarray:
-    """Integer position of each timestamp on the global ``freq`` grid (epoch-based)."""
+    """Integer position of each timestamp on the global ``freq`` grid (epoch-based, from a
+    Monday); a series sampled at a constant offset from it (hourly at :30, weekly on
+    Sundays) counts its steps the same way."""
     step = freq_offset(freq)
     if step is None:
         return np.asarray(ds, dtype=np.int64)
@@ -96,11 +104,13 @@ def validate_history(
         raise HistoryError(f"series {row.unique_id!r}: duplicate ds {row.ds}")
 
     idx = step_index(frame["ds"], freq)
-    if step is not None:
-        on_grid = (pd.DatetimeIndex(frame["ds"]).asi8 - pd.Timestamp("1970-01-05").value) % step.value == 0
-        if not on_grid.all():
-            uid = frame.loc[~on_grid, "unique_id"].iloc[0]
-            raise HistoryError(f"series {uid!r}: timestamps are not aligned to freq {freq!r}")
+    if step is not None:  # each series keeps one phase on the grid (e.g. every hour at :30)
+        phase = pd.Series((pd.DatetimeIndex(frame["ds"]).asi8 - pd.Timestamp("1970-01-05").value) % step.value)
+        off = phase.to_numpy() != phase.groupby(frame["unique_id"].to_numpy()).transform("first").to_numpy()
+        if off.any():
+            row = frame.loc[off].iloc[0]
+            raise HistoryError(f"series {row.unique_id!r}: timestamp {row.ds} is off the series' {freq!r} grid "
+                               "(its timestamps must be whole steps apart)")
     same = frame["unique_id"].to_numpy()[1:] == frame["unique_id"].to_numpy()[:-1]
     gaps = np.diff(idx)[same] != 1
     if gaps.any():

@@ -58,3 +58,20 @@ def test_seasons() -> None:
     assert default_seasons("h", 24) == (24, 168)
     assert default_seasons("5min", 288) == (288,)
     assert default_seasons(None, 24) == (24,)
+
+
+def test_a_series_at_a_constant_offset_from_the_grid_is_accepted() -> None:
+    """Hourly at :30, weekly on Sundays: whole steps apart is what counts."""
+    half = make_panel(length=30).assign(ds=lambda d: d["ds"] + pd.Timedelta(minutes=30))
+    assert len(validate_history(half, "h")) == 60
+    sundays = pd.DataFrame({"unique_id": "w", "ds": pd.date_range("2024-01-07", periods=10, freq="W-SUN"), "y": 1.0})
+    for freq in ("W", "W-SUN", "7D"):
+        assert len(validate_history(sundays, freq)) == 10
+    from forecasters.validation import future_ds, step_index
+
+    assert np.diff(step_index(sundays["ds"], "W")).tolist() == [1] * 9
+    assert pd.Timestamp(future_ds(sundays["ds"].iloc[-1], 1, "W")[0]).day_name() == "Sunday"
+    mixed = half.copy()
+    mixed.loc[5, "ds"] = mixed.loc[5, "ds"] + pd.Timedelta(minutes=30)  # one row on :00
+    with pytest.raises(HistoryError, match="'s0'.*off the series' 'h' grid"):
+        validate_history(mixed, "h")
