@@ -25,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
+    if not settings.db_path.exists():
+        raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     names = None
     if args.models:
         names = [n.strip() for n in args.models.split(",") if n.strip()]

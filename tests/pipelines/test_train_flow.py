@@ -162,6 +162,9 @@ def test_train_cli(prefect_harness, db_path, utilization: pd.DataFrame, capsys: 
 
     with warehouse.open_warehouse(db_path) as con:
         _load(con, utilization)
+    missing = db_path.parent / "typo.duckdb"
+    assert main(["train", "--db", str(missing)]) == 2
+    assert "no warehouse" in capsys.readouterr().err and not missing.exists()
     assert main(["train", "--db", str(db_path), "--models", "nope"]) == 2
     assert "unknown model" in capsys.readouterr().err
     assert main(["train", "--db", str(db_path), "--models", "seasonal_naive", "--windows", "1",
