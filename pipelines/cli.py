@@ -68,11 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         # Prefect's own copy of every traceback on the console comes back with -v
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
+    from pipelines.settings import SettingsError
+
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
+    except SettingsError as exc:
+        print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `headroom ... | head` closed the pipe: stop quietly, as Unix tools do

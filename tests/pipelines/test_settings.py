@@ -1,0 +1,27 @@
+"""HEADROOM_* settings: a bad value is an error that names the variable."""
+from __future__ import annotations
+
+import pytest
+
+from pipelines.settings import Settings, SettingsError
+
+
+def test_task_runner_is_case_insensitive(monkeypatch) -> None:
+    monkeypatch.setenv("HEADROOM_TASK_RUNNER", "Dask")
+    assert Settings.from_env().task_runner == "dask"
+
+
+@pytest.mark.parametrize(("var", "value"), [("HEADROOM_MAX_WORKERS", "0"), ("HEADROOM_LOCK_TIMEOUT", "abc"),
+                                            ("HEADROOM_TASK_RUNNER", "ray")])
+def test_a_bad_variable_is_named(monkeypatch, var: str, value: str) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(SettingsError, match=f"{var}='{value}'"):
+        Settings.from_env()
+
+
+def test_the_cli_reports_it_without_a_traceback(monkeypatch, capsys, tmp_path) -> None:
+    from pipelines.cli import main
+
+    monkeypatch.setenv("HEADROOM_MAX_WORKERS", "0")
+    assert main(["train", "--db", str(tmp_path / "wh.duckdb")]) == 2
+    assert "HEADROOM_MAX_WORKERS='0'" in capsys.readouterr().err
