@@ -60,6 +60,11 @@ def msis(
     return float(np.mean(score) / scale) if scale > 0 else float("nan")
 
 
+def _nanmean(values: list[float]) -> float:
+    finite = [v for v in values if not np.isnan(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
 def evaluate(
     cv: pd.DataFrame, history: pd.DataFrame, season_length: int, level: tuple[int, ...] = (80, 95)
 ) -> pd.DataFrame:
@@ -85,8 +90,9 @@ def evaluate(
             "rmse": rmse(part["y"], part["mean"]),
             "wape": wape(part["y"], part["mean"]),
             "smape": smape(part["y"], part["mean"]),
-            "mase": float(np.nanmean(scaled_ae)),
-            "msis": float(np.nanmean(interval)) if interval else float("nan"),
+            # NaN where no series has a scale (all flat in-sample), without numpy's warning
+            "mase": _nanmean(scaled_ae),
+            "msis": _nanmean(interval),
         }
         for lv in level:
             if f"lo_{lv}" in part:
