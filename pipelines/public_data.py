@@ -30,6 +30,11 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
     base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
                          "node_id": "vm" + f["vm_id"].astype(str)})
     cpu = base.assign(resource="cpu", used=(f["cpu_usage_mhz_mean"] / per_core).round(4), capacity=f["cpu_cores"])
+    no_cores = ~(f["cpu_cores"] > 0)
+    if no_cores.any():
+        log.warning("%s: %d VM-hour(s) with 0 cores left out of cpu (usage per core is undefined)",
+                    path, int(no_cores.sum()))
+        cpu = cpu[~no_cores]
     mem = base.assign(resource="mem", used=(f["mem_usage_kb_mean"] * GIB_PER_KB).round(4),
                       capacity=(f["mem_capacity_kb_mean"] * GIB_PER_KB).round(4))
     return {"utilization": pd.concat([cpu, mem], ignore_index=True)}

@@ -54,3 +54,16 @@ def test_aws_on_demand_counts_vcpus_and_gpus(tmp_path, caplog) -> None:
     assert cat.loc["c3.xlarge", ["resource", "units", "vcpus"]].tolist() == ["cpu", 4, 4]
     assert cat.loc["g2.2xlarge", ["resource", "units"]].tolist() == ["gpu", 1]
     assert "x9.huge" not in cat.index and "x9.huge unknown" in caplog.text
+
+
+def test_bitbrains_hourly_leaves_out_vm_hours_without_cores(tmp_path, caplog) -> None:
+    src = tmp_path / "rnd_vm_hourly_2013-07.csv"
+    src.write_text("hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_usage_kb_mean,"
+                   "mem_capacity_kb_mean\n"
+                   "2013-07-01T00:00:00Z,1,2,5000,1250,1048576,4194304\n"
+                   "2013-07-01T00:00:00Z,2,0,0,0,0,0\n")
+    assert cli.main(["convert", "--from", "bitbrains-hourly", "--out", str(tmp_path / "o"), str(src)]) == 0
+    util = pd.read_csv(tmp_path / "o" / "utilization.csv")
+    cpu = util[util["resource"] == "cpu"]
+    assert cpu["node_id"].tolist() == ["vm1"] and cpu["used"].tolist() == [0.5]  # 1250 MHz at 2500 MHz per core
+    assert "1 VM-hour(s) with 0 cores left out" in caplog.text
