@@ -187,6 +187,8 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
         rows = rows.sort_values("key").reset_index(drop=True)
         payload = pd.json_normalize([_json_object(p) for p in rows["payload"]], sep="_")
         payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in META_COLUMNS})
+        for col in [c for c in payload.columns if c == "ts" or c.endswith(("_ts", "_at"))]:
+            payload[col] = pd.to_datetime(payload[col], errors="coerce")  # typed like data_cutoff in Parquet
         meta = rows[list(META_COLUMNS)].reset_index(drop=True)
         out[str(kind)] = pd.concat([meta, payload.reset_index(drop=True)], axis=1)
     return out

@@ -175,6 +175,15 @@ def test_flatten_recommendations_prefixes_clashing_fields() -> None:
     assert list(frame.columns) == ["run_id", "key", "model_id", "data_cutoff", "payload_key", "a_b"]
 
 
+def test_flattened_times_are_timestamps_like_data_cutoff(tmp_path) -> None:
+    plan = pd.DataFrame({"run_id": ["r"], "kind": ["prescale"], "key": ["k"], "model_id": [None],
+                         "data_cutoff": [START], "payload": [json.dumps({"ts": "2026-02-02T00:00:00"})]})
+    frame = report_io.flatten_recommendations(plan)["prescale"]
+    frame.to_parquet(tmp_path / "p.parquet")
+    back = pd.read_parquet(tmp_path / "p.parquet")
+    assert back["ts"].dtype.kind == "M" and back["ts"].iloc[0] == pd.Timestamp("2026-02-02")
+
+
 def test_heatmap_stays_readable_for_200_nodes() -> None:
     hours = pd.date_range(START, periods=168, freq="h")
     ids = [f"node-{i:03d}" for i in range(200)]
