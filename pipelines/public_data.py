@@ -170,10 +170,11 @@ def titan(path: Path) -> dict[str, pd.DataFrame]:
 
 def nab(path: Path) -> dict[str, pd.DataFrame]:
     """A NAB ``realAWSCloudwatch`` series (timestamp, value in CPU percent) -> utilization
-    of one instance in cores (capacity 1)."""
+    of one instance in cores (capacity 1), in a pool of its own: the NAB instances are
+    unrelated and cover different weeks, so summing them would make no series."""
     f = pd.read_csv(path)
     return {"utilization": pd.DataFrame({
-        "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": "ec2", "node_id": path.stem,
+        "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": path.stem, "node_id": path.stem,
         "resource": "cpu", "used": (f["value"] / 100).clip(upper=1.0).round(6), "capacity": 1.0,
     })}
 
