@@ -51,8 +51,8 @@ def detect_format(path: Path) -> str:
         head = open_text(path).read(4096)
         if "SpotPriceHistory" in head:
             return "aws-json"
-        if '"resultType"' in head or '"data"' in head:
-            return "prometheus-json"
+        if '"resultType"' in head or '"data"' in head or ('"status"' in head and '"errorType"' in head):
+            return "prometheus-json"  # a Prometheus error response says so there
         raise IngestFileError(path, "JSON file that is neither aws-json nor prometheus-json")
     if name.endswith(".csv") or name.endswith(".csv.gz") or name.endswith(".txt"):
         first = open_text(path).readline()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -36,7 +37,7 @@ def aws_json_frame(path: Path) -> pd.DataFrame:
     for n, rec in enumerate(doc["SpotPriceHistory"], start=1):
         rec = rec if isinstance(rec, dict) else {}
         zone = str(rec.get("AvailabilityZone") or "")
-        region = zone[:-1] if zone and zone[-1].isalpha() else zone
+        region = _aws_region(zone)
         rows.append({
             "ts": rec.get("Timestamp"), "provider": "aws", "region": region, "zone": zone,
             "instance_type": rec.get("InstanceType"), "product": rec.get("ProductDescription"),
@@ -45,12 +46,22 @@ def aws_json_frame(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["ts", "provider", "region", "zone", "instance_type", "product", "price", "_line", "_raw"])
 
 
+def _aws_region(zone: str) -> str:
+    """``us-east-1a`` -> ``us-east-1``; Local and Wavelength Zones (``us-west-2-lax-1a``,
+    ``us-east-1-wl1-bos-wlz-1``) belong to their parent region too."""
+    found = re.match(r"^([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)", zone)
+    if found:
+        return found.group(1)
+    return zone[:-1] if zone and zone[-1].isalpha() else zone
+
+
 DCGM_TELEMETRY = {
     "DCGM_FI_DEV_GPU_TEMP": "gpu_temp",
     "DCGM_FI_DEV_POWER_USAGE": "power_usage",
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_sbe",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_dbe",
     "DCGM_FI_DEV_XID_ERRORS": "xid",
+    "DCGM_FI_DEV_GPU_UTIL": "gpu_util",  # the fault model's load feature, as the synthetic fleet sends it
 }
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 NODE_CPU = "node_cpu_seconds_total"
@@ -120,6 +131,36 @@ def _check_names(path: Path, s: pd.DataFrame, mapped: set[str], kind: str) -> No
         log.warning("%s: %d sample(s) of metric(s) %s are not loaded as %s", path, n, shown, kind)
 
 
+IDENTITY = ["name", "host", "gpu", "uuid", "cpu", "mode", "ts"]
+
+
+def _text(values: pd.Series) -> pd.Series:
+    """JSON scalars as text for validation; a missing one (null, or no [ts, value] pair) as ''."""
+    return values.map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+
+
+def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
+    """Series that say the same thing twice (one exporter scraped by two jobs, or two
+    replicas) would be summed twice: samples with the same metric, host, GPU, CPU, mode and
+    time collapse to one when their values agree; when they disagree the sample stays with
+    ``conflict`` set, so its host and step are rejected."""
+    s = s.assign(_text=_text(s["value"]))
+    groups = s.groupby(IDENTITY, sort=False, dropna=False)
+    size = groups["_text"].transform("size")
+    if (size == 1).all():
+        return s.assign(conflict=False).drop(columns="_text")
+    conflict = groups["_text"].transform("nunique") > 1
+    out = s.assign(conflict=conflict)[~s.duplicated(IDENTITY)].drop(columns="_text")
+    same = int((s.duplicated(IDENTITY) & ~conflict).sum())
+    if same:
+        log.warning("%s: %d sample(s) repeated by another series with the same labels but its job or "
+                    "instance collapsed into one", path, same)
+    if conflict.any():
+        log.warning("%s: %d sample(s) where series with the same labels disagree: their host and step "
+                    "are rejected", path, int(out["conflict"].sum()))
+    return out
+
+
 def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.DataFrame:
     """Prometheus ``query_range`` JSON of DCGM / node-exporter metrics -> telemetry or utilization rows."""
     s = _prom_samples(path)
@@ -127,23 +168,29 @@ def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.
         mapped = set(DCGM_TELEMETRY) if spec.kind == "telemetry" else {DCGM_UTIL, NODE_CPU, NODE_MEM_TOTAL,
                                                                         NODE_MEM_AVAILABLE}
         _check_names(path, s, mapped, spec.kind)
+    if s.empty:
+        log.warning("%s: the query returned no series", path)
     if spec.kind == "telemetry":
         t = s[s["name"].isin(DCGM_TELEMETRY)]
+        named = (t["uuid"] != "") | (t["host"] != "")
         device = t["uuid"].where(t["uuid"] != "", t["host"] + "/gpu" + t["gpu"].astype(str))
         return pd.DataFrame({
-            "ts": t["ts"].astype(str), "device_id": device, "node_id": t["host"],
-            "metric": t["name"].map(DCGM_TELEMETRY), "value": t["value"].astype(str),
+            "ts": _text(t["ts"]), "device_id": device.where(named, ""), "node_id": t["host"],
+            "metric": t["name"].map(DCGM_TELEMETRY), "value": _text(t["value"]),
             "_line": t["_line"], "_raw": t["_raw"],
         })
     if spec.kind != "utilization":
         raise IngestFileError(path, f"prometheus-json holds telemetry or utilization, not {spec.kind}")
-    parts = [_prom_gpu_util(s), _prom_cpu(s), _prom_mem(s)]
+    s = _collapse_duplicates(path, s)
+    parts = [_prom_gpu_util(s), _prom_cpu(s), _prom_mem(path, s)]
     out = pd.concat([p for p in parts if not p.empty] or [pd.DataFrame(columns=["ts", "host", "cluster", "pool", "resource", "used", "capacity", "_line", "_raw"])], ignore_index=True)
     out["cluster"] = out["cluster"].where(out["cluster"] != "", cluster)
     out["pool"] = out["pool"].where(out["pool"] != "", pool)
+    conflict = out["conflict"].astype(bool) if "conflict" in out else pd.Series(False, index=out.index)
     return pd.DataFrame({
-        "ts": out["ts"].astype(str), "cluster": out["cluster"], "pool": out["pool"],
-        "node_id": out["host"], "resource": out["resource"], "used": _as_text(out["used"]),
+        "ts": _text(out["ts"]), "cluster": out["cluster"], "pool": out["pool"],
+        "node_id": out["host"], "resource": out["resource"],
+        "used": _as_text(out["used"]).where(~conflict, "duplicate series disagree"),
         "capacity": _as_text(out["capacity"]), "_line": out["_line"], "_raw": out["_raw"],
     })
 
@@ -165,7 +212,8 @@ def _sum_all(x: pd.Series) -> float:
 def _agg_by_host(frame: pd.DataFrame, resource: str) -> pd.DataFrame:
     g = frame.groupby(["host", "ts"], sort=True)
     out = g.agg(cluster=("cluster", "first"), pool=("pool", "first"), used=("used", _sum_all),
-                capacity=("capacity", _sum_all), _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
+                capacity=("capacity", _sum_all), conflict=("conflict", "any"), _line=("_line", "min"),
+                _raw=("_raw", "first")).reset_index()
     out["resource"] = resource
     return out
 
@@ -188,27 +236,39 @@ def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
     c["v"] = _num(c["value"])
     c = c.sort_values(["host", "cpu", "mode", "t"])
     grp = c.groupby(["host", "cpu", "mode"], sort=False)
-    # counter -> busy fraction of one core over each step. After a counter reset (the value
-    # drops) the counter restarted from 0, so the increase is the new value, as in rate()
-    delta = grp["v"].diff()
-    delta = delta.where(delta >= 0, c["v"])
-    rate = delta / grp["t"].diff()
-    c["busy"] = rate.where(c["mode"] != "idle", 0.0).where(rate.notna())
-    c = c[c["busy"].notna()]
+    # counter -> busy fraction of one core since the last good sample. After a counter reset
+    # (the value drops) the counter restarted from 0, so the increase is the new value, as in
+    # rate(). A NaN sample has no rate (its host and step are rejected); the next one is
+    # measured from the sample before it.
+    good = c["v"].notna() & c["t"].notna()
+    keys = [c["host"], c["cpu"], c["mode"]]
+    last = c[["v", "t"]].where(good).groupby(keys, sort=False).ffill()  # the last good sample so far
+    prev = last.groupby(keys, sort=False).shift()  # ... before this one
+    prev_v, prev_t = prev["v"], prev["t"]
+    delta = c["v"] - prev_v
+    delta = delta.where(~(delta < 0), c["v"])
+    rate = delta / (c["t"] - prev_t)
+    first = prev_v.isna() & good  # a counter's first sample: no rate yet, not loaded
+    c["busy"] = rate.where(c["mode"] != "idle", 0.0).where(good, float("nan"))
+    c = c[~first]
     per_cpu = c.groupby(["host", "ts", "cpu"], sort=True).agg(
-        busy=("busy", "sum"), cluster=("cluster", "first"), pool=("pool", "first"),
-        _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
+        busy=("busy", _sum_all), cluster=("cluster", "first"), pool=("pool", "first"),
+        conflict=("conflict", "any"), _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
     per_cpu["used"] = per_cpu["busy"].clip(upper=1.0)
     per_cpu["capacity"] = 1.0
     return _agg_by_host(per_cpu, "cpu")
 
 
-def _prom_mem(s: pd.DataFrame) -> pd.DataFrame:
+def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     tot = s[s["name"] == NODE_MEM_TOTAL]
     avail = s[s["name"] == NODE_MEM_AVAILABLE]
+    if tot.empty != avail.empty:
+        log.warning("%s: memory needs both %s and %s; only %s is there, no memory is loaded", path,
+                    NODE_MEM_TOTAL, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL if avail.empty else NODE_MEM_AVAILABLE)
     if tot.empty or avail.empty:
         return pd.DataFrame()
-    m = tot.merge(avail[["host", "ts", "value"]], on=["host", "ts"], suffixes=("", "_avail"))
+    m = tot.merge(avail[["host", "ts", "value", "conflict"]], on=["host", "ts"], suffixes=("", "_avail"))
+    m["conflict"] = m["conflict"] | m["conflict_avail"]
     gib = 1024.0 ** 3
     m["capacity"] = _num(m["value"]) / gib
     m["used"] = (_num(m["value"]) - _num(m["value_avail"])) / gib

@@ -36,8 +36,10 @@ def parse_timestamp_sql(expr: str) -> str:
     A plain cast is tried first because it is ~4x cheaper than the time-zone-aware one,
     but it silently drops offsets, so strings with one always take the aware path."""
     num = f"TRY_CAST({expr} AS DOUBLE)"
+    # NaN, infinity and numbers past any timestamp (>= 1e15 ms) are no time: NULL, a reject
     epoch = (
-        f"CASE WHEN abs({num}) >= 1e11 THEN make_timestamp(CAST({num} * 1000 AS BIGINT)) "
+        f"CASE WHEN NOT isfinite({num}) OR abs({num}) >= 1e15 THEN NULL "
+        f"WHEN abs({num}) >= 1e11 THEN make_timestamp(CAST({num} * 1000 AS BIGINT)) "
         f"WHEN {num} IS NOT NULL THEN make_timestamp(CAST({num} * 1000000 AS BIGINT)) END"
     )
     return (
@@ -61,8 +63,9 @@ def checked_sql(spec: KindSpec, source: str = "_raw", typed: frozenset[str] = fr
         blank = f"({raw} IS NULL)" if col in typed else f"({raw} IS NULL OR trim({raw}) = '')"
         if col == spec.timestamp and col in typed:
             # TIMESTAMPTZ holds UTC microseconds: this is the naive UTC instant, for free
-            inner.append(f"make_timestamp(epoch_us({q(col)})) AS {out}")
-            reasons.append(f"CASE WHEN {blank} THEN '{col}: missing' END")
+            inner.append(f"CASE WHEN isfinite({q(col)}) THEN make_timestamp(epoch_us({q(col)})) END AS {out}")
+            reasons.append(f"CASE WHEN {blank} THEN '{col}: missing' "
+                           f"WHEN {out} IS NULL THEN '{col}: unparseable timestamp ' || {_shown(raw)} END")
         elif col == spec.timestamp:
             inner.append(f"{parse_timestamp_sql('trim(' + q(col) + ')')} AS {out}")
             reasons.append(

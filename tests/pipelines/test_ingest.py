@@ -196,8 +196,8 @@ def test_prometheus_dcgm_telemetry_and_gpu_utilization(con, tmp_path):
     p = tmp_path / "dcgm.json"
     p.write_text(_prom(results))
     r = ingest.ingest_file(con, p, "telemetry")
-    assert (r.fmt, r.rows_loaded) == ("prometheus-json", 3)
-    assert set(rows(con, "device_telemetry")["metric"]) == {"gpu_temp", "xid"}
+    assert (r.fmt, r.rows_loaded) == ("prometheus-json", 5)
+    assert set(rows(con, "device_telemetry")["metric"]) == {"gpu_temp", "xid", "gpu_util"}
     ingest.ingest_file(con, p, "utilization", cluster="c1", pool="h100")
     u = rows(con, "utilization")
     assert u[["node_id", "resource", "used", "capacity", "cluster"]].values.tolist() == [["node-1", "gpu", 1.5, 2.0, "c1"]]
@@ -321,6 +321,63 @@ def test_prometheus_nan_is_rejected_and_counter_resets_count(con, tmp_path):
     assert r.rows_rejected == 1 and next(iter(rejects(con).values())) == "used: not finite 'NaN'"
 
 
+def test_prometheus_cpu_nan_rejects_its_step_only(con, tmp_path):
+    """A NaN counter sample is rejected; the next step is measured from the sample before it."""
+    cpu = [{"metric": {"__name__": "node_cpu_seconds_total", "instance": "n1", "cpu": "0", "mode": m},
+            "values": [[1767225600 + 60 * i, v] for i, v in enumerate(vals)]}
+           for m, vals in (("user", ["0", "30", "NaN", "90"]), ("idle", ["0", "30", "60", "90"]))]
+    p = tmp_path / "u.json"
+    p.write_text(_prom(cpu))
+    r = ingest.ingest_file(con, p, "utilization", cluster="c", pool="p")
+    assert rows(con, "utilization")["used"].tolist() == [pytest.approx(0.5), pytest.approx(0.5)]
+    assert r.rows_rejected == 1 and next(iter(rejects(con).values())) == "used: not finite 'NaN'"
+
+
+def test_prometheus_duplicate_series_are_not_summed_twice(con, tmp_path, caplog):
+    """One exporter scraped by two jobs: the same samples collapse; series that disagree
+    reject their host and step instead of being added up."""
+    def gpu(job, values):
+        return {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n1", "gpu": "0", "job": job},
+                "values": [[1767225600 + 60 * i, v] for i, v in enumerate(values)]}
+    def mem(name, job, value):
+        return {"metric": {"__name__": name, "instance": "n1:9100", "job": job}, "values": [[1767225600, value]]}
+    gib = 1024 ** 3
+    results = [gpu("a", ["50", "60"]), gpu("b", ["50", "70"]),
+               mem("node_memory_MemTotal_bytes", "a", str(64 * gib)), mem("node_memory_MemTotal_bytes", "b", str(64 * gib)),
+               mem("node_memory_MemAvailable_bytes", "a", str(40 * gib)),
+               mem("node_memory_MemAvailable_bytes", "b", str(40 * gib))]
+    p = tmp_path / "dup.json"
+    p.write_text(_prom(results))
+    with caplog.at_level("WARNING"):
+        r = ingest.ingest_file(con, p, "utilization", cluster="c", pool="p")
+    u = rows(con, "utilization").set_index("resource")
+    assert u.loc["gpu", ["used", "capacity"]].tolist() == [0.5, 1.0]
+    assert u.loc["mem", ["used", "capacity"]].tolist() == [24.0, 64.0]
+    assert r.rows_rejected == 1 and "duplicate series disagree" in next(iter(rejects(con).values()))
+    assert "collapsed into one" in caplog.text and "disagree" in caplog.text
+
+
+def test_prometheus_telemetry_without_a_device_label_and_bad_samples_are_rejects(con, tmp_path):
+    results = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP"}, "values": [[1767225600, "60"]]},
+               {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "UUID": "GPU-1"},
+                "values": [[1767225600, "61"], "oops", [None, "62"], [1e30, "63"]]}]
+    p = tmp_path / "t.json"
+    p.write_text(_prom(results))
+    r = ingest.ingest_file(con, p, "telemetry")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 4)
+    reasons = sorted(rejects(con).values())
+    assert any(x.startswith("device_id: missing") for x in reasons)
+    assert "ts: missing; value: missing" in reasons and "ts: unparseable timestamp '1e+30'" in reasons
+
+
+def test_aws_local_and_wavelength_zones_belong_to_their_region() -> None:
+    from pipelines.formats import _aws_region
+
+    assert [_aws_region(z) for z in ("us-east-1a", "us-west-2-lax-1a", "us-east-1-wl1-bos-wlz-1",
+                                     "us-gov-west-1b", "ap-northeast-1c")] == [
+        "us-east-1", "us-west-2", "us-east-1", "us-gov-west-1", "ap-northeast-1"]
+
+
 @pytest.mark.parametrize("doc, message", [
     ({"status": "success", "data": [1]}, "'data' must be an object"),
     ({"status": "success", "data": {"resultType": "matrix", "result": ["x"]}}, "series 1 of data.result"),
@@ -331,6 +388,8 @@ def test_prometheus_malformed_responses_are_clear(con, tmp_path, doc, message):
     p.write_text(json.dumps(doc))
     with pytest.raises(IngestFileError, match=re.escape(message)):
         ingest.ingest_file(con, p, "utilization", "prometheus-json")
+    with pytest.raises(IngestFileError, match=re.escape(message)):  # recognised without --format too
+        ingest.ingest_file(con, p, "utilization")
 
 
 def test_gwa_t12_never_loads_megahertz_as_cores(con, tmp_path):
