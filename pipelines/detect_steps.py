@@ -83,8 +83,11 @@ def _burst_alert(uid: str, onset: pd.Timestamp, detected: pd.Timestamp, directio
 
 
 def _bucket(ts: pd.Timestamp, horizon: pd.Timedelta) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """A prediction at ``ts`` for the next ``horizon``: the window starts at ``ts`` floored
+    to a multiple of the horizon (so runs within one bucket share a fingerprint) and lasts
+    two horizons, so it covers ``[ts, ts + horizon]`` wherever ``ts`` falls in its bucket."""
     start = ts.floor(horizon)
-    return start, start + horizon
+    return start, start + 2 * horizon
 
 
 def policy_params(policy: FaultPolicy | SpikePolicy) -> str:
@@ -119,16 +122,20 @@ def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPo
     feats = build_fault_features(telemetry, policy)
     latest = feats.sort_values("ts").groupby("device_id").tail(1)
     scored = model.predict(latest)
+    scored["node_id"] = latest["node_id"].to_numpy() if "node_id" in latest else None
     horizon = pd.Timedelta(policy.horizon)
     hours = horizon / pd.Timedelta(hours=1)
     alerts = []
     for r in scored[scored["alert"]].itertuples(index=False):
         start, end = _bucket(pd.Timestamp(r.ts), horizon)
+        node = getattr(r, "node_id", None)
+        has_node = isinstance(node, str) and node != ""
         alerts.append(Alert(
             kind="hardware_fault", entity=str(r.device_id), window_start=start, window_end=end,
             severity=severity_for(float(r.score)), probability=float(np.clip(r.score, 0, 1)),
-            summary=f"{r.device_id} likely to fail within {hours:g}h (p={r.score:.2f} at {r.ts})",
-            runbook=FAULT_RUNBOOK,
+            summary=f"{r.device_id}{f' on {node}' if has_node else ''} likely to fail within {hours:g}h "
+                    f"(p={r.score:.2f} at {r.ts})",
+            runbook=FAULT_RUNBOOK, labels=(("node", node),) if has_node else (),
         ))
     return alerts
 

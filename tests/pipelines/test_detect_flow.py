@@ -52,6 +52,14 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     assert all(st.last_ts == series["ds"].max() for st in states.values())
     lines = jsonl.read_text().splitlines() if jsonl.exists() else []
     assert len(lines) == out["delivered"]["jsonl"]
+    with warehouse.open_warehouse(db_path) as con:
+        predicted = warehouse.query(con, "SELECT kind, window_start, window_end, labels, summary FROM alerts "
+                                         "WHERE kind IN ('hardware_fault', 'price_spike')")
+    assert "price_spike" in set(predicted["kind"])
+    # a window covers the whole predicted span: two horizons from the floored scoring time
+    span = predicted["window_end"] - predicted["window_start"]
+    assert (span == predicted["kind"].map({"hardware_fault": pd.Timedelta("48h"),
+                                           "price_spike": pd.Timedelta("12h")})).all()
 
     # the same warehouse again: nothing new to detect, nothing delivered twice
     again = detect_flow(str(db_path), now=datetime(2026, 2, 1, 0, 15), jsonl_path=str(jsonl))
@@ -105,3 +113,23 @@ def test_detect_cli_refuses_a_sink_that_can_never_work(db_path: Path, tmp_path: 
     assert "must start with http" in capsys.readouterr().err
     assert main(["detect", "--db", str(db_path), "--jsonl", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_fault_alerts_name_the_node_and_cover_the_predicted_day():
+    """A DCGM device id (its UUID) says nothing of the host: the alert carries it as a label."""
+    from anomaly.faults import FaultPolicy
+    from pipelines import detect_steps
+
+    class Scores:  # the fitted model's predict contract: device_id, ts, score, alert
+        def predict(self, features: pd.DataFrame) -> pd.DataFrame:
+            return features[["device_id", "ts"]].assign(score=0.9, alert=features["device_id"] == "GPU-aa")
+
+    ts = pd.date_range("2026-01-14 22:00", periods=24, freq="5min")
+    telemetry = pd.concat([pd.DataFrame({"ts": ts, "device_id": dev, "node_id": node, "metric": "gpu_temp",
+                                         "value": 60.0}) for dev, node in (("GPU-aa", "gpu-node-2"), ("GPU-bb", "n3"))])
+    alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy())
+    assert [a.entity for a in alerts] == ["GPU-aa"]
+    a = alerts[0]
+    assert dict(a.labels) == {"node": "gpu-node-2"} and "on gpu-node-2" in a.summary
+    last = ts[-1]
+    assert a.window_start <= last and a.window_end >= last + pd.Timedelta("24h")

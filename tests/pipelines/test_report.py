@@ -166,6 +166,11 @@ def test_heatmap_marks_bursts_and_fault_rows() -> None:
     assert marks.bursts == ((0, 1, 2, 5),)
     assert marks.fault_rows == (2,)  # "c1-p1-n0" is no node's id or id + separator
     assert marks.alerts == 2
+    # a DCGM device is named by its UUID: its node comes from the alert's node label
+    uuid = pd.DataFrame({"kind": ["hardware_fault"], "entity": ["GPU-21aa-0001"], "window_start": [START],
+                         "window_end": [START + pd.Timedelta(days=2)], "status": ["firing"],
+                         "labels": [json.dumps({"node": NODES[1][2]})]})
+    assert report_html.heatmap_marks(nodes, hours, uuid).fault_rows == (1,)
 
 
 def test_flatten_recommendations_prefixes_clashing_fields() -> None:
