@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,9 @@ def _stage(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw: RawInput, path: 
     return repeated
 
 
+LABELLED_FORMATS = ("prometheus-json", "gwa-t12")  # their rows take --cluster/--pool
+
+
 def ingest_file(
     con: duckdb.DuckDBPyConnection,
     path: str | Path,
@@ -157,11 +161,17 @@ def ingest_file(
     sha = file_sha256(path)
     batch_id = f"{spec.kind}-{sha[:16]}"
     prior = con.execute(
-        "SELECT batch_id, rows_read, rows_loaded, rows_rejected, source_format FROM ingest_batches "
+        "SELECT batch_id, rows_read, rows_loaded, rows_rejected, source_format, labels FROM ingest_batches "
         "WHERE sha256 = ? AND kind = ?",
         [sha, spec.kind],
     ).fetchone()
+    labels = json.dumps({"cluster": cluster, "pool": pool}, sort_keys=True)
     if prior:
+        if prior[4] in LABELLED_FORMATS and prior[5] is not None and prior[5] != labels:
+            was = json.loads(prior[5])
+            log.warning("%s was already ingested with --cluster %s --pool %s; it is skipped and its rows keep "
+                        "those (this run's --cluster %s --pool %s are not applied)",
+                        path, was["cluster"], was["pool"], cluster, pool)
         return IngestResult(str(path), spec.kind, prior[4], prior[0], sha, prior[1], 0, 0, "skipped")
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     raw = read_input(con, path, spec, fmt, cluster, pool)
@@ -192,8 +202,11 @@ def ingest_file(
         _write_rows(con, spec, good)
         _write_rejects(con, batch_id, path, rejects)
         con.execute(
-            "INSERT INTO ingest_batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'loaded', ?, now()::TIMESTAMP)",
-            [batch_id, spec.kind, raw.fmt, str(path), sha, raw.rows_read, n_good, rows_rejected, started],
+            "INSERT INTO ingest_batches (batch_id, kind, source_format, path, sha256, rows_read, rows_loaded, "
+            "rows_rejected, status, started_at, finished_at, labels) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'loaded', ?, now()::TIMESTAMP, ?)",
+            [batch_id, spec.kind, raw.fmt, str(path), sha, raw.rows_read, n_good, rows_rejected, started,
+             labels if raw.fmt in LABELLED_FORMATS else None],
         )
     _drop_staging(con)
     log.info("ingested %s: read %d loaded %d rejected %d", path, raw.rows_read, n_good, rows_rejected)

@@ -321,6 +321,17 @@ def test_prometheus_nan_is_rejected_and_counter_resets_count(con, tmp_path):
     assert r.rows_rejected == 1 and next(iter(rejects(con).values())) == "used: not finite 'NaN'"
 
 
+def test_a_skipped_reingest_with_other_labels_is_said(con, tmp_path, caplog):
+    p = tmp_path / "u.json"
+    p.write_text(_prom([{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n1", "gpu": "0"},
+                         "values": [[1767225600, "50"]]}]))
+    ingest.ingest_file(con, p, "utilization", cluster="wrong", pool="p")
+    with caplog.at_level("WARNING"):
+        r = ingest.ingest_file(con, p, "utilization", cluster="right", pool="p")
+    assert r.status == "skipped" and "already ingested with --cluster wrong --pool p" in caplog.text
+    assert rows(con, "utilization")["cluster"].tolist() == ["wrong"]
+
+
 def test_prometheus_cpu_nan_rejects_its_step_only(con, tmp_path):
     """A NaN counter sample is rejected; the next step is measured from the sample before it."""
     cpu = [{"metric": {"__name__": "node_cpu_seconds_total", "instance": "n1", "cpu": "0", "mode": m},
