@@ -100,12 +100,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def run_score(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
-    from pipelines.flows.detect import detect_flow
+    from pipelines.flows.detect import configured_sinks, detect_flow
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest first)", 2)
+    try:
+        configured_sinks(args.jsonl)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
     out = detect_flow(db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=["faults"],
                       fault_lead=args.lead, fault_horizon=args.horizon)
     print(json.dumps(out, indent=2, default=str))

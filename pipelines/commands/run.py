@@ -73,11 +73,15 @@ def _print_summary(out: dict) -> None:
 def run_all(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
     from pipelines.commands.plan import require_plan_config
-    from pipelines.flows.run import inputs_in, run_flow
+    from pipelines.flows.run import STAGES, inputs_in, run_flow
     from pipelines.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages is not None else None
+    unknown = sorted(set(stages or []) - set(STAGES) - {"none"})
+    if unknown:
+        raise CliError(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)} (or none)", 2)
     if args.input:
         folder = Path(args.input)
         if not folder.is_dir():
@@ -90,7 +94,6 @@ def run_all(args: argparse.Namespace) -> int:
         write_fleet(folder, nodes=args.nodes, days=args.days, seed=args.seed)
     if not inputs_in(folder):
         raise CliError(f"no input files (utilization.csv, telemetry.csv, ...) in {folder}", 2)
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages is not None else None
     # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
     os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
     print(f"running the pipeline into {settings.db_path}")

@@ -28,6 +28,23 @@ def test_run_rejects_a_missing_input_folder(tmp_path, db_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
 
 
+def test_run_refuses_an_unknown_stage_before_any_work(tmp_path, db_path, capsys):
+    from pipelines.cli import main
+
+    assert main(["run", "--db", str(db_path), "--input", str(tmp_path), "--stages", "trian"]) == 2
+    assert "unknown stage(s) ['trian']" in capsys.readouterr().err and not db_path.exists()
+
+
+def test_faults_score_refuses_a_jsonl_folder(tmp_path, db_path, capsys):
+    from pipelines import warehouse
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path):
+        pass
+    assert main(["faults", "score", "--db", str(db_path), "--jsonl", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
 def test_serve_lists_deployments(tmp_path, db_path, capsys):
     assert cli.main(["serve", "--list", "--db", str(db_path), "--input", str(tmp_path)]) == 0
     out = capsys.readouterr().out
