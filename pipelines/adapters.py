@@ -171,7 +171,17 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec) -> list[tuple
         else:
             reason = f"malformed line: {msg.splitlines()[0]}"
         out.append((int(line), str(raw), reason))
-    return out
+    # the reader can report one line several times (a short line once per missing column):
+    # one reject per line: a malformed line is just that; otherwise its distinct cast reasons
+    merged: dict[int, tuple[str, list[str]]] = {}
+    for line, raw, reason in out:
+        raw0, reasons = merged.setdefault(line, (raw, []))
+        if reason.startswith("malformed line") and any(r.startswith("malformed line") for r in reasons):
+            continue
+        if reason not in reasons:
+            reasons.append(reason)
+    return [(line, raw, next((r for r in reasons if r.startswith("malformed line")), "; ".join(reasons)))
+            for line, (raw, reasons) in merged.items()]
 
 
 def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimiter: str = ",",

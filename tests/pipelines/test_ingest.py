@@ -67,11 +67,13 @@ def test_bad_rows_are_rejected_with_line_and_reason(con, tmp_path):
               "2026-01-01T01:00:00,c,p,n8,gpu,1,8\n"       # 10 } same key,
               "2026-01-01T01:00:00,c,p,n8,gpu,2,8\n"       # 11 } different values
               "2026-01-01T02:00:00,c,p,n9,gpu,1,8\n"       # 12 } same key,
-              "2026-01-01T02:00:00,c,p,n9,gpu,1,8\n")      # 13 } same values: one row
+              "2026-01-01T02:00:00,c,p,n9,gpu,1,8\n"       # 13 } same values: one row
+              "abc\n")                                     # 14 a line far too short: one reject
     r = ingest.ingest_file(con, p, "utilization")
-    assert (r.rows_read, r.rows_loaded, r.rows_rejected) == (12, 2, 9)
+    assert (r.rows_read, r.rows_loaded, r.rows_rejected) == (13, 2, 10)
     bad = rejects(con)
-    assert sorted(bad) == [3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert sorted(bad) == [3, 4, 5, 6, 7, 8, 9, 10, 11, 14]
+    assert bad[14] == "malformed line: Expected Number of Columns: 7 Found: 1"
     assert "ts: unparseable timestamp 'not-a-time'" in bad[3]
     assert "used: not finite" in bad[4]
     assert "used: negative" in bad[5]
