@@ -256,8 +256,9 @@ def kind_named(name: str) -> str | None:
 
 def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
     """Files, globs or folders (folders: the data files inside, recursively, sorted). With
-    ``kind``, a folder's files named for another kind (``headroom convert`` writes
-    ``telemetry.csv`` and ``failures.csv`` side by side) are left out."""
+    ``kind``, a folder that holds files named for that kind contributes just those (the
+    output of ``headroom generate`` or ``convert`` holds other kinds and other files beside
+    them); otherwise its files named for another kind are left out."""
     import glob
 
     out: list[Path] = []
@@ -265,7 +266,8 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
         p = Path(pat)
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES))
-            out.extend(q for q in found if kind is None or kind_named(q.name) in (None, kind))
+            named = [q for q in found if kind is not None and kind_named(q.name) == kind]
+            out.extend(named or [q for q in found if kind is None or kind_named(q.name) is None])
         elif any(ch in pat for ch in "*?["):
             out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))
         else:

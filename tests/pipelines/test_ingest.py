@@ -242,6 +242,14 @@ def test_unreadable_json_names_file_and_position(con, tmp_path):
         ingest.ingest_file(con, p, "spot-prices", "aws-json")
 
 
+def test_a_generated_folder_ingests_by_kind(tmp_path):
+    """`generate` writes bursts.csv and manifest.json beside the kinds: --kind takes its own file."""
+    from pipelines.synth_io import write_fleet
+
+    write_fleet(tmp_path / "gen", nodes=3, days=2, seed=0)
+    assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == ["utilization.csv"]
+
+
 def test_expand_paths(tmp_path):
     for name in ("a.csv", "b.csv", "sub/c.csv"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
