@@ -22,6 +22,7 @@ when it calms down. Then the model is fit on all data.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -31,6 +32,8 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from forecasters.validation import HistoryError, future_ds, step_index, validate_history
+
+log = logging.getLogger(__name__)
 
 MAX_CAL_ORIGINS = 168
 LOCAL_SEASONS = 7
@@ -147,6 +150,10 @@ class BaseForecaster:
                 f"series {uid!r}: {int(lengths.min())} points is too short for {self.name} with "
                 f"horizon {self.horizon} and conformal calibration; need at least {need}"
             )
+        if n_cal < min(19, self.calibration_origins):  # ceil((n + 1) * 0.95) > n: the widest error seen
+            log.warning("%s: only %d calibration origin(s) fit before the horizon; intervals at 95%% (and at "
+                        "80%% below 4) are the widest calibration error, so their coverage is loose: give "
+                        "the series more history", self.name, n_cal)
         self._calibrate(frame, n_cal)
         self._fit_points(frame)
         self.history_ = frame

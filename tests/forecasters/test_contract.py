@@ -195,3 +195,16 @@ def test_an_idle_series_is_forecast_idle(panel: pd.DataFrame) -> None:
     out = model.predict()
     assert (out.loc[out["unique_id"] == "idle", "mean"] == 0.0).all()
     assert (out.loc[out["unique_id"] != "idle", "mean"] > 0).all()
+
+
+def test_too_few_calibration_origins_are_said(caplog) -> None:
+    from tests.forecasters.conftest import make_panel
+
+    model = forecasters.get("seasonal_naive")(horizon=24, freq="h", season_length=24)
+    with caplog.at_level("WARNING"):
+        model.fit(make_panel(n_series=1, length=24 + 24 + 3))
+    assert "only 4 calibration origin(s)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        model.fit(make_panel(n_series=1, length=24 * 10))
+    assert "calibration origin" not in caplog.text
