@@ -8,11 +8,13 @@
   for the next run; a delivered row is never sent again. (Should the process die between
   a sink's acceptance and that mark, the batch is sent once more: at-least-once.)
 
-Deliveries go out in the order things happened: an alert's firing before its
-resolution. Every record carries ``sent_at``, the run's time. An alert keeps the severity
-it fired with until it resolves (Alertmanager identifies an alert by its labels, severity
-among them, so a resolution must carry the labels of the firing it ends); a changed
-probability shows in the record and, for Alertmanager, in the re-sent annotations.
+Deliveries go out in the order things happened: an alert's firing, its escalations,
+its resolution. Every record carries ``sent_at``, the run's time. An alert's severity only
+rises while it fires: a rise is delivered once per step (status ``escalated`` with
+``previous_severity``), and a fall keeps the higher one. Alertmanager identifies an alert
+by its labels, severity among them, so there an escalation resolves the old label set and
+fires the new one, and the resolution carries the labels last fired. A changed probability
+shows in Alertmanager's re-sent annotations.
 
 Sinks: a JSONL file, a generic JSON webhook and Prometheus Alertmanager's
 ``POST /api/v2/alerts``. Alertmanager expects its clients to re-send alerts that are
@@ -39,7 +41,7 @@ import duckdb
 import httpx
 import pandas as pd
 
-from anomaly.alert import Alert
+from anomaly.alert import SEVERITIES, Alert
 from pipelines.warehouse import query, transaction, upsert
 
 log = logging.getLogger(__name__)
@@ -121,8 +123,15 @@ class AlertmanagerSink:
     resends_firing: bool = True
 
     def send(self, alerts: list[dict[str, object]]) -> None:
-        _post(self.base_url.rstrip("/") + "/api/v2/alerts", [self.postable(a) for a in alerts],
-              self.timeout_s, self.retries, self.backoff_s)
+        body = []
+        for a in alerts:
+            if a["status"] == "escalated":  # the old label set ends now, the new one fires
+                body.append(self.postable({**a, "status": "resolved", "severity": a["previous_severity"],
+                                           "ends_at": a["sent_at"]}))
+                body.append(self.postable({**a, "status": "firing"}))
+            else:
+                body.append(self.postable(a))
+        _post(self.base_url.rstrip("/") + "/api/v2/alerts", body, self.timeout_s, self.retries, self.backoff_s)
 
     def postable(self, a: dict[str, object]) -> dict[str, object]:
         """One alert in Alertmanager's postableAlert shape (labels and annotations are strings)."""
@@ -222,7 +231,13 @@ def sync_alerts(
         else:
             rows.append(_row(alert, "firing", starts, None, now))
         if old is not None and old.status == "firing":
-            rows[-1]["severity"] = old.severity  # the labels it fired with, until it resolves
+            # the labels it fired with, until it resolves, unless it escalates: then every
+            # sink hears it once per step up (Alertmanager: the old labels resolve, new ones fire)
+            rank = {sev: i for i, sev in enumerate(SEVERITIES)}
+            if not is_ended and rank[alert.severity] > rank.get(old.severity, 0):
+                queue += [(fp, s, f"escalated:{old.severity}>{alert.severity}") for s in names]
+            else:
+                rows[-1]["severity"] = old.severity
     touched = {r["fingerprint"] for r in rows}
     stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
     with transaction(con):
@@ -249,7 +264,8 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
             SELECT d.status AS delivery_status, d.attempts, a.*
             FROM alert_deliveries d JOIN alerts a USING (fingerprint)
             WHERE d.sink = ? AND d.state = 'pending'
-            ORDER BY a.starts_at, d.fingerprint, CASE d.status WHEN 'firing' THEN 0 ELSE 1 END
+            ORDER BY a.starts_at, d.fingerprint,
+                     CASE WHEN d.status = 'firing' THEN 0 WHEN d.status = 'resolved' THEN 2 ELSE 1 END, d.status
         """, [sink.name])
         refresh = query(con, """
             SELECT 'firing' AS delivery_status, d.attempts, a.*
@@ -267,7 +283,10 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
             rec = {k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in r.items()}
             rec["labels"] = json.loads(rec["labels"]) if rec.get("labels") else {}
             rec["status"] = rec.pop("delivery_status")
-            if rec["status"] == "firing":
+            if rec["status"].startswith("escalated:"):  # escalated:<from>><to>
+                rec["previous_severity"], rec["severity"] = rec["status"].split(":", 1)[1].split(">")
+                rec["status"] = "escalated"
+            if rec["status"] != "resolved":
                 rec["ends_at"] = None
             rec["sent_at"] = now
             for key in ("window_start", "window_end", "starts_at", "ends_at", "updated_at", "sent_at"):

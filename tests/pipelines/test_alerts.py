@@ -216,21 +216,33 @@ def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, serv
     assert len(jl.path.read_text().splitlines()) == 2
 
 
-def test_an_alert_keeps_the_labels_it_fired_with(con, server):
+def _fault_at(severity: str, p: float) -> Alert:
+    return Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
+                 window_end=pd.Timestamp("2026-01-11"), severity=severity, probability=p)
+
+
+def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, server, tmp_path):
+    """warning -> critical is said once; in Alertmanager the warning label set ends and the
+    critical one fires, and the resolution carries the critical labels. A fall back keeps
+    the higher severity (and says nothing)."""
     am = al.AlertmanagerSink(server.url, retries=0)
-    warn = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
-                 window_end=pd.Timestamp("2026-01-11"), severity="warning", probability=0.6)
-    al.sync_alerts(con, "hardware_fault", [warn], T0, [am.name])
-    al.deliver_pending(con, [am], T0)
-    crit = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
-                 window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=0.9)
-    al.sync_alerts(con, "hardware_fault", [crit], T1, [am.name])
-    al.deliver_pending(con, [am], T1)
-    al.sync_alerts(con, "hardware_fault", [], T2, [am.name])
-    al.deliver_pending(con, [am], T2)
-    posted = [b[0] for _, b in server.bodies]
-    assert {p["labels"]["severity"] for p in posted} == {"warning"}  # the resolution matches the firing
-    assert posted[1]["annotations"]["probability"] == "0.900"  # the re-send carries the news
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    names = [am.name, jl.name]
+    for now, alert in ((T0, _fault_at("warning", 0.6)), (T1, _fault_at("critical", 0.9)),
+                       (T1, _fault_at("critical", 0.9)), (T2, _fault_at("warning", 0.6))):
+        al.sync_alerts(con, "hardware_fault", [alert], now, names)
+        al.deliver_pending(con, [am, jl], now)
+    al.sync_alerts(con, "hardware_fault", [], T2, names)
+    al.deliver_pending(con, [am, jl], T2)
+    lines = [json.loads(x) for x in jl.path.read_text().splitlines()]
+    assert [(x["status"], x["severity"]) for x in lines] == [
+        ("firing", "warning"), ("escalated", "critical"), ("resolved", "critical")]
+    assert lines[1]["previous_severity"] == "warning"
+    posted = [(p["labels"]["severity"], p.get("endsAt")) for _, body in server.bodies for p in body]
+    assert posted[0] == ("warning", "2026-01-11T00:00:00.000000Z")  # fired: until the window's end
+    assert posted[1:3] == [("warning", "2026-01-10T12:15:00.000000Z"), ("critical", "2026-01-11T00:00:00.000000Z")]
+    assert posted[-1] == ("critical", "2026-01-10T12:30:00.000000Z")  # resolved with the labels last fired
+    assert {sev for sev, _ in posted[3:-1]} == {"critical"}  # re-sends in between
 
 
 @pytest.mark.parametrize(("jsonl", "webhook", "alertmanager", "message"), [
