@@ -50,7 +50,7 @@ def step_index(ds: pd.Series | pd.Index | np.ndarray, freq: str | None) -> np.nd
     step = freq_offset(freq)
     if step is None:
         return np.asarray(ds, dtype=np.int64)
-    values = pd.DatetimeIndex(ds).asi8 - pd.Timestamp("1970-01-05").value  # a Monday
+    values = pd.DatetimeIndex(ds).as_unit("ns").asi8 - pd.Timestamp("1970-01-05").value  # a Monday, in ns
     return values // step.value
 
 
@@ -105,7 +105,8 @@ def validate_history(
 
     idx = step_index(frame["ds"], freq)
     if step is not None:  # each series keeps one phase on the grid (e.g. every hour at :30)
-        phase = pd.Series((pd.DatetimeIndex(frame["ds"]).asi8 - pd.Timestamp("1970-01-05").value) % step.value)
+        ns = pd.DatetimeIndex(frame["ds"]).as_unit("ns").asi8
+        phase = pd.Series((ns - pd.Timestamp("1970-01-05").value) % step.value)
         off = phase.to_numpy() != phase.groupby(frame["unique_id"].to_numpy()).transform("first").to_numpy()
         if off.any():
             row = frame.loc[off].iloc[0]
