@@ -131,7 +131,7 @@ def _check_names(path: Path, s: pd.DataFrame, mapped: set[str], kind: str) -> No
         log.warning("%s: %d sample(s) of metric(s) %s are not loaded as %s", path, n, shown, kind)
 
 
-IDENTITY = ["name", "host", "gpu", "uuid", "cpu", "mode", "ts"]
+IDENTITY = ["name", "cluster", "pool", "host", "gpu", "uuid", "cpu", "mode", "ts"]
 
 
 def _text(values: pd.Series) -> pd.Series:
@@ -210,8 +210,9 @@ def _sum_all(x: pd.Series) -> float:
 
 
 def _agg_by_host(frame: pd.DataFrame, resource: str) -> pd.DataFrame:
-    g = frame.groupby(["host", "ts"], sort=True)
-    out = g.agg(cluster=("cluster", "first"), pool=("pool", "first"), used=("used", _sum_all),
+    # dropna=False: a sample without a time stays, to be rejected as such
+    g = frame.groupby(["cluster", "pool", "host", "ts"], sort=True, dropna=False)
+    out = g.agg(used=("used", _sum_all),
                 capacity=("capacity", _sum_all), conflict=("conflict", "any"), _line=("_line", "min"),
                 _raw=("_raw", "first")).reset_index()
     out["resource"] = resource
@@ -234,14 +235,13 @@ def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
         return c
     c["t"] = _num(c["ts"])
     c["v"] = _num(c["value"])
-    c = c.sort_values(["host", "cpu", "mode", "t"])
-    grp = c.groupby(["host", "cpu", "mode"], sort=False)
+    c = c.sort_values(["cluster", "pool", "host", "cpu", "mode", "t"])
     # counter -> busy fraction of one core since the last good sample. After a counter reset
     # (the value drops) the counter restarted from 0, so the increase is the new value, as in
     # rate(). A NaN sample has no rate (its host and step are rejected); the next one is
     # measured from the sample before it.
     good = c["v"].notna() & c["t"].notna()
-    keys = [c["host"], c["cpu"], c["mode"]]
+    keys = [c["cluster"], c["pool"], c["host"], c["cpu"], c["mode"]]
     last = c[["v", "t"]].where(good).groupby(keys, sort=False).ffill()  # the last good sample so far
     prev = last.groupby(keys, sort=False).shift()  # ... before this one
     prev_v, prev_t = prev["v"], prev["t"]
@@ -251,9 +251,9 @@ def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
     first = prev_v.isna() & good  # a counter's first sample: no rate yet, not loaded
     c["busy"] = rate.where(c["mode"] != "idle", 0.0).where(good, float("nan"))
     c = c[~first]
-    per_cpu = c.groupby(["host", "ts", "cpu"], sort=True).agg(
-        busy=("busy", _sum_all), cluster=("cluster", "first"), pool=("pool", "first"),
-        conflict=("conflict", "any"), _line=("_line", "min"), _raw=("_raw", "first")).reset_index()
+    per_cpu = c.groupby(["cluster", "pool", "host", "ts", "cpu"], sort=True, dropna=False).agg(
+        busy=("busy", _sum_all), conflict=("conflict", "any"), _line=("_line", "min"),
+        _raw=("_raw", "first")).reset_index()
     per_cpu["used"] = per_cpu["busy"].clip(upper=1.0)
     per_cpu["capacity"] = 1.0
     return _agg_by_host(per_cpu, "cpu")
@@ -267,7 +267,8 @@ def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
                     NODE_MEM_TOTAL, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL if avail.empty else NODE_MEM_AVAILABLE)
     if tot.empty or avail.empty:
         return pd.DataFrame()
-    m = tot.merge(avail[["host", "ts", "value", "conflict"]], on=["host", "ts"], suffixes=("", "_avail"))
+    m = tot.merge(avail[["cluster", "pool", "host", "ts", "value", "conflict"]], on=["cluster", "pool", "host", "ts"],
+                  suffixes=("", "_avail"))
     m["conflict"] = m["conflict"] | m["conflict_avail"]
     gib = 1024.0 ** 3
     m["capacity"] = _num(m["value"]) / gib

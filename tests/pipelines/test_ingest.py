@@ -378,6 +378,16 @@ def test_prometheus_duplicate_series_are_not_summed_twice(con, tmp_path, caplog)
     assert "collapsed into one" in caplog.text and "disagree" in caplog.text
 
 
+def test_prometheus_utilization_samples_without_a_time_are_rejects(con, tmp_path):
+    results = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": h, "gpu": "0"},
+                "values": [[1767225600, "50"], [None, "60"]]} for h in ("n1", "n2")]
+    p = tmp_path / "u.json"
+    p.write_text(_prom(results))
+    r = ingest.ingest_file(con, p, "utilization", cluster="c", pool="p")
+    assert (r.rows_read, r.rows_loaded, r.rows_rejected) == (4, 2, 2)  # they used to vanish
+    assert all(x.startswith("ts: missing") for x in rejects(con).values())
+
+
 def test_prometheus_telemetry_without_a_device_label_and_bad_samples_are_rejects(con, tmp_path):
     results = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP"}, "values": [[1767225600, "60"]]},
                {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "UUID": "GPU-1"},
