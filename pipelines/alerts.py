@@ -206,7 +206,7 @@ def sync_alerts(
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
                       "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
     delivered_keys = set(keys.itertuples(index=False, name=None))
-    rows, queue = [], []
+    rows, queue, refired = [], [], []
     fired = updated = resolved = 0
     current_fps = {a.fingerprint for a in current}
     for alert in [*current, *(a for a in ended if a.fingerprint not in current_fps)]:
@@ -224,6 +224,8 @@ def sync_alerts(
             starts = now
             fired += 1
             queue += [(fp, s, "firing") for s in names]
+            if old is not None:  # it resolved and fires again: what was not yet said of that is moot
+                refired.append(fp)
         if is_ended:
             rows.append(_row(alert, "resolved", starts, now, now))
             queue += [(fp, s, "resolved") for s in names]
@@ -241,6 +243,9 @@ def sync_alerts(
     touched = {r["fingerprint"] for r in rows}
     stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
     with transaction(con):
+        if refired:
+            con.execute("DELETE FROM alert_deliveries WHERE state = 'pending' AND status <> 'firing' "
+                        "AND fingerprint IN (SELECT unnest(?))", [refired])
         upsert(con, "alerts", pd.DataFrame(rows))
         if stale:
             con.execute(

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
+    if not args.verbose and args.command != "serve":  # served runs have no command to report their errors
         # a failed flow or task run is reported once, as this command's error (or traceback);
         # Prefect's own copy of every traceback on the console comes back with -v
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):

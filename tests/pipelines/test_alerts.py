@@ -253,3 +253,18 @@ def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, s
 def test_sink_settings_that_can_never_work_are_refused(tmp_path, jsonl, webhook, alertmanager, message):
     with pytest.raises(ValueError, match=message):
         al.sinks_from_settings(tmp_path if jsonl == "DIR" else None, webhook, alertmanager)
+
+
+def test_an_alert_that_fires_again_before_its_resolution_went_out_ends_firing(con, tmp_path):
+    """Resolved while the sink was down, then the same condition again: the sink must not
+    be left with 'resolved' as its last word."""
+    jl = al.JsonlSink(tmp_path / "a.jsonl")
+    burst = _burst()
+    al.sync_alerts(con, "burst", [burst], T0, [jl.name])
+    al.deliver_pending(con, [jl], T0)
+    al.sync_alerts(con, "burst", [], T1, [jl.name])  # resolved; its delivery stays pending (no delivery run)
+    al.sync_alerts(con, "burst", [burst], T2, [jl.name])
+    al.deliver_pending(con, [jl], T2)
+    lines = [json.loads(x)["status"] for x in jl.path.read_text().splitlines()]
+    assert lines == ["firing", "firing"]
+    assert query(con, "SELECT status FROM alerts")["status"].tolist() == ["firing"]
