@@ -17,74 +17,134 @@ from pipelines import warehouse
 
 log = logging.getLogger(__name__)
 
-NODE_HOURS_SQL = """
-SELECT cluster || '/' || pool || '/' || resource AS unique_id, node_id,
-       date_trunc('hour', ts) AS ds,
-       round(avg(used), 9)    AS used
-FROM utilization
-WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
-  AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
-GROUP BY ALL
-ORDER BY unique_id, ds, node_id
+_NODE_HOURS = """
+WITH node_hours AS (
+    SELECT cluster || '/' || pool || '/' || resource AS unique_id, node_id,
+           date_trunc('hour', ts) AS ds, round(avg(used), 9) AS used
+    FROM utilization
+    WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
+      AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
+    GROUP BY ALL
+)
+"""
+# per series-hour: the sum of the nodes that reported (the common case needs nothing more)
+TOTALS_SQL = _NODE_HOURS + """
+SELECT unique_id, ds,
+       -- parallel float sums differ in the last bits from run to run; rounding keeps
+       -- training (and so champions and model ids) reproducible
+       round(sum(used), 6)::DOUBLE AS y, count(*) AS nodes
+FROM node_hours GROUP BY unique_id, ds ORDER BY unique_id, ds
+"""
+# per node: its first and last hour and how many hours it reported
+SPANS_SQL = _NODE_HOURS + """
+SELECT unique_id, node_id, min(ds) AS first, max(ds) AS last, count(*) AS hours
+FROM node_hours GROUP BY unique_id, node_id ORDER BY unique_id, node_id
+"""
+# the hours of the nodes that fell silent somewhere inside their span (usually few)
+GAPPY_SQL = _NODE_HOURS + """,
+gappy AS (
+    SELECT unique_id, node_id FROM node_hours GROUP BY unique_id, node_id
+    HAVING count(*) < date_diff('hour', min(ds), max(ds)) + 1
+)
+SELECT n.unique_id, n.node_id, n.ds, n.used
+FROM node_hours n JOIN gappy USING (unique_id, node_id) ORDER BY n.unique_id, n.node_id, n.ds
 """
 
-MAX_NODE_GAP = 24  # hours: a node's gap up to this long is interpolated; a longer one, the node was out
-MIN_REPORTING_SHARE = 0.5  # an hour with fewer of its nodes than this (after filling) is not a total
+# hours: a node's silence up to this long is missed scrapes (interpolated); a longer one, the
+# node was off or gone (a nightly power-down must not be filled in with daytime load)
+MAX_NODE_GAP = 6
+MIN_REPORTING_SHARE = 0.5  # an hour with no more of its nodes than this (after filling) is not a total
 
 
 def sum_nodes(node_hours: pd.DataFrame) -> pd.DataFrame:
-    """Node hourly means -> demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported).
+    """:func:`combine_nodes` from node hourly means ``unique_id, node_id, ds, used``."""
+    g = node_hours.groupby(["unique_id", "ds"], sort=True)["used"]
+    totals = pd.DataFrame({"y": g.sum().round(6), "nodes": g.size()}).reset_index()
+    per_node = node_hours.groupby(["unique_id", "node_id"], sort=True)["ds"]
+    spans = pd.DataFrame({"first": per_node.min(), "last": per_node.max(), "hours": per_node.size()}).reset_index()
+    span_h = (spans["last"] - spans["first"]) / pd.Timedelta(hours=1) + 1
+    gappy = spans.loc[spans["hours"] < span_h, ["unique_id", "node_id"]]
+    return combine_nodes(totals, spans, node_hours.merge(gappy, on=["unique_id", "node_id"]))
 
-    A node that misses some hours inside its span (between its first and last report) is
-    not counted as zero: gaps of up to ``MAX_NODE_GAP`` hours are interpolated from its own
-    readings. An hour where, even so, fewer than ``MIN_REPORTING_SHARE`` of the nodes whose
-    span covers it have a value (a collector outage) is left out, to be treated as a
-    missing hour by :func:`regularize`. Both are counted in the log."""
+
+def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame) -> pd.DataFrame:
+    """Demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported) from the per-hour
+    sums of the nodes that reported, each node's span, and the hours of the nodes that fell
+    silent inside their span.
+
+    A node silent for up to ``MAX_NODE_GAP`` hours inside its span is not counted as zero:
+    those hours are interpolated from its own readings. Each hour expects the nodes whose
+    span covers it, less those silent for longer than that (off, not missed), plus those that
+    went quiet less than a day before the end of the data (late, not gone). An hour where
+    no more than ``MIN_REPORTING_SHARE`` of the expected nodes have a value (the last hours,
+    before most nodes have reported them) is left out, to be treated as a missing hour by
+    :func:`regularize`. Both are counted in the log."""
+    late = pd.Timedelta(hours=24)  # a node quiet for less than this at the end of the data is late
     parts = []
-    for uid, g in node_hours.groupby("unique_id", sort=True):
-        wide = g.pivot(index="ds", columns="node_id", values="used").sort_index()
-        wide = wide.reindex(pd.date_range(wide.index.min(), wide.index.max(), freq="h"))
-        reported = wide.notna()
-        values = wide.to_numpy(dtype=float)
-        missing = np.isnan(values)
-        inside = ~np.isnan(wide.ffill().to_numpy()) & ~np.isnan(wide.bfill().to_numpy())
-        # length of the run of missing hours each missing cell belongs to
-        run_len = np.zeros_like(values)
-        for j in np.flatnonzero((missing & inside).any(axis=0)):
-            col = missing[:, j]
-            edges = np.flatnonzero(np.diff(np.concatenate([[0], col.astype(np.int8), [0]])))
-            for a, b in zip(edges[::2], edges[1::2]):
-                run_len[a:b, j] = b - a
-        fill = missing & inside & (run_len <= MAX_NODE_GAP)
-        if fill.any():
-            interp = wide.interpolate(limit_area="inside").to_numpy(dtype=float)
-            values = np.where(fill, interp, values)
-            log.warning("demand %s: %d node-hour(s) missing inside their node's span interpolated",
-                        uid, int(fill.sum()))
-        have = ~np.isnan(values)
-        expected = inside.sum(axis=1)
-        total = np.where(have, values, 0.0).sum(axis=1)
-        keep = have.any(axis=1) & (have.sum(axis=1) >= MIN_REPORTING_SHARE * expected)
-        partial = int((have.any(axis=1) & ~keep).sum())
+    gappy_by = dict(tuple(gappy.groupby("unique_id", sort=False))) if not gappy.empty else {}
+    for uid, t in totals.groupby("unique_id", sort=True):
+        grid = pd.date_range(t["ds"].min(), t["ds"].max(), freq="h")
+        pos = {ts: i for i, ts in enumerate(grid)}
+        y = pd.Series(t["y"].to_numpy(), index=pd.DatetimeIndex(t["ds"])).reindex(grid).to_numpy(dtype=float)
+        nodes = pd.Series(t["nodes"].to_numpy(), index=pd.DatetimeIndex(t["ds"])).reindex(grid).fillna(0).to_numpy()
+        # expected nodes per hour: +1 from a node's first hour to its last (or to the end, if
+        # it went quiet less than a day before it), by a running sum
+        sp = spans[spans["unique_id"] == uid]
+        end = grid[-1]
+        last = sp["last"].where(~((end - sp["last"] <= late) & (sp["last"] < end)), end)
+        step = np.zeros(len(grid) + 1)
+        np.add.at(step, sp["first"].map(pos).to_numpy(dtype=int), 1)
+        np.add.at(step, last.map(pos).to_numpy(dtype=int) + 1, -1)
+        expected = np.cumsum(step)[:-1]
+        have = nodes.astype(float)
+        g = gappy_by.get(uid)
+        filled_total = 0
+        if g is not None:
+            wide = g.pivot(index="ds", columns="node_id", values="used").reindex(grid)
+            values = wide.to_numpy(dtype=float)
+            missing = np.isnan(values)
+            inside = ~np.isnan(wide.ffill().to_numpy()) & ~np.isnan(wide.bfill().to_numpy())
+            run_len = np.zeros_like(values)  # the length of the silence each missing hour is in
+            for j in range(values.shape[1]):
+                col = (missing & inside)[:, j].astype(np.int8)
+                edges = np.flatnonzero(np.diff(np.concatenate([[0], col, [0]])))
+                for a, b in zip(edges[::2], edges[1::2]):
+                    run_len[a:b, j] = b - a
+            fill = missing & inside & (run_len <= MAX_NODE_GAP)
+            out = missing & inside & (run_len > MAX_NODE_GAP)
+            if fill.any():
+                interp = wide.interpolate(limit_area="inside").to_numpy(dtype=float)
+                add = np.where(fill, interp, 0.0).sum(axis=1)
+                y = np.where(np.isnan(y), 0.0, y) + add
+                y[(nodes == 0) & ~fill.any(axis=1)] = np.nan
+                have = have + fill.sum(axis=1)
+                filled_total = int(fill.sum())
+            expected = expected - out.sum(axis=1)
+        if filled_total:
+            log.warning("demand %s: %d node-hour(s) missing inside their node's span interpolated", uid, filled_total)
+        keep = (have > 0) & (have > MIN_REPORTING_SHARE * expected)
+        partial = int(((have > 0) & ~keep).sum())
         if partial:
-            log.warning("demand %s: %d hour(s) with under %.0f%% of the nodes reporting treated as missing",
+            log.warning("demand %s: %d hour(s) with %.0f%% or fewer of the nodes reporting treated as missing",
                         uid, partial, 100 * MIN_REPORTING_SHARE)
-        parts.append(pd.DataFrame({"unique_id": uid, "ds": wide.index[keep], "y": np.round(total[keep], 6),
-                                   "nodes": reported.sum(axis=1).to_numpy()[keep]}))
+        parts.append(pd.DataFrame({"unique_id": uid, "ds": grid[keep], "y": np.round(y[keep], 6),
+                                   "nodes": nodes[keep].astype(int)}))
     return pd.concat(parts, ignore_index=True)
 
 
 def load_demand(
     con: duckdb.DuckDBPyConnection, since: pd.Timestamp | None = None, until: pd.Timestamp | None = None
 ) -> pd.DataFrame:
-    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`sum_nodes` and
+    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`combine_nodes` and
     :func:`regularize`)."""
     params = [since, since, until, until]
-    raw = warehouse.query(con, NODE_HOURS_SQL, params)
-    if raw.empty:
+    totals = warehouse.query(con, TOTALS_SQL, params)
+    if totals.empty:
         return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
                              "y": pd.Series(dtype=float)})
-    return regularize(sum_nodes(raw))
+    spans = warehouse.query(con, SPANS_SQL, params)
+    gappy = warehouse.query(con, GAPPY_SQL, params)
+    return regularize(combine_nodes(totals, spans, gappy))
 
 
 MAX_INTERPOLATED_GAP = pd.Timedelta(hours=24)  # a longer outage is not filled in

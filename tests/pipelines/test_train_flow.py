@@ -43,25 +43,33 @@ def test_demand_is_hourly_sum_of_node_means(con, utilization: pd.DataFrame) -> N
 
 
 def test_a_node_silent_for_some_hours_is_not_counted_as_zero(caplog) -> None:
-    """Three nodes at 10 each. Hours 10-39 only n1 reports (a 30-hour collector outage:
-    those hours are no total, and the series restarts after them); n3 misses 6 hours
-    (interpolated, the total stays 30); n2 is out for 30 hours (longer than a day: not
-    invented); n3 leaves after hour 220 (not extended)."""
+    """Three nodes at 10 each. n3 misses 5 hours (missed scrapes: interpolated, the total
+    stays 30); n2 is off for 30 hours (not invented: 20); n3 leaves after hour 200 (not
+    extended); n2's last 2 hours are not in yet (late, not gone): with only n1 of the two
+    expected those hours are no total, and the series ends at its last complete hour."""
     hours = pd.date_range("2024-01-01", periods=240, freq="h")
     rows = []
     for node in ("n1", "n2", "n3"):
         for i, h in enumerate(hours):
-            if (node != "n1" and 10 <= i < 40) or (node == "n3" and (100 <= i < 106 or i > 220)) \
-                    or (node == "n2" and 150 <= i < 180):
+            if (node == "n3" and (100 <= i < 105 or i > 200)) or (node == "n2" and (150 <= i < 180 or i >= 238)):
                 continue
             rows.append({"unique_id": "c/p/cpu", "node_id": node, "ds": h, "used": 10.0})
     with caplog.at_level("WARNING"):
         out = demand.regularize(demand.sum_nodes(pd.DataFrame(rows))).set_index("ds")["y"]
-    assert out.index[0] == hours[40] and out.index[-1] == hours[-1]
-    assert (out.loc[hours[100]:hours[105]] == 30).all()  # n3's short silence filled
-    assert (out.loc[hours[150]:hours[179]] == 20).all()  # n2's day-long outage is not
-    assert (out.loc[hours[221]:] == 20).all()  # n3 gone for good
-    assert "6 node-hour(s)" in caplog.text and "30 hour(s) with under 50% of the nodes" in caplog.text
+    assert out.index[0] == hours[0]
+    assert (out.loc[hours[100]:hours[104]] == 30).all()  # n3's short silence filled
+    assert (out.loc[hours[150]:hours[179]] == 20).all()  # n2 off for a day and more: not invented
+    assert (out.loc[hours[201]:] == 20).all() and out.index[-1] == hours[237]  # n3 gone; n2 late
+    assert "5 node-hour(s)" in caplog.text and "2 hour(s) with 50% or fewer" in caplog.text
+
+
+def test_hours_most_nodes_have_not_reported_yet_are_dropped() -> None:
+    """100 nodes, 60 of them 2 hours late: the last 2 hours are not a drop in demand."""
+    hours = pd.date_range("2024-01-01", periods=48, freq="h")
+    rows = [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": 1.0}
+            for k in range(100) for i, h in enumerate(hours) if not (k < 60 and i >= 46)]
+    out = demand.regularize(demand.sum_nodes(pd.DataFrame(rows)))
+    assert out["ds"].max() == hours[45] and (out["y"] == 100).all()
 
 
 def test_regularize_fills_gaps_and_drops_partial_last_hour() -> None:
