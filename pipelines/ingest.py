@@ -256,9 +256,9 @@ def kind_named(name: str) -> str | None:
 
 def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
     """Files, globs or folders (folders: the data files inside, recursively, sorted). With
-    ``kind``, a folder that holds files named for that kind contributes just those (the
+    ``kind``, each folder that holds files named for that kind contributes just those (the
     output of ``headroom generate`` or ``convert`` holds other kinds and other files beside
-    them); otherwise its files named for another kind are left out."""
+    them); otherwise its files named for another kind are left out (logged)."""
     import glob
 
     out: list[Path] = []
@@ -266,8 +266,13 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
         p = Path(pat)
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES))
-            named = [q for q in found if kind is not None and kind_named(q.name) == kind]
-            out.extend(named or [q for q in found if kind is None or kind_named(q.name) is None])
+            for folder in sorted({q.parent for q in found}):  # the rule holds per folder
+                here = [q for q in found if q.parent == folder]
+                named = [q for q in here if kind is not None and kind_named(q.name) == kind]
+                take = named or [q for q in here if kind is None or kind_named(q.name) is None]
+                if kind is not None and len(take) < len(here):
+                    log.info("%s: %s not read as %s", folder, ", ".join(q.name for q in here if q not in take), kind)
+                out.extend(take)
         elif any(ch in pat for ch in "*?["):
             out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))
         else:

@@ -248,6 +248,10 @@ def test_a_generated_folder_ingests_by_kind(tmp_path):
 
     write_fleet(tmp_path / "gen", nodes=3, days=2, seed=0)
     assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == ["utilization.csv"]
+    (tmp_path / "gen" / "prom").mkdir()
+    (tmp_path / "gen" / "prom" / "dcgm-node1.json").write_text("{}")  # another folder: its own rule
+    assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == [
+        "utilization.csv", "dcgm-node1.json"]
 
 
 def test_expand_paths(tmp_path):
