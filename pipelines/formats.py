@@ -141,8 +141,8 @@ def _text(values: pd.Series) -> pd.Series:
 
 def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     """Series that say the same thing twice (one exporter scraped by two jobs, or two
-    replicas) would be summed twice: samples with the same metric, host, GPU, CPU, mode and
-    time collapse to one when their values agree; when they disagree the sample stays with
+    replicas) would be summed twice: samples with the same metric, cluster, pool, host, GPU,
+    CPU, mode and time collapse to one when their values agree; when they disagree the sample stays with
     ``conflict`` set, so its host and step are rejected."""
     s = s.assign(_text=_text(s["value"]))
     groups = s.groupby(IDENTITY, sort=False, dropna=False)
