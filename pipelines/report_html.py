@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 from dataclasses import dataclass
 
@@ -21,7 +20,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch, Rectangle
 
-from pipelines.report_io import ReportData
+from pipelines.report_io import ReportData, json_object
 
 MAX_FAN_SERIES = 9
 MAX_TABLE_ROWS = 100
@@ -169,17 +168,6 @@ def _node_for(entity: str, node_ids: list[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
-def _json_labels(text: object) -> dict:
-    """An alert's labels column (JSON object text), or {}."""
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _runs(rows: list[int]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for r in sorted(rows):
@@ -216,7 +204,7 @@ def heatmap_marks(nodes: pd.DataFrame, hours: pd.DatetimeIndex, alerts: pd.DataF
                 boxes += [(r0, r1, c0, c1) for r0, r1 in _runs(rows.tolist())]
                 count += 1
         elif a.kind == "hardware_fault":
-            labelled = _json_labels(getattr(a, "labels", None)).get("node")
+            labelled = json_object(getattr(a, "labels", None)).get("node")
             node = labelled if labelled in node_ids else _node_for(entity, node_ids)
             if node is not None:
                 faults.add(node_ids.index(node))

@@ -159,14 +159,15 @@ def champion_metrics(models: pd.DataFrame) -> pd.DataFrame:
     cols = ["group", "kind", "model_id", "data_cutoff", "wape", "mase", "coverage_80", "coverage_95"]
     if models.empty:
         return pd.DataFrame(columns=cols)
-    parsed = [_json_object(m) for m in models["metrics"]]
+    parsed = [json_object(m) for m in models["metrics"]]
     out = models.drop(columns=["metrics"]).reset_index(drop=True)
     for name in cols[4:]:
         out[name] = pd.to_numeric(pd.Series([p.get(name) for p in parsed], dtype=object), errors="coerce")
     return out[cols]
 
 
-def _json_object(text: object) -> dict:
+def json_object(text: object) -> dict:
+    """A JSON-object column value (metrics, payload, labels), or {} (unparseable ones logged)."""
     if not isinstance(text, str) or not text:
         return {}
     try:
@@ -185,7 +186,7 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
         return out
     for kind, rows in plan.groupby("kind", sort=True):
         rows = rows.sort_values("key").reset_index(drop=True)
-        payload = pd.json_normalize([_json_object(p) for p in rows["payload"]], sep="_")
+        payload = pd.json_normalize([json_object(p) for p in rows["payload"]], sep="_")
         payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in META_COLUMNS})
         for col in [c for c in payload.columns if c == "ts" or c.endswith(("_ts", "_at"))]:
             payload[col] = pd.to_datetime(payload[col], errors="coerce")  # typed like data_cutoff in Parquet
