@@ -103,8 +103,8 @@ def register_model(
     A new champion demotes the previous champion of ``target`` and any champion that
     serves one of the same series under another grouping (``train --group-by`` changed),
     so each series has one champion. The same model again (same kind, target, series,
-    cutoff and params: the same id) keeps its row as it was, created_at and the wall
-    times in its metrics included; only its champion flag is set."""
+    cutoff and params: the same id) fitted to the same artifact keeps its row as it was,
+    created_at and the wall times in its metrics included; only its champion flag is set."""
     model_id = model_id_for(kind, target, series, data_cutoff, params)
     if champion:
         current = con.execute(
@@ -114,9 +114,10 @@ def register_model(
         demote = [mid for mid, tgt, ser in current if tgt == target or mine & set(json.loads(ser or "[]"))]
         if demote:
             con.execute("UPDATE models SET is_champion = FALSE WHERE model_id IN (SELECT unnest(?))", [demote])
-    if con.execute("SELECT 1 FROM models WHERE model_id = ?", [model_id]).fetchone() is not None:
+    stored = con.execute("SELECT artifact FROM models WHERE model_id = ?", [model_id]).fetchone()
+    if stored is not None and stored[0] is not None and bytes(stored[0]) == bytes(artifact):
         con.execute("UPDATE models SET is_champion = ? WHERE model_id = ?", [champion, model_id])
-        return model_id
+        return model_id  # a refit that is not bit-identical replaces the row: artifact and forecasts agree
     row = pd.DataFrame([{
         "model_id": model_id, "kind": kind, "target": target, "series": json.dumps(sorted(series)),
         "data_cutoff": pd.Timestamp(data_cutoff), "params": json.dumps(params, sort_keys=True, default=str),

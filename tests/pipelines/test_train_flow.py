@@ -204,3 +204,15 @@ def test_train_flow_on_dask_matches_threads(prefect_harness, tmp_path, utilizati
     assert out["dask"]["run_id"] == out["thread"]["run_id"]
     assert out["dask"]["groups"] == out["thread"]["groups"]
     pd.testing.assert_frame_equal(out["dask"]["forecast"], out["thread"]["forecast"])
+
+
+def test_a_refit_that_differs_replaces_the_stored_artifact(con) -> None:
+    """Same id (kind, target, series, cutoff, params) but other bytes: the row must follow the
+    new fit, or the forecasts written with it would not match what load_model returns."""
+    args = dict(kind="lgbm", target="gpu", series=["c/p/gpu"], data_cutoff=pd.Timestamp("2026-01-01"),
+                params={"a": 1}, metrics={"wape": 0.1}, champion=True)
+    mid = model_store.register_model(con, artifact=b"first", **args)
+    assert model_store.register_model(con, artifact=b"first", **args) == mid
+    model_store.register_model(con, artifact=b"second", **args)
+    stored = con.execute("SELECT artifact, is_champion FROM models WHERE model_id = ?", [mid]).fetchone()
+    assert bytes(stored[0]) == b"second" and stored[1]
