@@ -175,7 +175,7 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec) -> list[tuple
     # one reject per line: a malformed line is just that; otherwise its distinct cast reasons
     merged: dict[int, tuple[str, list[str]]] = {}
     for line, raw, reason in out:
-        raw0, reasons = merged.setdefault(line, (raw, []))
+        _, reasons = merged.setdefault(line, (raw, []))
         if reason.startswith("malformed line") and any(r.startswith("malformed line") for r in reasons):
             continue
         if reason not in reasons:

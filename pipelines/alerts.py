@@ -46,6 +46,8 @@ from pipelines.warehouse import query, transaction, upsert
 
 log = logging.getLogger(__name__)
 
+SEVERITY_RANK = {sev: i for i, sev in enumerate(SEVERITIES)}  # info < warning < critical
+
 
 class Sink(Protocol):
     """Somewhere alerts go. ``send`` raises on any failure; the batch then stays pending.
@@ -235,8 +237,7 @@ def sync_alerts(
         if old is not None and old.status == "firing":
             # the labels it fired with, until it resolves, unless it escalates: then every
             # sink hears it once per step up (Alertmanager: the old labels resolve, new ones fire)
-            rank = {sev: i for i, sev in enumerate(SEVERITIES)}
-            if not is_ended and rank[alert.severity] > rank.get(old.severity, 0):
+            if not is_ended and SEVERITY_RANK[alert.severity] > SEVERITY_RANK.get(old.severity, 0):
                 queue += [(fp, s, f"escalated:{old.severity}>{alert.severity}") for s in names]
             else:
                 rows[-1]["severity"] = old.severity

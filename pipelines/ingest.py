@@ -266,8 +266,10 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
         p = Path(pat)
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES))
-            for folder in sorted({q.parent for q in found}):  # the rule holds per folder
-                here = [q for q in found if q.parent == folder]
+            by_folder: dict[Path, list[Path]] = {}
+            for q in found:
+                by_folder.setdefault(q.parent, []).append(q)
+            for folder, here in sorted(by_folder.items()):  # the rule holds per folder
                 named = [q for q in here if kind is not None and kind_named(q.name) == kind]
                 take = named or [q for q in here if kind is None or kind_named(q.name) is None]
                 if kind is not None and len(take) < len(here):
