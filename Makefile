@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 DATASETS ?= $(abspath ../shared/datasets)
 
-.PHONY: install demo test test-fast test-datasets bench clean
+.PHONY: install demo test test-fast test-datasets lint bench clean
 
 install: $(STAMP)
 
@@ -26,6 +26,9 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
+
+lint: install
+	$(VENV)/bin/ruff check .
 
 test-datasets: install
 	HEADROOM_DATASETS=$(DATASETS) $(PY) -m pytest -q -m datasets

@@ -50,7 +50,7 @@ class ThresholdDetector(BaseEstimator):
         self.season_length = season_length
         self.n_seasons = n_seasons
 
-    def fit(self, history: pd.DataFrame) -> "ThresholdDetector":
+    def fit(self, history: pd.DataFrame) -> ThresholdDetector:
         """Learn each series' scale and baseline memory."""
         self.states_ = _fit_states(history, self.season_length, self.n_seasons)
         return self
@@ -90,7 +90,7 @@ class PeltDetector(BaseEstimator):
         algo = rpt.Pelt(model="l2", min_size=self.min_size, jump=self.jump).fit(signal)
         return [b for b in algo.predict(pen=pen) if b < len(signal)]
 
-    def fit(self, history: pd.DataFrame) -> "PeltDetector":
+    def fit(self, history: pd.DataFrame) -> PeltDetector:
         """Scale, memory and (unless given) a penalty per series from ``history``."""
         states = _fit_states(history, self.season_length, self.n_seasons)
         penalties: dict[str, float] = {}

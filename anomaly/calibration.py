@@ -87,7 +87,7 @@ def alarm_counts(
 
 
 def calibrate_cusum(
-    z: np.ndarray, arl_points: float, policy: "CusumPolicy", cooldown_points: int = 0
+    z: np.ndarray, arl_points: float, policy: CusumPolicy, cooldown_points: int = 0
 ) -> tuple[float, float]:
     """(k, h) for the policy's target ARL on the in-control residuals ``z``."""
     if len(z) < 10:

@@ -97,7 +97,7 @@ class CusumState:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> "CusumState":
+    def from_dict(cls, data: Mapping[str, object]) -> CusumState:
         """Inverse of :meth:`to_dict`."""
         values = dict(data)
         memory = values["memory"]
@@ -200,7 +200,7 @@ class CusumDetector(BaseEstimator):
     def __init__(self, policy: CusumPolicy | None = None) -> None:
         self.policy = policy
 
-    def fit(self, history: pd.DataFrame) -> "CusumDetector":
+    def fit(self, history: pd.DataFrame) -> CusumDetector:
         """Calibrate scale, k and h per series on ``history`` and set the states after it."""
         require_columns(history, ["unique_id", "ds", "y"], "burst history")
         policy = self.policy or CusumPolicy()

@@ -38,7 +38,7 @@ class FaultPredictor(BaseEstimator):
     def _policy(self) -> FaultPolicy:
         return self.policy or FaultPolicy()
 
-    def fit(self, features: pd.DataFrame, failures: pd.DataFrame) -> "FaultPredictor":
+    def fit(self, features: pd.DataFrame, failures: pd.DataFrame) -> FaultPredictor:
         """Train on ``features`` (one row per device and time) labelled by ``failures``."""
         require_columns(features, ["device_id", "ts"], "fault features")
         policy = self._policy()

@@ -34,7 +34,7 @@ class SpikePredictor(BaseEstimator):
             colsample_bytree=0.8, random_state=p.seed, n_jobs=1, verbose=-1,
         )
 
-    def fit(self, frame: pd.DataFrame) -> "SpikePredictor":
+    def fit(self, frame: pd.DataFrame) -> SpikePredictor:
         """Train on labelled rows; the alert threshold maximises F1 on the time tail."""
         require_columns(frame, ["ts", "label"], "spike frame")
         p = self.policy or SpikePolicy()
@@ -73,7 +73,7 @@ class PersistenceSpikeBaseline(BaseEstimator):
     def __init__(self, k: float = 2.0) -> None:
         self.k = k
 
-    def fit(self, frame: pd.DataFrame) -> "PersistenceSpikeBaseline":
+    def fit(self, frame: pd.DataFrame) -> PersistenceSpikeBaseline:
         """Nothing to learn; checks the frame and marks the baseline fitted."""
         require_columns(frame, ["ratio", "od_ratio"], "spike frame")
         self.threshold_ = 1.0

@@ -136,7 +136,7 @@ def _peer_frame(cv: pd.DataFrame, model: str) -> pd.DataFrame:
     for lv in (80, 95):
         for side in ("lo", "hi"):
             col = f"{model}-{side}-{lv}"
-            out[f"{side}_{lv}"] = cv[col] if col in cv else np.nan
+            out[f"{side}_{lv}"] = cv.get(col, np.nan)
     return out
 
 

@@ -63,7 +63,8 @@ def detect_format(path: Path) -> str:
 
 
 def open_text(path: Path) -> io.TextIOBase:
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+    # the caller closes the wrapper, which closes the raw file
+    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")  # noqa: SIM115
     # errors="replace": the header and the raw text of rejects must show, whatever the bytes
     return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
 

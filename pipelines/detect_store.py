@@ -13,6 +13,7 @@ from anomaly.cusum import CusumState
 from pipelines.demand import load_demand
 from pipelines.warehouse import query, transaction, upsert
 
+
 def demand_series(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Hourly demand ``unique_id, ds, y`` (``cluster/pool/resource``), the same series the
     forecasters see (:func:`pipelines.demand.load_demand`: node hourly means summed, a

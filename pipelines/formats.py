@@ -301,7 +301,10 @@ def gwa_frame(path: Path, cluster: str, pool: str) -> pd.DataFrame:
         if not line.strip():
             continue
         f = [x.strip() for x in line.split(";")]
-        get = lambda c: f[pos[c]] if pos[c] < len(f) else ""  # noqa: E731
+
+        def get(c: str, f: list[str] = f) -> str:
+            return f[pos[c]] if pos[c] < len(f) else ""
+
         cores, cap_mhz, use_mhz = _float(get("CPU cores")), _float(get("CPU capacity provisioned [MHZ]")), _float(get("CPU usage [MHZ]"))
         per_core = cap_mhz / cores if cores and cores > 0 and cap_mhz > 0 else math.nan
         ts = get("Timestamp [ms]")

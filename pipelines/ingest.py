@@ -16,7 +16,7 @@ import pandas as pd
 
 from pipelines import adapters, formats, validate, warehouse
 from pipelines.adapters import IngestFileError, RawInput
-from pipelines.contract import KINDS, KindSpec, spec_for
+from pipelines.contract import KindSpec, spec_for
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import duckdb
 import pandas as pd
@@ -122,7 +122,7 @@ def register_model(
         "model_id": model_id, "kind": kind, "target": target, "series": json.dumps(sorted(series)),
         "data_cutoff": pd.Timestamp(data_cutoff), "params": json.dumps(params, sort_keys=True, default=str),
         "metrics": json.dumps(metrics, sort_keys=True, default=str), "artifact": artifact,
-        "is_champion": champion, "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+        "is_champion": champion, "created_at": datetime.now(UTC).replace(tzinfo=None),
     }])
     warehouse.upsert(con, "models", row)
     return model_id

@@ -40,7 +40,7 @@ class Settings(BaseModel):
     plan_config: Path | None = None
 
     @classmethod
-    def from_env(cls, **overrides: object) -> "Settings":
+    def from_env(cls, **overrides: object) -> Settings:
         """Settings from HEADROOM_* variables; explicit non-None overrides win."""
         env = {field: os.environ.get(name) for field, name in ENV_NAMES.items()}
         values = {k: v for k, v in env.items() if v not in (None, "")}

@@ -42,10 +42,7 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     if not path.is_file():
         raise CliError(f"{path}: no such file", 2)
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
-        else:
-            frame = pd.read_csv(path)
+        frame = pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise CliError(f"{path}: cannot read ({exc})", 2) from exc
     missing = {"unique_id", "ds", "y"} - set(frame.columns)

@@ -6,7 +6,7 @@ writer process, and tasks may run in threads).
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -113,7 +113,7 @@ def detect_flow(
     retrains each run only scores. Fault scoring reads only the recent telemetry its
     feature windows need.
     """
-    run_at = now or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    run_at = now or datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     chosen = list(detectors or DETECTORS)
     unknown = sorted(set(chosen) - set(DETECTORS))
     if unknown:

@@ -50,7 +50,7 @@ class Recorder:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         self.thread.start()
         return self
 

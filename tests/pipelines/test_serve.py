@@ -41,6 +41,6 @@ def test_local_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        with pytest.raises(RuntimeError, match="local Prefect server"):
-            with local_server(port=port, timeout_s=60, env={"PREFECT_HOME": str(tmp_path / "p")}):
-                pass
+        with (pytest.raises(RuntimeError, match="local Prefect server"),
+              local_server(port=port, timeout_s=60, env={"PREFECT_HOME": str(tmp_path / "p")})):
+            pass
