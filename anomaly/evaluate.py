@@ -1,9 +1,9 @@
 """End-to-end evaluations behind ``headroom {bursts,faults,spikes} evaluate`` (pure)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
 
@@ -101,6 +101,8 @@ def evaluate_spikes(
     test_fraction: float = 0.3,
 ) -> pd.DataFrame:
     """Time split (with a horizon-long embargo): the predictor and persistence, one row each."""
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     frame = build_spike_frame(prices, policy, on_demand)
     start, end = frame["ts"].min(), frame["ts"].max()
     cut = start + (end - start) * (1 - test_fraction)
@@ -119,12 +121,23 @@ def evaluate_spikes(
     return pd.DataFrame(rows, columns=SPIKE_COLUMNS)
 
 
-def parse_duration(text: str) -> pd.Timedelta:
-    """'30m', '24h', '2d', '90s' or anything pandas accepts -> Timedelta (m means minutes)."""
-    t = text.strip()
-    if t.endswith("m") and t[:-1].replace(".", "", 1).isdigit():
+DURATION_HINT = "give a number and a unit, such as 30m, 24h or 2d"
+
+
+def parse_duration(text: str, option: str = "duration") -> pd.Timedelta:
+    """'30m', '24h', '2d', '90s' or anything pandas accepts -> Timedelta (m means minutes).
+
+    A bare number is refused (pandas would read it as nanoseconds), as are negative and
+    NaN durations; the error names ``option``."""
+    t = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?m", t):
         t = t[:-1] + "min"
-    value = pd.Timedelta(t)
-    if value < pd.Timedelta(0) or np.isnan(value.value):
-        raise ValueError(f"bad duration {text!r}")
+    if re.fullmatch(r"[+-]?\d+(\.\d+)?", t):
+        raise ValueError(f"{option}: {text!r} has no unit; {DURATION_HINT}")
+    try:
+        value = pd.Timedelta(t)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{option}: bad duration {text!r}; {DURATION_HINT}") from exc
+    if pd.isna(value) or value < pd.Timedelta(0):
+        raise ValueError(f"{option}: bad duration {text!r}; {DURATION_HINT}")
     return value

@@ -36,10 +36,15 @@ class SpikePolicy:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.k <= 1:
-            raise ValueError("k must be > 1")
-        if pd.Timedelta(self.horizon) < pd.Timedelta(self.freq):
-            raise ValueError("horizon must be at least one grid step")
+        if not self.k > 1:  # also refuses NaN
+            raise ValueError(f"k must be > 1, got {self.k}")
+        step, horizon = pd.Timedelta(self.freq), pd.Timedelta(self.horizon)
+        if pd.isna(step) or step <= pd.Timedelta(0):
+            raise ValueError(f"the grid step must be positive, got {self.freq!r}")
+        if pd.isna(horizon) or horizon < step:
+            raise ValueError(f"horizon {self.horizon!r} must be at least one grid step ({self.freq})")
+        if horizon % step != pd.Timedelta(0):
+            raise ValueError(f"horizon {self.horizon!r} is not a whole number of grid steps ({self.freq})")
 
 
 MAX_GRID_ROWS = 5_000_000  # about 1 GB of features; beyond it, a coarser grid is the answer

@@ -26,28 +26,52 @@ class InputError(ValueError):
     """A file that cannot be used: the message names the file and the problem."""
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """A CSV (optionally .gz) or Parquet file as a frame."""
+def read_table(path: str | Path, allow_empty: bool = False) -> pd.DataFrame:
+    """A CSV (optionally .gz) or Parquet file as a frame; one with no rows is an error
+    unless ``allow_empty``."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
     try:
-        if p.suffix == ".parquet":
-            return pd.read_parquet(p)
-        return pd.read_csv(p)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the same user error
+        f = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except Exception as exc:  # any parse failure is the same user error
         raise InputError(f"{p}: cannot read ({exc})") from exc
+    if f.empty and not allow_empty:
+        raise InputError(f"{p}: no rows")
+    return f.reset_index(drop=True)
 
 
-def to_utc_naive(values: pd.Series, where: str) -> pd.Series:
-    """ISO-8601 (with or without offset) or epoch seconds/milliseconds -> naive UTC."""
-    if pd.api.types.is_numeric_dtype(values):
-        unit = "ms" if values.abs().max() > 1e11 else "s"
-        return pd.to_datetime(values, unit=unit)
-    try:
-        out = pd.to_datetime(values, utc=True, format="ISO8601")
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{where}: unparseable timestamp ({exc})") from exc
+def _at(path: str | Path, i: int) -> str:
+    """Where row ``i`` (0-based, after the header) of a file is: a CSV line or a Parquet row."""
+    return f"{path}: row {i + 1}" if str(path).endswith(".parquet") else f"{path}: line {i + 2}"
+
+
+def _first_bad(bad: pd.Series | np.ndarray) -> int:
+    return int(np.flatnonzero(np.asarray(bad))[0])
+
+
+def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd.Series:
+    """ISO-8601 (with or without offset) or epoch seconds/milliseconds -> naive UTC. A
+    missing or unparseable value is an error naming the file, line and column."""
+    values = values.reset_index(drop=True)
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        v = values.astype(float)
+        bad = ~np.isfinite(v.to_numpy()) | (v.abs().to_numpy() > 1e14)
+        if bad.any():
+            i = _first_bad(bad)
+            raise InputError(f"{_at(where, i)}, column {column!r}: {values.iloc[i]!r} is not an epoch timestamp "
+                             f"({int(bad.sum())} such value(s))")
+        unit = "ms" if v.abs().max() > 1e11 else "s"
+        return pd.to_datetime(v, unit=unit)
+    text = values.astype("string").str.strip()
+    out = pd.to_datetime(text.where(text.notna() & (text != ""), None), utc=True, format="ISO8601",
+                         errors="coerce")
+    bad = out.isna().to_numpy()
+    if bad.any():
+        i = _first_bad(bad)
+        shown = values.iloc[i]
+        what = "missing timestamp" if pd.isna(shown) or not str(shown).strip() else f"unparseable timestamp {shown!r}"
+        raise InputError(f"{_at(where, i)}, column {column!r}: {what} ({int(bad.sum())} such value(s))")
     return out.dt.tz_localize(None)
 
 
@@ -57,22 +81,62 @@ def _need(frame: pd.DataFrame, columns: list[str], path: str | Path) -> None:
         raise InputError(f"{path}: missing column(s) {missing}")
 
 
+def _numeric(f: pd.DataFrame, column: str, path: str | Path, required: bool = False) -> pd.Series:
+    """``f[column]`` as numbers; an empty cell is missing (an error when ``required``),
+    anything else that is not a finite number is an error naming the file, line and column."""
+    values = pd.to_numeric(f[column], errors="coerce").astype(float)
+    empty = f[column].isna() | (f[column].astype(str).str.strip() == "")
+    bad = (values.isna() | ~np.isfinite(values.fillna(0.0))) & ~empty
+    if required:
+        bad = bad | empty
+    if bad.any():
+        i = _first_bad(bad)
+        shown = f[column].iloc[i]
+        what = "missing value" if empty.iloc[i] else f"{str(shown)!r} is not a finite number"
+        raise InputError(f"{_at(path, i)}, column {column!r}: {what} ({int(bad.sum())} such value(s))")
+    return values
+
+
+def _unique_keys(frame: pd.DataFrame, key: list[str], values: list[str], path: str | Path,
+                 what: str) -> pd.DataFrame:
+    """Exact repeats collapse to one row; the same key twice with different values is an
+    error naming the second line (an evaluation must not depend on which one wins)."""
+    repeat = frame.duplicated(key + values, keep="first")
+    frame = frame.loc[~repeat]
+    clash = frame.duplicated(key, keep="first")
+    if clash.any():
+        i = int(frame.index[clash.to_numpy()][0])
+        first = ", ".join(f"{k}={v}" for k, v in frame.loc[i, key].items())
+        raise InputError(f"{_at(path, i)}: {what} ({first}) appears twice with different values "
+                         f"({int(clash.sum())} such row(s))")
+    return frame
+
+
 def read_series(path: str | Path) -> pd.DataFrame:
-    """Long ``unique_id, ds, y`` (sorted)."""
+    """Long ``unique_id, ds, y`` (sorted, one value per series and time)."""
     f = read_table(path)
     _need(f, ["unique_id", "ds", "y"], path)
     out = pd.DataFrame({
         "unique_id": f["unique_id"].astype(str),
-        "ds": to_utc_naive(f["ds"], str(path)),
-        "y": pd.to_numeric(f["y"], errors="coerce"),
+        "ds": to_utc_naive(f["ds"], path, "ds"),
+        "y": _numeric(f, "y", path, required=True),
     })
-    if out["y"].isna().any():
-        raise InputError(f"{path}: {int(out['y'].isna().sum())} non-numeric y value(s)")
+    out = _unique_keys(out, ["unique_id", "ds"], ["y"], path, "series point")
     return out.sort_values(["unique_id", "ds"]).reset_index(drop=True)
 
 
+def _window_bound(value: object) -> pd.Timestamp:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a timestamp string such as '2014-02-26 13:45:00'")
+    ts = pd.Timestamp(value)
+    if pd.isna(ts):
+        raise ValueError(f"{value!r} is not a timestamp")
+    # naive UTC, as the series are read
+    return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
+
+
 def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
-    """NAB-style ``{unique_id: [[start, end], ...]}``."""
+    """NAB-style ``{unique_id: [[start, end], ...]}``; bounds with an offset become naive UTC."""
     p = Path(path)
     try:
         doc = json.loads(p.read_text())
@@ -83,7 +147,9 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
     out = {}
     for uid, wins in doc.items():
         try:
-            out[str(uid)] = [(pd.Timestamp(a), pd.Timestamp(b)) for a, b in wins]
+            if not isinstance(wins, list):
+                raise TypeError("expected a list of [start, end] pairs")
+            out[str(uid)] = [(_window_bound(a), _window_bound(b)) for a, b in wins]
         except (TypeError, ValueError) as exc:
             raise InputError(f"{p}: bad window list for {uid!r} ({exc})") from exc
         for a, b in out[str(uid)]:
@@ -92,63 +158,57 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
     return out
 
 
-def _numeric(f: pd.DataFrame, column: str, path: str | Path) -> pd.Series:
-    """``f[column]`` as numbers; an empty cell is missing, anything else that is not a
-    number is an error naming the file, line and column."""
-    values = pd.to_numeric(f[column], errors="coerce")
-    bad = values.isna() & f[column].notna() & (f[column].astype(str).str.strip() != "")
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"{path}: line {i + 2}, column {column!r}: {f[column].iloc[i]!r} is not a number "
-                         f"({int(bad.sum())} such value(s))")
-    return values
-
-
 def read_telemetry(path: str | Path) -> pd.DataFrame:
     """Contract telemetry, or Azure PdM wide telemetry mapped onto it; empty values are
-    left out."""
+    left out, one value per device, metric and time."""
     f = read_table(path)
     if {"machineID", "datetime"} <= set(f.columns) and set(PDM_METRICS) & set(f.columns):
         metrics = [m for m in PDM_METRICS if m in f.columns]
-        f = f.assign(**{m: _numeric(f, m, path) for m in metrics})
-        long = f.melt(id_vars=["datetime", "machineID"], value_vars=metrics, var_name="metric")
-        dev = "machine" + long["machineID"].astype(str)
+        wide = pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"),
+                             "device_id": "machine" + f["machineID"].astype(str),
+                             **{m: _numeric(f, m, path) for m in metrics}})
+        wide = _unique_keys(wide, ["ts", "device_id"], metrics, path, "machine reading")
+        long = wide.melt(id_vars=["ts", "device_id"], value_vars=metrics, var_name="metric")
         return pd.DataFrame({
-            "ts": to_utc_naive(long["datetime"], str(path)), "device_id": dev, "node_id": dev,
+            "ts": long["ts"], "device_id": long["device_id"], "node_id": long["device_id"],
             "metric": long["metric"], "value": long["value"],
-        }).dropna(subset=["value"])
+        }).dropna(subset=["value"]).reset_index(drop=True)
     _need(f, ["ts", "device_id", "metric", "value"], path)
-    return pd.DataFrame({
-        "ts": to_utc_naive(f["ts"], str(path)), "device_id": f["device_id"].astype(str),
+    out = pd.DataFrame({
+        "ts": to_utc_naive(f["ts"], path), "device_id": f["device_id"].astype(str),
         "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
         "metric": f["metric"].astype(str), "value": _numeric(f, "value", path),
     }).dropna(subset=["value"])
+    return _unique_keys(out, ["ts", "device_id", "metric"], ["value"], path, "reading").reset_index(drop=True)
 
 
 def read_failures(path: str | Path) -> pd.DataFrame:
-    """Contract failures, or Azure PdM failures mapped onto it."""
+    """Contract failures, or Azure PdM failures mapped onto it (exact repeats collapse)."""
     f = read_table(path)
     if {"machineID", "datetime", "failure"} <= set(f.columns):
         dev = "machine" + f["machineID"].astype(str)
-        return pd.DataFrame({"ts": to_utc_naive(f["datetime"], str(path)), "device_id": dev,
-                             "node_id": dev, "failure_type": f["failure"].astype(str)})
-    _need(f, ["ts", "device_id", "failure_type"], path)
-    return pd.DataFrame({
-        "ts": to_utc_naive(f["ts"], str(path)), "device_id": f["device_id"].astype(str),
-        "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
-        "failure_type": f["failure_type"].astype(str),
-    })
+        out = pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"), "device_id": dev,
+                            "node_id": dev, "failure_type": f["failure"].astype(str)})
+    else:
+        _need(f, ["ts", "device_id", "failure_type"], path)
+        out = pd.DataFrame({
+            "ts": to_utc_naive(f["ts"], path), "device_id": f["device_id"].astype(str),
+            "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
+            "failure_type": f["failure_type"].astype(str),
+        })
+    return out.drop_duplicates(["ts", "device_id", "failure_type"]).reset_index(drop=True)
 
 
 def read_events(path: str | Path) -> pd.DataFrame:
-    """``ts, device_id, event_type``; PdM errors or maintenance files are mapped onto it."""
-    f = read_table(path)
+    """``ts, device_id, event_type``; PdM errors or maintenance files are mapped onto it.
+    A file with no rows is allowed (no events happened)."""
+    f = read_table(path, allow_empty=True)
     if {"machineID", "datetime"} <= set(f.columns) and ({"errorID"} & set(f.columns) or {"comp"} & set(f.columns)):
         kind = f["errorID"].astype(str) if "errorID" in f.columns else "maint_" + f["comp"].astype(str)
-        return pd.DataFrame({"ts": to_utc_naive(f["datetime"], str(path)),
+        return pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"),
                              "device_id": "machine" + f["machineID"].astype(str), "event_type": kind})
     _need(f, ["ts", "device_id", "event_type"], path)
-    return pd.DataFrame({"ts": to_utc_naive(f["ts"], str(path)), "device_id": f["device_id"].astype(str),
+    return pd.DataFrame({"ts": to_utc_naive(f["ts"], path), "device_id": f["device_id"].astype(str),
                          "event_type": f["event_type"].astype(str)})
 
 
@@ -157,21 +217,26 @@ def read_devices(path: str | Path) -> pd.DataFrame:
     f = read_table(path)
     if {"machineID", "age"} <= set(f.columns):
         return pd.DataFrame({"device_id": "machine" + f["machineID"].astype(str),
-                             "age_days": f["age"].astype(float) * 365.0})
+                             "age_days": _numeric(f, "age", path) * 365.0})
     _need(f, ["device_id", "age_days"], path)
-    return pd.DataFrame({"device_id": f["device_id"].astype(str), "age_days": f["age_days"].astype(float)})
+    return pd.DataFrame({"device_id": f["device_id"].astype(str), "age_days": _numeric(f, "age_days", path)})
 
 
 def read_spot_prices(path: str | Path) -> pd.DataFrame:
-    """Spot-prices contract ``ts, provider, region, zone, instance_type, product, price``."""
+    """Spot-prices contract ``ts, provider, region, zone, instance_type, product, price``
+    (one price per series and time; a bad price names its line)."""
     f = read_table(path)
     _need(f, ["ts", "provider", "region", "zone", "instance_type", "product", "price"], path)
     out = f[["provider", "region", "zone", "instance_type", "product"]].astype(str)
-    out.insert(0, "ts", to_utc_naive(f["ts"], str(path)))
-    out["price"] = pd.to_numeric(f["price"], errors="coerce")
-    if out["price"].isna().any() or (out["price"] < 0).any():
-        raise InputError(f"{path}: non-numeric or negative price(s)")
-    return out
+    out.insert(0, "ts", to_utc_naive(f["ts"], path))
+    out["price"] = _numeric(f, "price", path, required=True)
+    negative = (out["price"] < 0).to_numpy()
+    if negative.any():
+        i = _first_bad(negative)
+        raise InputError(f"{_at(path, i)}, column 'price': negative price {f['price'].iloc[i]!r} "
+                         f"({int(negative.sum())} such value(s))")
+    key = ["ts", "provider", "zone", "instance_type", "product"]
+    return _unique_keys(out, key, ["price"], path, "spot price").reset_index(drop=True)
 
 
 def read_on_demand(path: str | Path) -> pd.DataFrame:

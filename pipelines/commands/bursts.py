@@ -42,7 +42,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         windows = detection_io.read_windows(args.windows)
         policy = CusumPolicy(
             season_length=args.season_length, n_seasons=args.n_seasons,
-            target_arl=str(parse_duration(args.target_arl)), cooldown=str(parse_duration(args.cooldown)),
+            target_arl=str(parse_duration(args.target_arl, "--target-arl")),
+            cooldown=str(parse_duration(args.cooldown, "--cooldown")),
         )
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
@@ -54,6 +55,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"series such as {sorted(ids)[:3]}): every alarm would count as false", 2)
     if unknown:
         log.warning("windows for %d series not in the input (ignored): %s", len(unknown), unknown[:5])
+    spans = series.groupby("unique_id")["ds"].agg(["min", "max"])
+    outside = [(uid, a, b) for uid, wins in windows.items() if uid in spans.index
+               for a, b in wins if b < spans.at[uid, "min"] or a > spans.at[uid, "max"]]
+    if outside:
+        uid, a, b = outside[0]
+        log.warning("%d window(s) lie outside their series' time span and cannot be detected (such as %s "
+                    "[%s, %s])", len(outside), uid, a, b)
     try:
         metrics = evaluate_bursts(series, windows, policy, train_fraction=args.train_fraction)
     except ValueError as exc:

@@ -33,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     try:
         configured_sinks(args.jsonl, args.webhook, args.alertmanager)
+        if args.season_length < 1:
+            raise ValueError(f"--season-length must be >= 1, got {args.season_length}")
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     try:

@@ -53,14 +53,15 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
     from anomaly.evaluate import parse_duration
     from anomaly.fault_features import FaultPolicy
 
-    windows = tuple(str(parse_duration(w)) for w in args.windows.split(",") if w.strip())
+    windows = tuple(str(parse_duration(w, "--windows")) for w in getattr(args, "windows", "3h,24h").split(",")
+                    if w.strip())
     cost_ratio = getattr(args, "cost_ratio", None)
     target = getattr(args, "target_precision", 0.8)
     if cost_ratio is not None and not cost_ratio > 0:
         raise ValueError(f"--cost-ratio must be > 0 (a missed failure's cost over a false alert's), got {cost_ratio}")
     if cost_ratio is None and not 0 < target <= 1:
         raise ValueError(f"--target-precision must be in (0, 1], got {target}")
-    return FaultPolicy(lead=str(parse_duration(args.lead)), horizon=str(parse_duration(args.horizon)),
+    return FaultPolicy(lead=str(parse_duration(args.lead, "--lead")), horizon=str(parse_duration(args.horizon, "--horizon")),
                        windows=windows, target_precision=None if cost_ratio is not None else target,
                        cost_ratio=cost_ratio)
 
@@ -82,6 +83,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         devices = detection_io.read_devices(args.devices) if args.devices else None
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
+    blind = failures[~failures["device_id"].isin(set(telemetry["device_id"]))]
+    if not blind.empty:
+        print(f"warning: {len(blind)} failure(s) of {blind['device_id'].nunique()} device(s) with no telemetry "
+              f"in {args.telemetry} cannot be predicted and are left out (such as "
+              f"{', '.join(sorted(blind['device_id'].unique())[:3])})", file=sys.stderr)
     held = None
     if args.test_devices:
         ids = np.sort(telemetry["device_id"].unique())
@@ -108,9 +114,10 @@ def run_score(args: argparse.Namespace) -> int:
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest first)", 2)
     try:
         configured_sinks(args.jsonl)
+        policy = _policy(args)  # bad durations fail here, with the option named, not inside the flow
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     out = detect_flow(db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=["faults"],
-                      fault_lead=args.lead, fault_horizon=args.horizon)
+                      fault_lead=policy.lead, fault_horizon=policy.horizon)
     print(json.dumps(out, indent=2, default=str))
     return 0

@@ -38,8 +38,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     try:
         prices = detection_io.read_spot_prices(args.prices)
         on_demand = detection_io.read_on_demand(args.on_demand) if args.on_demand else None
-        policy = SpikePolicy(freq=str(parse_duration(args.freq)), horizon=str(parse_duration(args.horizon)),
-                             k=args.k)
+        policy = SpikePolicy(freq=str(parse_duration(args.freq, "--freq")),
+                             horizon=str(parse_duration(args.horizon, "--horizon")), k=args.k)
         metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc

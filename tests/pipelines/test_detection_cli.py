@@ -99,12 +99,56 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
         (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/back.json"],
          "ends before it starts"),
         (["faults", "evaluate", "--telemetry", f"{tmp_path}/pdm.csv", "--failures", f"{tmp_path}/f.csv"],
-         "line 3, column 'volt': 'abc' is not a number"),
+         "line 3, column 'volt': 'abc' is not a finite number"),
         (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
           "--target-precision", "1.5"], "--target-precision must be in (0, 1]"),
         (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
           "--cost-ratio", "0"], "--cost-ratio must be > 0"),
+        # a bare number would be nanoseconds to pandas; NaN is no duration
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
+          "--lead", "30"], "--lead: '30' has no unit"),
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
+          "--horizon", "nan"], "--horizon: bad duration 'nan'"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",
+          "--target-arl", "30"], "--target-arl: '30' has no unit"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ints.json"],
+         "1 is not a timestamp string"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/dup.csv", "--windows", f"{tmp_path}/ok.json"],
+         "line 4: series point (unique_id=a, ds=2026-01-01 01:00:00) appears twice with different values"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/inf.csv", "--windows", f"{tmp_path}/ok.json"],
+         "line 3, column 'y': 'inf' is not a finite number"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/badts.csv", "--windows", f"{tmp_path}/ok.json"],
+         "line 3, column 'ds': unparseable timestamp 'soon'"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/empty.csv", "--windows", f"{tmp_path}/ok.json"],
+         "empty.csv: no rows"),
+        (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--test-fraction", "0"],
+         "test_fraction must be in (0, 1)"),
+        (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--horizon", "90m"],
+         "not a whole number of grid steps"),
+        (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--k", "nan"], "k must be > 1"),
+        (["spikes", "evaluate", "--prices", f"{tmp_path}/twice.csv"],
+         "line 3: spot price (ts=2026-01-01 00:00:00, provider=aws, zone=z1a"),
     ]
+    (tmp_path / "ok.json").write_text(json.dumps({"a": [["2026-01-06", "2026-01-07"]]}))
+    (tmp_path / "ints.json").write_text(json.dumps({"a": [[1, 2]]}))
+    (tmp_path / "dup.csv").write_text("unique_id,ds,y\na,2026-01-01 00:00,1\na,2026-01-01 01:00,2\n"
+                                      "a,2026-01-01 01:00,3\na,2026-01-01 00:00,1\n")
+    (tmp_path / "inf.csv").write_text("unique_id,ds,y\na,2026-01-01 00:00,1\na,2026-01-01 01:00,inf\n")
+    (tmp_path / "badts.csv").write_text("unique_id,ds,y\na,2026-01-01 00:00,1\na,soon,2\n")
+    (tmp_path / "empty.csv").write_text("unique_id,ds,y\n")
+    head = "ts,provider,region,zone,instance_type,product,price\n"
+    (tmp_path / "prices.csv").write_text(head + "2026-01-01 00:00,aws,r1,z1a,m5,Linux,0.1\n")
+    (tmp_path / "twice.csv").write_text(head + "2026-01-01 00:00,aws,r1,z1a,m5,Linux,0.1\n"
+                                        "2026-01-01 00:00,aws,r1,z1a,m5,Linux,0.2\n")
     for argv, message in cases:
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err, argv
+
+
+def test_window_bounds_with_an_offset_are_read_as_utc(tmp_path: Path):
+    """NAB windows are naive; the same instants written with an offset or Z mean the same."""
+    from pipelines.detection_io import read_windows
+
+    (tmp_path / "naive.json").write_text(json.dumps({"a": [["2026-01-06 13:00", "2026-01-07 01:00"]]}))
+    (tmp_path / "tz.json").write_text(json.dumps({"a": [["2026-01-06T15:00:00+02:00", "2026-01-07T01:00:00Z"]]}))
+    assert read_windows(tmp_path / "tz.json") == read_windows(tmp_path / "naive.json")
