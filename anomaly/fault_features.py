@@ -2,7 +2,12 @@
 
 Telemetry is the long contract ``ts, device_id, node_id, metric, value`` at any
 frequency; windows are durations, so the same policy works for 1-minute DCGM data and
-hourly PdM data. Everything at time t uses only rows at or before t.
+hourly PdM data. Everything at time t uses only rows at or before t, and of the
+telemetry only those in the last ``FaultPolicy.memory`` (the longest window, or a longer
+``event_memory``): "hours since the last event" of a telemetry counter is capped there.
+So a row's features are the same whether they are built from all of the history
+(training) or from the last ``feature_span`` of it (scoring in the detect flow). Event
+tables passed whole (error logs, maintenance) are not capped.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import pandas as pd
 
 from anomaly.base import require_columns
 
-NEVER_HOURS = 24.0 * 365  # "time since last event" when there was none
+NEVER_HOURS = 24.0 * 365  # "time since last event" of an event table when there was none
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,9 @@ class FaultPolicy:
     lead: str = "30min"  # an alert must come at least this long before the failure
     horizon: str = "24h"  # ... and at most this long before it
     windows: tuple[str, ...] = ("3h", "24h")
+    # how far "hours since the last event" of a telemetry counter looks back (None: the longest
+    # window); longer means more telemetry read at each scoring
+    event_memory: str | None = None
     event_patterns: tuple[str, ...] = ("ecc", "xid", "error")  # metrics whose changes are events
     target_precision: float | None = 0.8  # alert threshold: most recall at this alert precision
     cost_ratio: float | None = None  # or: cost of a missed failure / cost of a false alert
@@ -42,6 +50,24 @@ class FaultPolicy:
             raise ValueError(f"horizon ({self.horizon}) must be longer than lead ({self.lead})")
         if self.target_precision is None and self.cost_ratio is None:
             raise ValueError("set target_precision or cost_ratio to choose the alert threshold")
+        if not self.windows or min(pd.Timedelta(w) for w in self.windows) <= pd.Timedelta(0):
+            raise ValueError(f"feature windows must be positive durations, got {self.windows}")
+        if self.event_memory is not None and not pd.Timedelta(self.event_memory) > pd.Timedelta(0):
+            raise ValueError(f"event_memory must be a positive duration, got {self.event_memory!r}")
+
+    @property
+    def memory(self) -> pd.Timedelta:
+        """How far back any telemetry feature of a row looks."""
+        spans = [pd.Timedelta(w) for w in self.windows]
+        if self.event_memory is not None:
+            spans.append(pd.Timedelta(self.event_memory))
+        return max(spans)
+
+
+def feature_span(policy: FaultPolicy) -> pd.Timedelta:
+    """Telemetry a row's features need: its memory and an hour more, so the sample before
+    the memory starts is there to tell whether the first one in it changed a counter."""
+    return policy.memory + pd.Timedelta(hours=1)
 
 
 def _is_event_metric(metric: str, patterns: tuple[str, ...]) -> bool:
@@ -50,20 +76,22 @@ def _is_event_metric(metric: str, patterns: tuple[str, ...]) -> bool:
 
 
 def _event_features(times: np.ndarray, event_times: np.ndarray, windows: list[pd.Timedelta],
-                    prefix: str) -> dict[str, np.ndarray]:
-    """Counts of events in each trailing window and hours since the last one, at ``times``."""
+                    prefix: str, memory: pd.Timedelta | None) -> dict[str, np.ndarray]:
+    """Counts of events in each trailing window and hours since the last one (at most
+    ``memory``, also when there was none; ``NEVER_HOURS`` without a memory), at ``times``."""
     out: dict[str, np.ndarray] = {}
     event_times = np.sort(event_times)
     upto = np.searchsorted(event_times, times, side="right")
     for w in windows:
         since = np.searchsorted(event_times, times - np.timedelta64(w), side="right")
         out[f"{prefix}_count_{_tag(w)}"] = (upto - since).astype(float)
+    cap = NEVER_HOURS if memory is None else memory / pd.Timedelta(hours=1)
     if event_times.size == 0:
-        out[f"{prefix}_hours_since"] = np.full(len(times), NEVER_HOURS)
+        out[f"{prefix}_hours_since"] = np.full(len(times), cap)
         return out
     last = event_times[np.maximum(upto - 1, 0)]
     hours = (times - last) / np.timedelta64(1, "h")
-    out[f"{prefix}_hours_since"] = np.where(upto > 0, hours, NEVER_HOURS)
+    out[f"{prefix}_hours_since"] = np.minimum(np.where(upto > 0, hours, cap), cap)
     return out
 
 
@@ -129,16 +157,20 @@ def build_fault_features(
             feats.update(_rolling(wide, w))
         times = wide.index.to_numpy(dtype="datetime64[ns]")
         for m in event_metrics:
+            # an event is a reading that differs from the one before it (a counter going up,
+            # a new Xid code); the first reading has nothing to differ from, so it is none,
+            # which is also what a scoring window that starts mid-history sees
             x = wide[m]
-            happened = (x > 0) & (x != x.shift(1))
-            feats.update(_event_features(times, times[happened.to_numpy()], windows, f"ev_{m}"))
+            before = x.ffill().shift(1)
+            happened = x.notna() & (x > 0) & before.notna() & (x != before)
+            feats.update(_event_features(times, times[happened.to_numpy()], windows, f"ev_{m}", policy.memory))
         dev_events = ev_by_dev.get(dev)
         for et in ev_types:
             et_times = (
                 dev_events.loc[dev_events["event_type"].astype(str) == et, "ts"].to_numpy(dtype="datetime64[ns]")
                 if dev_events is not None else np.array([], dtype="datetime64[ns]")
             )
-            feats.update(_event_features(times, et_times, windows, f"event_{et}"))
+            feats.update(_event_features(times, et_times, windows, f"event_{et}", None))
         frame = pd.DataFrame({k: np.asarray(v, dtype=float) for k, v in feats.items()}, index=wide.index)
         frame["age_days"] = float(ages.get(dev, np.nan)) if ages is not None else np.nan
         frame.insert(0, "device_id", dev)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from anomaly.alert import Alert, severity_for
 from anomaly.cusum import MIN_RESIDUALS, CusumDetector, CusumPolicy, CusumState
-from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
+from anomaly.fault_features import FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import FaultPredictor
 from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame
 from anomaly.spikes import SpikePredictor
@@ -50,6 +50,16 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     """Continue every series from its state; a new series is calibrated on all but its
     last ``first_window`` and then scanned over it."""
     states = dict(states)
+    # a state calibrated under another season (``detect --season-length``) is recalibrated:
+    # its baseline memory and threshold belong to the old policy
+    stale = sorted(u for u, st in states.items()
+                   if (st.season_length, st.n_seasons) != (policy.season_length, policy.n_seasons))
+    if stale:
+        log.warning("%d series were calibrated with season %d x %d, not %d x %d: recalibrating them (%s)",
+                    len(stale), states[stale[0]].season_length, states[stale[0]].n_seasons,
+                    policy.season_length, policy.n_seasons, ", ".join(stale[:3]))
+        for uid in stale:
+            del states[uid]
     fresh = series[~series["unique_id"].isin(list(states))]
     if not fresh.empty:
         cut = fresh.groupby("unique_id")["ds"].transform("max") - pd.Timedelta(first_window)
@@ -63,7 +73,8 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     current, ended = [], []
     for uid, st in new_states.items():
         if st.active and st.active_onset is not None and st.active_detected is not None:
-            current.append(_burst_alert(uid, st.active_onset, st.active_detected, "up" if st.active > 0 else "down"))
+            current.append(_burst_alert(uid, st.active_onset, st.active_detected, "up" if st.active > 0 else "down",
+                                        st.active_peak))
     current_fps = {a.fingerprint for a in current}
     for ev in events.itertuples(index=False):
         alert = _burst_alert(ev.unique_id, ev.onset, ev.detected_at, ev.direction, float(ev.peak_z))
@@ -93,11 +104,6 @@ def _bucket(ts: pd.Timestamp, horizon: pd.Timedelta) -> tuple[pd.Timestamp, pd.T
 def policy_params(policy: FaultPolicy | SpikePolicy) -> str:
     """The policy as canonical JSON: a stored model is reused only for the same policy."""
     return json.dumps(dataclasses.asdict(policy), sort_keys=True)
-
-
-def feature_span(policy: FaultPolicy) -> pd.Timedelta:
-    """How much telemetry history the features of one row need."""
-    return max(pd.Timedelta(w) for w in policy.windows) + pd.Timedelta(hours=1)
 
 
 def train_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy

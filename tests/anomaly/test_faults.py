@@ -7,7 +7,7 @@ import pytest
 
 from anomaly.evaluate import evaluate_faults
 from anomaly.fault_eval import dedup_alerts, score_alerts
-from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
+from anomaly.fault_features import FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import time_split
 
 POLICY = FaultPolicy(lead="30min", horizon="6h", n_estimators=60, min_child_samples=5, folds=3)
@@ -31,6 +31,30 @@ def test_features_never_look_ahead(fleet):
     merged = full[full["ts"] < cut].reset_index(drop=True)
     cols = [c for c in early.columns if c in merged.columns]
     pd.testing.assert_frame_equal(early[cols].reset_index(drop=True), merged[cols], check_dtype=False)
+
+
+@pytest.mark.parametrize("memory", [None, "2D"])
+def test_latest_features_need_only_the_feature_span(fleet, memory):
+    """The detect flow scores from the last ``feature_span`` of telemetry: each device's
+    latest row must get exactly the features training built from all of the history
+    (before, a cumulative ECC counter's first reading in the window counted as an event,
+    and "hours since" was cut at the window)."""
+    tel, _ = fleet
+    # DCGM's ECC totals are cumulative: they climb, then hold (a plateau is no new event)
+    ecc = tel["metric"] == "ecc_sbe"
+    tel = tel.sort_values(["device_id", "metric", "ts"]).copy()
+    tel.loc[ecc, "value"] = (tel.loc[ecc, "value"] > 0).groupby(tel.loc[ecc, "device_id"]).cumsum()
+    policy = FaultPolicy(lead="30min", horizon="6h", event_memory=memory)
+    for cut in pd.date_range("2026-01-03 05:00", "2026-01-12 23:00", freq="17h"):
+        known = tel[tel["ts"] <= cut]
+        full = build_fault_features(known, policy).groupby("device_id").tail(1)
+        recent = build_fault_features(known[known["ts"] >= cut - feature_span(policy)], policy)
+        recent = recent.groupby("device_id").tail(1)
+        pd.testing.assert_frame_equal(recent.reset_index(drop=True), full.reset_index(drop=True),
+                                      check_dtype=False)
+    # and the events are seen: a device that logged ECC errors within the memory says so
+    feats = build_fault_features(tel, policy)
+    assert (feats["ev_ecc_sbe_hours_since"] < policy.memory / pd.Timedelta(hours=1)).any()
 
 
 def test_time_split_embargo_and_device_holdout(fleet):
