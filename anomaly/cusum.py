@@ -87,6 +87,7 @@ class CusumState:
     active: int = 0  # +1 / -1 while an alarmed burst lasts, else 0
     active_onset: pd.Timestamp | None = None
     active_detected: pd.Timestamp | None = None
+    active_peak: float = 0.0  # the largest |z| of the alarmed burst so far (its severity)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe dict (timestamps as ISO strings, NaN memory as None)."""
@@ -116,6 +117,8 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
     ps, ns = state.pos_start, state.neg_start
     pp, np_, ppr, npr = state.pos_peak, state.neg_peak, state.pos_peak_resid, state.neg_peak_resid
     active, a_onset, a_det = state.active, state.active_onset, state.active_detected
+    a_peak = state.active_peak
+    a_event: dict[str, object] | None = None  # this batch's event of the burst still alarmed
     last_event = state.last_event
     cooldown = pd.Timedelta(seconds=state.cooldown_s)
     events: list[dict[str, object]] = []
@@ -125,7 +128,12 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
             continue
         ts = times[i]
         if active and active * zi < clear:
-            active, a_onset, a_det = 0, None, None
+            active, a_onset, a_det, a_peak, a_event = 0, None, None, 0.0, None
+        elif active and active * zi > a_peak:
+            # the burst grows after its alarm: its peak (and severity) follow it
+            a_peak = active * zi
+            if a_event is not None:
+                a_event["peak_z"], a_event["peak_residual"] = a_peak, float(resid[i])
         if up:
             sp = max(0.0, sp + zi - k)
             if sp == 0.0:
@@ -152,19 +160,20 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
             pp = np_ = ppr = npr = 0.0
         elif fired:
             onset, peak, peak_r = (ps, pp, ppr) if fired > 0 else (ns, np_, npr)
-            events.append({
+            a_event = {
                 "unique_id": state.unique_id, "direction": "up" if fired > 0 else "down",
                 "onset": onset, "detected_at": ts, "peak_z": peak, "peak_residual": peak_r,
                 "detector": "cusum",
-            })
-            active, a_onset, a_det = fired, onset, ts
+            }
+            events.append(a_event)
+            active, a_onset, a_det, a_peak = fired, onset, ts, peak
             last_event = ts
             sp = sn = 0.0  # reset after an alarm
             ps = ns = None
             pp = np_ = ppr = npr = 0.0
     scalars = dict(s_pos=sp, s_neg=sn, pos_start=ps, neg_start=ns, pos_peak=pp, neg_peak=np_,
                    pos_peak_resid=ppr, neg_peak_resid=npr, active=active,
-                   active_onset=a_onset, active_detected=a_det, last_event=last_event)
+                   active_onset=a_onset, active_detected=a_det, active_peak=a_peak, last_event=last_event)
     return events, scalars
 
 

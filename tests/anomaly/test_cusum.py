@@ -116,3 +116,42 @@ def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int):
     events, _ = _run_cusum(state, index, z, z)
     counted = alarm_counts(z, np.array([k]), np.array([h]), "both", 1.0, cooldown)[0, 0]
     assert len(events) == counted > 0
+
+
+def test_a_burst_that_grows_after_its_alarm_gets_the_same_severity_however_it_is_batched(tide):
+    """The detect flow runs hourly: a burst alarmed while still small must still end up
+    critical when it grows, as one run over all of it would say (the peak follows the
+    burst after its alarm, in the state and in the event)."""
+    from pipelines.detect_steps import run_bursts
+
+    frame = tide.copy()
+    start = 18 * 24 + 3
+    frame.loc[start:start + 11, "y"] += np.linspace(15, 200, 12)  # small at first, then huge
+    hist, rest = split(frame, 14)
+    states = CusumDetector(FAST).fit(hist).states_
+    whole = run_bursts(rest, states, FAST)
+    sev_whole = {a.fingerprint: a.severity for a in whole.current + whole.ended}
+    stepped: dict[str, str] = {}
+    st = states
+    for end in pd.date_range(rest["ds"].min() + pd.Timedelta(hours=1), rest["ds"].max(), freq="h"):
+        out = run_bursts(rest[rest["ds"] <= end], st, FAST)
+        st = out.states
+        stepped.update({a.fingerprint: a.severity for a in out.current + out.ended})
+    assert sev_whole and "critical" in sev_whole.values()
+    assert stepped == sev_whole
+
+
+def test_states_of_another_season_are_recalibrated(tide, caplog):
+    """``detect --season-length`` after earlier runs: the stored states belong to the old
+    season, so they are recalibrated under the new one (and the log says so)."""
+    from dataclasses import replace
+
+    from pipelines.detect_steps import run_bursts
+
+    hist, rest = split(tide, 21)
+    states = CusumDetector(FAST).fit(hist).states_
+    other = replace(FAST, season_length=12, n_seasons=8)
+    with caplog.at_level("WARNING"):
+        out = run_bursts(pd.concat([hist, rest]), states, other)
+    assert {st.season_length for st in out.states.values()} == {12}
+    assert "recalibrating" in caplog.text
