@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 _NODE_HOURS = """
 WITH node_hours AS (
     SELECT cluster || '/' || pool || '/' || resource AS unique_id, node_id,
-           date_trunc('hour', ts) AS ds, round(avg(used), 9) AS used
+           date_trunc('hour', ts) AS ds, round(avg(used), 9) AS used, count(*) AS samples
     FROM utilization
     WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
       AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
@@ -32,7 +32,7 @@ TOTALS_SQL = _NODE_HOURS + """
 SELECT unique_id, ds,
        -- parallel float sums differ in the last bits from run to run; rounding keeps
        -- training (and so champions and model ids) reproducible
-       round(sum(used), 6)::DOUBLE AS y, count(*) AS nodes
+       round(sum(used), 6)::DOUBLE AS y, count(*) AS nodes, sum(samples) AS samples
 FROM node_hours GROUP BY unique_id, ds ORDER BY unique_id, ds
 """
 # per node: its first and last hour and how many hours it reported
@@ -68,9 +68,10 @@ def sum_nodes(node_hours: pd.DataFrame) -> pd.DataFrame:
 
 
 def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame) -> pd.DataFrame:
-    """Demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported) from the per-hour
-    sums of the nodes that reported, each node's span, and the hours of the nodes that fell
-    silent inside their span.
+    """Demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported; and ``samples``,
+    the readings behind them, when ``totals`` has it) from the per-hour sums of the nodes
+    that reported, each node's span, and the hours of the nodes that fell silent inside
+    their span.
 
     A node silent for up to ``MAX_NODE_GAP`` hours inside its span is not counted as zero:
     those hours are interpolated from its own readings. Each hour expects the nodes whose
@@ -127,8 +128,12 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         if partial:
             log.warning("demand %s: %d hour(s) with %.0f%% or fewer of the nodes reporting treated as missing",
                         uid, partial, 100 * MIN_REPORTING_SHARE)
-        parts.append(pd.DataFrame({"unique_id": uid, "ds": grid[keep], "y": np.round(y[keep], 6),
-                                   "nodes": nodes[keep].astype(int)}))
+        part = pd.DataFrame({"unique_id": uid, "ds": grid[keep], "y": np.round(y[keep], 6),
+                             "nodes": nodes[keep].astype(int)})
+        if "samples" in t:
+            samples = pd.Series(t["samples"].to_numpy(), index=pd.DatetimeIndex(t["ds"])).reindex(grid)
+            part["samples"] = samples.fillna(0).to_numpy()[keep].astype(int)
+        parts.append(part)
     return pd.concat(parts, ignore_index=True)
 
 
@@ -175,13 +180,19 @@ def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
     counted in the log) when the gap is at most ``MAX_INTERPOLATED_GAP``. A longer outage
     is not invented: the series keeps only what follows its last such gap, and is left
     out when that is shorter than ``MIN_STRETCH`` (both logged). A last hour reported by
-    fewer nodes than the hour before it (a partial hour) is dropped."""
+    fewer nodes than the hour before it, or with fewer readings per node (an hour still in
+    progress: 25 minutes of 5-minute samples), is dropped until it is complete."""
     parts = []
     step = pd.Timedelta(freq if freq[0].isdigit() else f"1{freq}")
     for uid, g in raw.groupby("unique_id", sort=True):
         g = g.sort_values("ds")
-        if "nodes" in g and len(g) > 1 and g["nodes"].iloc[-1] < g["nodes"].iloc[-2]:
-            g = g.iloc[:-1]  # some nodes have not reported their last hour yet
+        if "nodes" in g and len(g) > 1:
+            last, before = g.iloc[-1], g.iloc[-2]
+            fewer_nodes = last["nodes"] < before["nodes"]  # some nodes have not reported it yet
+            fewer_samples = ("samples" in g and last["nodes"] > 0 and before["nodes"] > 0
+                             and last["samples"] / last["nodes"] < before["samples"] / before["nodes"])
+            if fewer_nodes or fewer_samples:
+                g = g.iloc[:-1]
         series = g.set_index("ds")["y"]
         jumps = series.index.to_series().diff()
         long = jumps[jumps > MAX_INTERPOLATED_GAP + step]

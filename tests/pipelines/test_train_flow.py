@@ -72,6 +72,22 @@ def test_hours_most_nodes_have_not_reported_yet_are_dropped() -> None:
     assert out["ds"].max() == hours[45] and (out["y"] == 100).all()
 
 
+def test_an_hour_still_in_progress_waits_until_it_is_complete(con) -> None:
+    """5-minute readings up to 10:25: the 10:00 hour has 6 of its 12 readings per node, so
+    it is not demand yet (the detect flow would commit its CUSUM state past it); once the
+    hour is complete it is."""
+    def readings(end: str) -> pd.DataFrame:
+        ts = pd.date_range("2024-01-01", end, freq="5min")
+        return pd.DataFrame([{"ts": t, "cluster": "c", "pool": "p", "node_id": n, "resource": "cpu",
+                              "used": 1.0 + (t.minute >= 30), "capacity": 8.0} for t in ts for n in ("a", "b")])
+    _load(con, readings("2024-01-01 10:25"))
+    assert demand.load_demand(con)["ds"].max() == pd.Timestamp("2024-01-01 09:00")
+    con.execute("DELETE FROM utilization")
+    _load(con, readings("2024-01-01 10:55"))
+    got = demand.load_demand(con)
+    assert got["ds"].max() == pd.Timestamp("2024-01-01 10:00") and got["y"].iloc[-1] == 3.0
+
+
 def test_regularize_fills_gaps_and_drops_partial_last_hour() -> None:
     ds = pd.to_datetime(["2024-01-01 00:00", "2024-01-01 01:00", "2024-01-01 03:00", "2024-01-01 04:00"])
     raw = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "y": [1.0, 2.0, 4.0, 1.0], "nodes": [3, 3, 3, 1]})
