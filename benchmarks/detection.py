@@ -13,7 +13,8 @@ temporary folder, never into the repository. Data preparation, documented:
     calibrated on the first 15% of each series.
   * nab-heldout: the same series, leave-one-series-out: each detector's baseline window,
     target ARL and cooldown (``NAB_GRID``) are chosen on the other 7 series (most windows
-    detected at <= 1 false alarm per series-week) and scored on the held-out one.
+    detected at <= 1 false alarm per series-week) and scored on the held-out one; every
+    (setting, series) score is written to ``bursts_nab_grid.csv`` for other selection rules.
   * pdm: the Azure PdM files are passed as they are; ``headroom faults evaluate`` maps
     them (machineID -> device_id ``machine<N>``, volt/rotate/pressure/vibration -> metrics,
     failure comp1..4 -> failure_type, errors and maintenance -> events, age -> age_days).
@@ -120,6 +121,9 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     grid["weeks"] = grid["uid"].map(span)
     if grid["weeks"].isna().any():
         raise RuntimeError("could not tell the test span of every NAB series")
+    # every (setting, series) score, so other selection rules can be studied without a rerun
+    grid.assign(setting=grid["setting"].map(lambda s: "/".join(map(str, s)))).to_csv(
+        out / "bursts_nab_grid.csv", index=False)
     held = []
     for det, d in grid.groupby("detector"):
         totals = {"detector": det, "windows": 0, "detected": 0, "false_alarms": 0, "weeks": 0.0, "choices": []}
