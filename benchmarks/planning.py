@@ -89,11 +89,13 @@ def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict,
     rows = []
     public_this = P.allocation.public_load(this, split, offers)
     od = float(costs.public.effective(offers["public"].unit_price))
-    all_od = P.reservations.plan_cost(public_this, 0.0, od, 0.0) * costs.hours_per_month / this.size
+    units = offers["public"].units  # whole instances, as the planner and the allocation bill them
+    all_od = P.reservations.plan_cost(public_this, 0.0, od, 0.0, units) * costs.hours_per_month / this.size
     for r in rec.to_dict("records"):
         price = offers["public"].reserved_1y if r["term"] == "1y" else offers["public"].reserved_3y
         reserved = float(costs.public.effective(price / offers["public"].units))
-        cost = P.reservations.plan_cost(public_this, r["reserved_units"], od, reserved) * costs.hours_per_month / this.size
+        cost = (P.reservations.plan_cost(public_this, r["reserved_units"], od, reserved, units)
+                * costs.hours_per_month / this.size)
         rows.append({"suite": "reservation", "unique_id": uid, "plan": f"reserve_{r['term']}",
                      "reserved_units": r["reserved_units"], "monthly_cost": cost, "cost_vs_default": cost / all_od,
                      "expected_savings": r["monthly_savings"], "realised_savings": all_od - cost})

@@ -34,12 +34,12 @@ GROUP BY ALL
 ORDER BY unique_id
 """
 
-# this month's tuned splits: the latest plan run whose allocation was re-tuned in that month
+# this month's tuned splits, oldest first (the newest run that re-tuned a pool's split wins)
 TUNED_SPLITS_SQL = """
-SELECT key, payload FROM recommendations
+SELECT run_id, key, payload FROM recommendations
 WHERE kind = 'allocation' AND key LIKE '%/tuned'
-  AND strftime(data_cutoff, '%Y-%m') = ? AND run_id <> ?
-ORDER BY created_at, run_id
+  AND strftime(data_cutoff, '%Y-%m') = ?
+ORDER BY data_cutoff, created_at, run_id
 """
 
 
@@ -97,16 +97,19 @@ def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:
 
 
 def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs) -> dict[str, Split]:
-    """Splits already tuned this month (by another plan run), per series: re-tuning is monthly."""
+    """Splits already tuned this month, per series: re-tuning is monthly. A series whose
+    newest tuning is this very run's (a re-run, or a plain run after ``plan --retune`` on the
+    same data) is left out: the run tunes it again, to the same split, so re-running any
+    plan leaves the same rows and a retune is not undone by an earlier run's split."""
     if inputs.data_cutoff is None:
         return {}
-    rows = warehouse.query(con, TUNED_SPLITS_SQL, [f"{inputs.data_cutoff:%Y-%m}", inputs.run_id])
-    out: dict[str, Split] = {}
-    for key, payload in zip(rows["key"], rows["payload"]):
+    rows = warehouse.query(con, TUNED_SPLITS_SQL, [f"{inputs.data_cutoff:%Y-%m}"])
+    newest: dict[str, tuple[str, Split]] = {}
+    for run_id, key, payload in zip(rows["run_id"], rows["key"], rows["payload"]):
         p = json.loads(payload)
         if p.get("retuned"):  # the run that tuned it, not one that kept an earlier split
-            out[key.rsplit("/", 1)[0]] = Split(p["private"], p["public"], p["edge"])
-    return out
+            newest[key.rsplit("/", 1)[0]] = (run_id, Split(p["private"], p["public"], p["edge"]))
+    return {uid: split for uid, (run_id, split) in newest.items() if run_id != inputs.run_id}
 
 
 def _clean(value: object) -> object:

@@ -102,7 +102,8 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
     return None
 
 
-def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0) -> dict[str, Offer]:
+def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
+                  min_memory_ratio: float = 1.0) -> dict[str, Offer]:
     """Per location, the offer with the least price per pool unit of work; in the private
     cloud, the pool's own machine (:func:`reference_offer`).
 
@@ -111,12 +112,15 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     TFLOPS per unit qualify: a job sized for an H100 does not fit on an L4 however cheap
     (0 lets any GPU stand in, by TFLOPS). A GPU offer without TFLOPS (or a pool whose own
     machine has none) cannot be compared, so only the pool's own machine qualifies. Offers
-    without a price, or priced at 0, are ignored. CPU offers count vCPUs as they are.
+    without a price, or priced at 0, are ignored. CPU offers count vCPUs as they are, and
+    qualify only with at least ``min_memory_ratio`` of the pool machine's memory per vCPU
+    (when the catalog gives the pool machine's memory): a 1-vCPU, 0.6 GB shared-core
+    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes.
     """
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
         return {}
-    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio)
+    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio)
     out: dict[str, Offer] = {}
     for loc, g in cat.groupby("location"):
         if loc not in LOCATIONS:
@@ -137,7 +141,7 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
 
 
 def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str,
-                      min_tflops_ratio: float = 1.0) -> pd.DataFrame:
+                      min_tflops_ratio: float = 1.0, min_memory_ratio: float = 1.0) -> pd.DataFrame:
     """The priced catalog rows that can do a pool's work (see :func:`select_offers`), with
     ``pool_units``: the pool units one instance provides."""
     ref = reference_offer(catalog, resource, pool)
@@ -154,6 +158,13 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str,
             else pd.Series(np.nan, index=cat.index)
         ratio[cat.index == ref.name] = 1.0
     keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
+    if resource == "cpu" and "memory_gb" in cat:
+        ref_memory = pd.to_numeric(pd.Series([ref.get("memory_gb")]), errors="coerce").iloc[0] / float(ref["units"])
+        if np.isfinite(ref_memory) and ref_memory > 0:
+            # an offer whose memory is unknown cannot be shown to fit: left out, as a GPU without TFLOPS
+            memory = pd.to_numeric(cat["memory_gb"], errors="coerce") / cat["units"]
+            fits = (memory >= min_memory_ratio * ref_memory - 1e-9).fillna(False).astype(bool)
+            keep &= fits | (cat.index == ref.name)
     cat, ratio = cat[keep], ratio[keep]
     return cat.assign(pool_units=cat["units"] * ratio)
 

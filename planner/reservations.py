@@ -1,10 +1,11 @@
 """Reservation recommendations: how many public-cloud units to commit to for 1 or 3 years.
 
-A reserved unit costs ``r`` per hour whether it is used or not; on demand it would cost
-``o`` per hour, but only in the hours it is needed. The ``k``-th unit is worth reserving
-when it is busy in more than ``r / o`` of the hours, so the best reserved level is the
-``1 - r / o`` quantile of the hourly demand it would serve (the newsvendor rule), rounded
-down to whole instances: a partly-used instance is the expensive kind of reservation.
+Public capacity is bought in whole instances, on demand as reserved: an hour that needs
+4.5 units of 4-unit instances runs 2 of them (as the allocation's cost simulation bills
+it). A reserved instance costs ``r`` per hour whether it runs or not; on demand it would
+cost ``o`` per hour, but only in the hours it runs. The ``k``-th instance is worth
+reserving when it runs in more than ``r / o`` of the hours, so the best number of reserved
+instances is the ``1 - r / o`` quantile of the hourly instance count (the newsvendor rule).
 """
 from __future__ import annotations
 
@@ -36,16 +37,38 @@ def _term_price(offer: Offer, term: str) -> float | None:
     return offer.reserved_1y if term == "1y" else offer.reserved_3y
 
 
-def plan_cost(demand: np.ndarray, reserved_units: float, on_demand: float, reserved: float) -> float:
-    """Hourly cost over ``demand``: reserved units always paid, the rest on demand."""
+def instances_needed(demand: np.ndarray, units: float) -> np.ndarray:
+    """Whole instances of ``units`` each that carry the hourly ``demand``."""
     d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
+    return np.ceil(d / units - 1e-9)
+
+
+def plan_cost(demand: np.ndarray, reserved_units: float, on_demand: float, reserved: float,
+              units: float | None = None) -> float:
+    """Hourly cost over ``demand``: reserved units always paid, the rest on demand (per unit
+    prices). With ``units`` (per instance), capacity comes in whole instances: the hours'
+    instance counts beyond the reserved ones run on demand."""
+    d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
+    if units is not None:
+        d = instances_needed(d, units) * units
     return float(reserved_units * reserved * d.size + np.clip(d - reserved_units, 0.0, None).sum() * on_demand)
+
+
+def best_reserved_instances(counts: np.ndarray, ratio: float) -> int:
+    """The number of reserved instances that minimises the cost over the hourly instance
+    ``counts`` when a reserved instance costs ``ratio`` of an on-demand one: the ``k``-th
+    is worth it while it runs in more than ``ratio`` of the hours."""
+    n = np.asarray(counts, dtype=np.int64)
+    if n.size == 0 or n.max() < 1:
+        return 0
+    share_running = np.cumsum(np.bincount(n)[::-1])[::-1] / n.size  # [k]: share of hours with >= k
+    return int((share_running[1:] > ratio + 1e-12).sum())
 
 
 def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
                            policy: ReservationPolicy = ReservationPolicy()) -> pd.DataFrame:
-    """One row per term: the reserved level and what it saves on ``demand`` (hourly units
-    that would otherwise run on ``offer`` on demand), per month.
+    """One row per term: the reserved instances and what they save on ``demand`` (hourly
+    units that would otherwise run on ``offer``'s whole instances on demand), per month.
 
     Terms without a reserved price in the catalog, and levels of zero instances, give no row.
     """
@@ -55,7 +78,8 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
     factors = costs.at(offer.location)
     on_demand = float(factors.effective(offer.unit_price))
     scale = costs.hours_per_month / d.size
-    baseline = plan_cost(d, 0.0, on_demand, 0.0) * scale
+    counts = instances_needed(d, offer.units)
+    baseline = plan_cost(d, 0.0, on_demand, 0.0, offer.units) * scale
     rows = []
     for term in policy.terms:
         price = _term_price(offer, term)
@@ -65,11 +89,11 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
         if reserved >= on_demand:
             continue
         quantile = 1.0 - reserved / on_demand
-        instances = int(np.floor(np.quantile(d, quantile) / offer.units + 1e-9))
+        instances = best_reserved_instances(counts, reserved / on_demand)
         if instances < 1:
             continue
         units = instances * offer.units
-        cost = plan_cost(d, units, on_demand, reserved) * scale
+        cost = plan_cost(d, units, on_demand, reserved, offer.units) * scale
         savings = baseline - cost
         if savings <= policy.min_monthly_savings:
             continue

@@ -71,6 +71,10 @@ def test_plan_flow_end_to_end(prefect_harness, db_path, fleet) -> None:
     assert all({k: a[k] for k in odd} == odd for a in again["allocation"])
     retuned = plan_flow(str(db_path), retune=True)["allocation"]
     assert all(a["retuned"] for a in retuned) and any(a["private"] != 0.15 for a in retuned)
+    # a plain plan on the same data does not undo the retune with the earlier run's split
+    after = _recommendations(db_path)
+    assert plan_flow(str(db_path))["allocation"] == retuned
+    pd.testing.assert_frame_equal(_recommendations(db_path), after)
 
 
 def test_capacity_counts_every_node_at_its_last_reading(con) -> None:

@@ -28,6 +28,24 @@ def catalog() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def test_cpu_offers_must_have_the_pool_machines_memory_per_vcpu() -> None:
+    """Cheapest per vCPU is not enough: a shared-core 1-vCPU, 0.6 GB machine cannot run the
+    work of 64-core, 256 GB nodes; a machine with as much memory per vCPU can."""
+    cols = ["provider", "region", "instance_type", "location", "resource", "units", "vcpus", "memory_gb",
+            "on_demand_price"]
+    cat = pd.DataFrame([
+        ("onprem", "dc", "batch-64c", "private", "cpu", 64, 64, 256.0, 1.0),
+        ("gcp", "r1", "f1-micro", "public", "cpu", 1, 1, 0.6, 0.0076),
+        ("gcp", "r1", "c2-8", "public", "cpu", 8, 8, 16.0, 0.30),
+        ("gcp", "r1", "n2-8", "public", "cpu", 8, 8, 32.0, 0.39),
+        ("gcp", "r1", "mystery-8", "public", "cpu", 8, 8, None, 0.10),
+    ], columns=cols)
+    assert P.select_offers(cat, "cpu", "batch")["public"].instance_type == "n2-8"
+    assert P.select_offers(cat, "cpu", "batch", min_memory_ratio=0.1)["public"].instance_type == "f1-micro"
+    # without the pool machine's memory nothing can be compared: price per vCPU decides
+    assert P.select_offers(cat.drop(columns="memory_gb"), "cpu", "batch")["public"].instance_type == "f1-micro"
+
+
 def test_cost_model_formula() -> None:
     lc = LocationCost(storage_surcharge=0.1, network_amplification=1.2, idle_penalty=0.5)
     assert lc.effective(10.0) == pytest.approx(10 * 1.1 * 1.2)
@@ -118,6 +136,25 @@ def test_reservations_follow_the_newsvendor_rule() -> None:
     assert rec.loc["1y", "monthly_savings"] == pytest.approx((0.6 * 10 * 1.0 - 10 * 0.4) * 730)
     assert rec.loc["1y", "expected_utilization"] == pytest.approx(0.6)
     assert P.recommend_reservations(np.zeros(10), offer, FREE).empty
+
+
+def test_reservations_count_whole_instances() -> None:
+    """3 GPUs then 11.1 GPUs on 4-GPU instances: one instance runs every hour and three
+    run half of them (on demand is billed per instance, as the allocation bills it). At a
+    reserved price of a quarter of on demand all three are worth reserving; the sizing on
+    fractional units reserved two and left savings behind."""
+    offer = Offer("public", "c", "r", "pub-4x", units=4.0, price=8.0, reserved_1y=4.0, reserved_3y=2.0)
+    load = np.r_[np.full(72, 3.0), np.full(72, 11.1)]
+    rec = P.recommend_reservations(load, offer, FREE).set_index("term")
+    assert rec.loc["3y", "instances"] == 3 and rec.loc["1y", "instances"] == 1
+    hours = 730 / load.size
+    on_demand = (72 * 1 + 72 * 3) * 8.0 * hours  # instance-hours x price
+    assert rec.loc["3y", "monthly_cost_on_demand"] == pytest.approx(on_demand)
+    assert rec.loc["3y", "monthly_cost_reserved"] == pytest.approx(3 * 2.0 * load.size * hours)
+    # the chosen count is the cheapest one
+    for k in range(0, 5):
+        cost = (k * 2.0 * load.size + np.clip(np.ceil(load / 4) - k, 0, None).sum() * 8.0) * hours
+        assert cost >= rec.loc["3y", "monthly_cost_reserved"] - 1e-6
 
 
 def test_prescale_acts_ahead_and_does_not_flap() -> None:
