@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from planner.allocation import AllocationPolicy, Split
+from planner.allocation import AllocationPolicy, Split, candidate_splits
 from planner.cost import CostPolicy, LocationCost
 from planner.plan import PlanPolicy
 from planner.prescale import PrescalePolicy
@@ -147,7 +147,14 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
         split = alloc.pop("default_split", None)
         if "bounds" in alloc:  # a file may bound only some locations
             alloc["bounds"] = {**base.allocation.bounds, **alloc["bounds"]}
-        allocation = AllocationPolicy(**{**base.allocation.__dict__, **alloc})
+        try:
+            allocation = AllocationPolicy(**{**base.allocation.__dict__, **alloc})
+        except ValueError as exc:  # its messages start with the field: step ..., bounds ...
+            raise ValueError(f"allocation.{exc}") from None
+        try:
+            candidate_splits(allocation)  # a grid with no split in bounds fails here, not after the work
+        except ValueError as exc:
+            raise ValueError(f"allocation.step / allocation.bounds: {exc}") from None
         return PlanPolicy(
             costs=costs,
             allocation=allocation,

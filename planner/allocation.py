@@ -62,6 +62,8 @@ class AllocationPolicy:
     def __post_init__(self) -> None:
         if not 0 < self.step <= 0.5:
             raise ValueError("step must be in (0, 0.5]")
+        if abs(1.0 / self.step - round(1.0 / self.step)) > 1e-6:
+            raise ValueError(f"step must divide 1 into whole steps (such as 0.05, 0.1, 0.125, 0.25), got {self.step}")
         if not 0 < self.provision_quantile <= 1:
             raise ValueError("provision_quantile must be in (0, 1]")
         if set(self.bounds) != set(LOCATIONS):
@@ -164,9 +166,11 @@ def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCA
             fixed_max = bounds["private"][1] + bounds["edge"][1]
             bounds["public"] = (bounds["public"][0], max(bounds["public"][1], 1.0 - fixed_max))
             if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in bounds.items()):
-                out.append(Split(round(p, 6), round(q, 6), round(e, 6)))
+                p6, e6 = round(p, 6), round(e, 6)
+                out.append(Split(p6, round(1.0 - p6 - e6, 6), e6))  # rounded shares still sum to 1
     if not out:
-        raise ValueError("no split satisfies the allocation bounds")
+        raise ValueError(f"no split on the grid of step {policy.step} lies within the allocation bounds "
+                         f"{dict(policy.bounds)}: use a finer step or wider bounds")
     return out
 
 

@@ -87,14 +87,18 @@ def _per_unit_tflops(catalog: pd.DataFrame) -> pd.Series:
 
 def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Series | None:
     """The machine a pool runs on: the private offer of ``resource`` whose instance type
-    starts with the pool name (``h100`` -> ``h100-4x``), priced or not; else the cheapest
-    priced private offer of ``resource``; else the cheapest priced offer of it anywhere."""
+    starts with the pool name (``h100`` -> ``h100-4x``; a priced one before an unpriced
+    one, then the cheapest per unit); else the cheapest priced private offer of
+    ``resource``; else the cheapest priced offer of it anywhere."""
     require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
     mine = catalog[(catalog["resource"] == resource) & (catalog["units"] > 0)]
     own = mine[mine["location"] == "private"]
     named = own[own["instance_type"].str.lower().str.startswith(pool.lower())]
     if not named.empty:
-        return named.iloc[0]
+        priced = named[named["on_demand_price"] > 0]
+        if priced.empty:
+            return named.iloc[0]
+        return priced.loc[(priced["on_demand_price"] / priced["units"]).idxmin()]
     for pick in (own, mine):
         pick = pick[pick["on_demand_price"] > 0]
         if not pick.empty:

@@ -105,7 +105,7 @@ def make_plan(
         offers = select_offers(catalog, resource, pool)
         path = demand_path(history, forecast, uid)
         if path.size == 0:
-            log.info("%s: no demand, not planned", uid)
+            log.warning("%s: no demand, not planned", uid)
             continue
         if "public" in offers:
             kept = splits.get(uid)
@@ -136,7 +136,9 @@ def make_plan(
                 res.insert(1, "resource", resource)
                 out["reservation"].append(res)
         else:
-            log.info("%s: no public %s offer in the catalog, no allocation or reservation", uid, resource)
+            log.warning("%s: no priced public %s offer in the instance catalog that can run it%s: no allocation "
+                        "or reservation (ingest a catalog with one: headroom ingest --kind catalog)", uid, resource,
+                        "" if not catalog.empty else " (the catalog is empty)")
         fc = future_forecast(history, forecast, uid)
         if fc.empty:
             log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)

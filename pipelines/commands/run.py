@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _print_summary(out: dict) -> None:
     from pipelines.ingest import counts_text
 
+    failed = {stage: r["failed"] for stage, r in out.items() if isinstance(r, dict) and "failed" in r}
+    out = {stage: r for stage, r in out.items() if stage not in failed}
+
     ing = out["ingest"]
     for r in ing["files"]:
         if r["status"] == "skipped":
@@ -68,6 +71,8 @@ def _print_summary(out: dict) -> None:
         if stage not in ("ingest", "train", "detect", "plan", "report"):
             print(f"\n{stage}:")
             print("  " + json.dumps(result, indent=2, default=str).replace("\n", "\n  "))
+    for stage, message in failed.items():
+        print(f"\n{stage}: FAILED: {message}")
 
 
 def run_all(args: argparse.Namespace) -> int:
@@ -102,4 +107,7 @@ def run_all(args: argparse.Namespace) -> int:
     print(f"\nwarehouse: {settings.db_path}  (tables forecasts, models, backtests, alerts, rejects, ...)")
     if "detect" in out:
         print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL']}")
+    failed = [stage for stage, r in out.items() if isinstance(r, dict) and "failed" in r]
+    if failed:
+        raise CliError(f"stage(s) {', '.join(failed)} failed (see above); the other stages ran", 1)
     return 0

@@ -40,7 +40,11 @@ def stage_flow(stage: str):
 
 @flow(name="headroom-run")
 def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, strict: bool = False) -> dict:
-    """Ingest every input in ``input_dir``, then run each available stage on the warehouse."""
+    """Ingest every input in ``input_dir``, then run each available stage on the warehouse.
+
+    A stage that fails (data too short to forecast, say) is recorded as ``{"failed":
+    message}`` and the later stages still run: a plan or a report does not need this run's
+    forecasts. Ingest failing stops the run."""
     inputs = inputs_in(Path(input_dir))
     if not inputs:
         raise FileNotFoundError(f"no input files (utilization.csv, telemetry.csv, ...) in {input_dir}")
@@ -50,5 +54,10 @@ def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, stri
         if fn is None:
             log.info("stage %s not available, skipped", stage)
             continue
-        out[stage] = fn(db_path=db_path)
+        try:
+            out[stage] = fn(db_path=db_path)
+        except Exception as exc:  # any stage's failure: the others still run, the caller reports it
+            log.error("stage %s failed: %s: %s", stage, type(exc).__name__, exc)
+            log.debug("stage %s failed", stage, exc_info=True)
+            out[stage] = {"failed": f"{type(exc).__name__}: {exc}"}
     return out

@@ -49,3 +49,28 @@ def test_serve_lists_deployments(tmp_path, db_path, capsys):
     assert cli.main(["serve", "--list", "--db", str(db_path), "--input", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "ingest-hourly" in out and "5 * * * *" in out
+
+
+@pytest.mark.slow
+def test_a_failing_stage_is_reported_and_the_others_still_run(prefect_harness, tmp_path, db_path, monkeypatch,
+                                                              capsys):
+    """Half a day of utilization is too short to forecast: train fails with its message, not
+    a traceback; plan and report, which do not need this run's forecasts, still run; exit 1."""
+    import pandas as pd
+
+    from pipelines.synth_io import write_fleet
+
+    monkeypatch.setenv("HEADROOM_REPORT_DIR", str(tmp_path / "reports"))
+    fleet = tmp_path / "fleet"
+    write_fleet(fleet, nodes=3, days=2, seed=0)
+    util = pd.read_csv(fleet / "utilization.csv")
+    util[util["ts"] < sorted(util["ts"].unique())[12 * 12]].to_csv(fleet / "utilization.csv", index=False)
+    for f in fleet.iterdir():
+        if f.name.split(".")[0] not in ("utilization", "catalog"):
+            f.unlink()
+    rc = cli.main(["run", "--db", str(db_path), "--input", str(fleet), "--stages", "train,plan,report"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert "train: FAILED: HistoryError" in captured.out and "Traceback" not in captured.err
+    assert "stage(s) train failed" in captured.err
+    assert "\nplan plan-" in captured.out and "report:" in captured.out
