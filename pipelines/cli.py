@@ -70,13 +70,14 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
     from pipelines.settings import SettingsError
+    from pipelines.warehouse import NotAWarehouseError
 
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
-    except SettingsError as exc:
+    except (SettingsError, NotAWarehouseError) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -195,12 +195,29 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
+REPORT_KINDS = ("allocation", "prescale", "reservation", "spot")
+
+
+def check_out_dir(out_dir: str | Path) -> None:
+    """Refuse an output folder the report cannot be written into whole: a file in its place,
+    or a folder where report.html or an export goes (checked before anything is written, so
+    a failure never leaves new exports beside an old page)."""
+    folder = Path(out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"report folder {folder} is a file, not a folder")
+    names = ["report.html", *(f"recommendations_{k}.{ext}" for k in REPORT_KINDS for ext in ("csv", "parquet"))]
+    blocked = [n for n in names if (folder / n).is_dir()]
+    if blocked:
+        raise IsADirectoryError(f"report folder {folder}: {blocked[0]} is a folder; the report writes a file there")
+
+
 def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.DataFrame]) -> dict:
     """Write report.html and recommendations_<kind>.csv/.parquet; return the paths."""
     folder = Path(out_dir)
+    check_out_dir(folder)
     files = []
     # exports are the latest plan run's: a kind it does not have leaves no file behind
-    for stale in ("allocation", "prescale", "reservation", "spot"):
+    for stale in REPORT_KINDS:
         if stale not in recommendations:
             for ext in ("csv", "parquet"):
                 (folder / f"recommendations_{stale}.{ext}").unlink(missing_ok=True)

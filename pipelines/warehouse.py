@@ -27,6 +27,10 @@ class WarehouseLockedError(RuntimeError):
     """Another process holds the database's write lock for longer than the timeout."""
 
 
+class NotAWarehouseError(RuntimeError):
+    """The path is not a DuckDB database file (a zero-byte file, another format)."""
+
+
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
     return "lock" in text and ("conflicting" in text or "could not set lock" in text)
@@ -51,6 +55,8 @@ def connect(
             break
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
+                if Path(target).is_file():
+                    raise NotAWarehouseError(f"{target} is not a DuckDB warehouse file ({exc})") from exc
                 raise
             if time.monotonic() >= deadline:
                 raise WarehouseLockedError(
@@ -62,7 +68,21 @@ def connect(
     con.execute("SET TimeZone = 'UTC'")
     if migrate_schema and not read_only:
         migrate(con)
+    elif migrate_schema and target != ":memory:" and not _schema_current(con):
+        # a reader cannot migrate: bring the file up to date once with a writer, then read
+        con.close()
+        connect(target, lock_timeout_s=lock_timeout_s).close()
+        return connect(target, read_only=True, lock_timeout_s=lock_timeout_s, migrate_schema=False)
     return con
+
+
+def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether every migration is applied (an empty DuckDB file, or an older one, is not)."""
+    try:
+        done = {r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()}
+    except duckdb.CatalogException:
+        return False
+    return {v for v, _, _ in migrations()} <= done
 
 
 @contextlib.contextmanager

@@ -22,6 +22,12 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(db_path=args.db, report_dir=args.out)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
+    from pipelines.report_io import check_out_dir
+
+    try:
+        check_out_dir(settings.report_dir)
+    except OSError as exc:
+        raise CliError(str(exc), 2) from exc
     try:
         out = report_flow(db_path=str(settings.db_path), out_dir=str(settings.report_dir))
     except WarehouseLockedError as exc:

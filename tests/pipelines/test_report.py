@@ -223,3 +223,31 @@ def test_exports_are_the_latest_plan_runs_only(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("recommendations_*")) == [
         "recommendations_prescale.csv", "recommendations_prescale.parquet"]
     assert len(second["files"]) == 2
+
+
+def test_report_and_plan_refuse_what_they_cannot_use(prefect_harness, tmp_path, capsys) -> None:
+    """A zero-byte file is no warehouse; an empty DuckDB file is brought to the schema and
+    said to hold no data; an output "folder" that is a file, or a folder where report.html
+    goes, is refused before anything is written. Exit 2 with a message, no traceback."""
+    import duckdb
+
+    from pipelines.cli import main
+
+    (tmp_path / "zero.duckdb").touch()
+    duckdb.connect(str(tmp_path / "empty.duckdb")).close()
+    (tmp_path / "afile").touch()
+    (tmp_path / "out" / "report.html").mkdir(parents=True)
+    cases = [
+        (["plan", "--db", str(tmp_path / "zero.duckdb")], "is not a DuckDB warehouse file"),
+        (["report", "--db", str(tmp_path / "zero.duckdb"), "--out", str(tmp_path / "r")],
+         "is not a DuckDB warehouse file"),
+        (["plan", "--db", str(tmp_path / "empty.duckdb")], "no utilization in"),
+        (["report", "--db", str(tmp_path / "empty.duckdb"), "--out", str(tmp_path / "afile")], "is a file, not a folder"),
+        (["report", "--db", str(tmp_path / "empty.duckdb"), "--out", str(tmp_path / "out")],
+         "report.html is a folder"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
+    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "report.html"]
