@@ -90,6 +90,10 @@ def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
 
 
 GCP_GPU_COLUMNS = ("a100", "a100-80gb", "h100-80gb", "h100-80gb-mega", "l4", "rtx6000")
+# dense FP16/BF16 tensor TFLOPS per GPU (NVIDIA datasheets), the unit of work the planner
+# compares GPU models by (as the generated catalog does)
+GCP_GPU_TFLOPS = {"a100": 312.0, "a100-80gb": 312.0, "h100-80gb": 989.0, "h100-80gb-mega": 989.0, "l4": 121.0,
+                  "rtx6000": 130.5}
 
 
 def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
@@ -109,7 +113,9 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
         last = f.sort_values("snapshot_utc").groupby(["instance_type", "region"]).last().reset_index()
         last = last[(last["hour"] > 0) & last["instance_type"].isin(specs.index)]
         s = specs.loc[last["instance_type"]]
-        gpus = s.reindex(columns=list(GCP_GPU_COLUMNS)).fillna(0).sum(axis=1).to_numpy()
+        per_model = s.reindex(columns=list(GCP_GPU_COLUMNS)).fillna(0)
+        gpus = per_model.sum(axis=1).to_numpy()
+        tflops = (per_model * pd.Series(GCP_GPU_TFLOPS)).sum(axis=1).to_numpy()
         hours_per_month = 730.0
         out["catalog"] = pd.DataFrame({
             "provider": "gcp", "region": last["region"].to_numpy(), "instance_type": last["instance_type"].to_numpy(),
@@ -117,7 +123,8 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
             "units": [g if g > 0 else c for g, c in zip(gpus, s["cpu"].fillna(0).to_numpy())],
             "vcpus": s["cpu"].to_numpy(), "memory_gb": s["ram"].to_numpy(), "on_demand_price": last["hour"].to_numpy(),
             "reserved_1y_price": _commitment(last["month_1y"], last["month"], hours_per_month),
-            "reserved_3y_price": _commitment(last["month_3y"], last["month"], hours_per_month), "tflops": None,
+            "reserved_3y_price": _commitment(last["month_3y"], last["month"], hours_per_month),
+            "tflops": np.where(gpus > 0, tflops, np.nan),
         })
         out["catalog"] = out["catalog"][out["catalog"]["units"] > 0]
     return out

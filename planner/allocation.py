@@ -189,8 +189,7 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
     demand = _demand(demand)
 
     def expected(split: Split) -> float:
-        return float(np.mean([simulate(demand * m, split, offers, costs, policy)["monthly_cost"]
-                              for m in policy.scenarios]))
+        return scenario_cost(demand, split, offers, costs, policy)
 
     # a default share in a location with no suitable offer cannot be bought: no plan to keep
     buyable = all(default.share(loc) == 0 or loc in offers for loc in LOCATIONS)
@@ -208,6 +207,24 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
     out = price_plans(demand, {"default_3_5_2": default, "tuned": best}, offers, costs, policy)
     # what the decision rests on: the saving in the mean over the scenarios (>= min_savings)
     out["expected_savings"] = [0.0, default_cost - best_key[0]]
+    return out
+
+
+def scenario_cost(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
+                  policy: AllocationPolicy = AllocationPolicy()) -> float:
+    """The mean monthly cost of ``split`` over the policy's demand scenarios (what the
+    tuning minimises)."""
+    d = _demand(demand)
+    return float(np.mean([simulate(d * m, split, offers, costs, policy)["monthly_cost"] for m in policy.scenarios]))
+
+
+def kept_plans(demand: np.ndarray, default: Split, kept: Split, offers: dict[str, Offer], costs: CostPolicy,
+               policy: AllocationPolicy = AllocationPolicy()) -> pd.DataFrame:
+    """This month's split, kept, and the default, priced on ``demand`` as :func:`tune_split`
+    prices them (with ``expected_savings`` over the scenarios, on today's demand)."""
+    out = price_plans(demand, {"default_3_5_2": default, "tuned": kept}, offers, costs, policy)
+    saving = scenario_cost(demand, default, offers, costs, policy) - scenario_cost(demand, kept, offers, costs, policy)
+    out["expected_savings"] = [0.0, saving]
     return out
 
 

@@ -19,14 +19,14 @@ from planner.allocation import (
     DEFAULT_SPLIT,
     AllocationPolicy,
     Split,
-    price_plans,
+    kept_plans,
     public_load,
     tune_split,
 )
 from planner.cost import CostPolicy, qualifying_offers, select_offers
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
-from planner.spot import SPOT_COLUMNS, SpotPolicy, recommend_spot
+from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,7 @@ def make_plan(
             if kept is None:
                 alloc = tune_split(path, offers, policy.costs, policy.allocation, policy.default_split)
             else:  # this month's split stands (re-tuning is monthly): price it on today's demand
-                alloc = price_plans(path, {"default_3_5_2": policy.default_split, "tuned": kept}, offers,
-                                    policy.costs, policy.allocation)
+                alloc = kept_plans(path, policy.default_split, kept, offers, policy.costs, policy.allocation)
             alloc.insert(0, "unique_id", uid)
             alloc.insert(1, "resource", resource)
             alloc["retuned"] = kept is None
@@ -128,8 +127,8 @@ def make_plan(
                                       spot_markets, spike_probabilities, policy.costs, policy.spot,
                                       offers["public"])
                 out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object))
-                if spot["action"] == "use_spot":  # reserve only what stays on on-demand
-                    load = load * (1.0 - policy.spot.interruptible_share)
+                if spot["action"] == "use_spot":  # reserve only what stays on on-demand (spot: whole machines)
+                    load = on_demand_rest(load, policy.spot.interruptible_share, float(spot["pool_units"]))
             res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations)
             if not res.empty:
                 res.insert(0, "unique_id", uid)

@@ -100,6 +100,13 @@ def _spot_machines(load: np.ndarray, share: float, units: float) -> np.ndarray:
     return np.floor(share * load / units + 1e-9)
 
 
+def on_demand_rest(load: np.ndarray, share: float, units: float) -> np.ndarray:
+    """The hourly load left on on-demand when the whole spot machines of ``units`` carry what
+    they can of the interruptible ``share``."""
+    load = np.asarray(load, dtype=float)
+    return load - _spot_machines(load, share, units) * units
+
+
 def _split_cost(load: np.ndarray, share: float, units: float, price: float, on_demand: Offer) -> float:
     """Spot machines for the interruptible load they fill, on-demand machines for the rest."""
     machines = _spot_machines(load, share, units)

@@ -30,6 +30,8 @@ def test_gcp_prices_drop_placeholders_and_keep_the_newest_price(tmp_path, capsys
     assert sorted(cat.index) == ["a2-highgpu-1g", "f1-micro"]
     assert cat.loc["a2-highgpu-1g", "on_demand_price"] == 3.80
     assert cat.loc["a2-highgpu-1g", "reserved_1y_price"] == round(1747.0 / 730, 6)
+    # its GPU model gives the TFLOPS the planner compares GPUs by; a CPU machine has none
+    assert cat.loc["a2-highgpu-1g", "tflops"] == 312.0 and pd.isna(cat.loc["f1-micro", "tflops"])
     # f1-micro's "committed" price equals its monthly price: no commitment to recommend
     assert pd.isna(cat.loc["f1-micro", "reserved_1y_price"]) and pd.isna(cat.loc["f1-micro", "reserved_3y_price"])
     spot = pd.read_csv(out / "spot_prices.csv")

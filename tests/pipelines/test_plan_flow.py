@@ -68,6 +68,8 @@ def test_plan_flow_end_to_end(prefect_harness, db_path, fleet) -> None:
             con.execute("UPDATE recommendations SET payload = ? WHERE key = ?", [json.dumps(json.loads(payload) | odd), key])
     again = plan_flow(str(db_path))
     assert all(not a["retuned"] for a in again["allocation"])
+    kept = pd.json_normalize([json.loads(p) for p in _recommendations(db_path).query("kind == 'allocation'")["payload"]])
+    assert kept["expected_savings"].notna().all()  # a kept split says what it is expected to save, too
     assert all({k: a[k] for k in odd} == odd for a in again["allocation"])
     retuned = plan_flow(str(db_path), retune=True)["allocation"]
     assert all(a["retuned"] for a in retuned) and any(a["private"] != 0.15 for a in retuned)
