@@ -50,8 +50,9 @@ def test_latest_features_need_only_the_feature_span(fleet, memory):
         full = build_fault_features(known, policy).groupby("device_id").tail(1)
         recent = build_fault_features(known[known["ts"] >= cut - feature_span(policy)], policy)
         recent = recent.groupby("device_id").tail(1)
+        # equal up to the float noise of rolling sums over a longer history (pandas 3: ~1e-7)
         pd.testing.assert_frame_equal(recent.reset_index(drop=True), full.reset_index(drop=True),
-                                      check_dtype=False)
+                                      check_dtype=False, check_exact=False, rtol=1e-6, atol=1e-5)
     # and the events are seen: a device that logged ECC errors within the memory says so
     feats = build_fault_features(tel, policy)
     assert (feats["ev_ecc_sbe_hours_since"] < policy.memory / pd.Timedelta(hours=1)).any()
