@@ -6,8 +6,9 @@ hourly PdM data. Everything at time t uses only rows at or before t, and of the
 telemetry only those in the last ``FaultPolicy.memory`` (the longest window, or a longer
 ``event_memory``): "hours since the last event" of a telemetry counter is capped there.
 So a row's features are the same whether they are built from all of the history
-(training) or from the last ``feature_span`` of it (scoring in the detect flow). Event
-tables passed whole (error logs, maintenance) are not capped.
+(training) or from the ``feature_span`` before it plus each metric's reading just before
+that (scoring in the detect flow, per device). Event tables passed whole (error logs,
+maintenance) are not capped.
 """
 from __future__ import annotations
 

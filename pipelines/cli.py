@@ -58,11 +58,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OWN_HANDLERS: list[logging.Handler] = []
+
+
+def _configure_logging(level: int) -> None:
+    """``logging.basicConfig`` to this call's stderr. A second ``main`` in one process (tests)
+    first drops the handler the first one added, which may hold a stream closed since; other
+    handlers (pytest's, Prefect's) are left alone."""
+    root = logging.getLogger()
+    while _OWN_HANDLERS:
+        root.removeHandler(_OWN_HANDLERS.pop())
+    before = set(root.handlers)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _OWN_HANDLERS.extend(h for h in root.handlers if h not in before)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(level)
     if not args.verbose and args.command != "serve":  # served runs have no command to report their errors
         # a failed flow or task run is reported once, as this command's error (or traceback);
         # Prefect's own copy of every traceback on the console comes back with -v

@@ -181,10 +181,9 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> 
     blob = detect_store.latest_model(con, FAULT_MODEL, policy_params(policy), datetime.min)
     if blob is None:
         return []
-    latest = detect_store.latest_telemetry_ts(con)
-    if latest is None:
+    recent = detect_store.recent_telemetry(con, feature_span(policy))
+    if recent.empty:
         return []
-    recent = detect_store.telemetry(con, since=latest - feature_span(policy))
     return score_faults(pickle.loads(blob), recent, policy)
 
 

@@ -29,10 +29,23 @@ def telemetry(con: duckdb.DuckDBPyConnection, since: datetime | None = None) -> 
     return query(con, sql + " WHERE ts >= ? ORDER BY device_id, ts", [since])
 
 
-def latest_telemetry_ts(con: duckdb.DuckDBPyConnection) -> pd.Timestamp | None:
-    """The newest telemetry timestamp, or None when there is none."""
-    row = con.execute("SELECT max(ts) FROM device_telemetry").fetchone()
-    return pd.Timestamp(row[0]) if row and row[0] is not None else None
+def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta) -> pd.DataFrame:
+    """What scoring each device's latest row needs: its telemetry over ``span`` before its
+    own newest reading (a device that reports late is not cut short by the others), plus
+    each metric's last reading before that, so the first reading in the span can be told
+    apart from the one before it (a counter polled every few hours)."""
+    return query(con, """
+        WITH newest AS (SELECT device_id, max(ts) AS ts FROM device_telemetry GROUP BY device_id),
+        t AS (
+            SELECT d.ts, d.device_id, d.node_id, d.metric, d.value, d.ts >= n.ts - to_microseconds(?) AS inside
+            FROM device_telemetry d JOIN newest n USING (device_id)
+        )
+        SELECT ts, device_id, node_id, metric, value FROM t WHERE inside
+        UNION ALL
+        SELECT ts, device_id, node_id, metric, value FROM t WHERE NOT inside
+        QUALIFY row_number() OVER (PARTITION BY device_id, metric ORDER BY ts DESC) = 1
+        ORDER BY device_id, ts, metric
+    """, [int(span / pd.Timedelta(microseconds=1))])
 
 
 def failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

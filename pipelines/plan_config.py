@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from planner.allocation import AllocationPolicy, Split, candidate_splits
-from planner.cost import CostPolicy, LocationCost
+from planner.cost import CostPolicy, LocationCost, OfferPolicy
 from planner.plan import PlanPolicy
 from planner.prescale import PrescalePolicy
 from planner.reservations import ReservationPolicy
@@ -82,6 +82,11 @@ class _Allocation(_Strict):
         return value
 
 
+class _Offers(_Strict):
+    min_tflops_ratio: float | None = Field(default=None, ge=0)
+    min_memory_ratio: float | None = Field(default=None, ge=0)
+
+
 class _Reservations(_Strict):
     terms: tuple[Literal["1y", "3y"], ...] | None = None
     min_monthly_savings: float | None = Field(default=None, ge=0)
@@ -117,6 +122,7 @@ class _Spot(_Strict):
 
 class _PlanConfig(_Strict):
     costs: _Costs = _Costs()
+    offers: _Offers = _Offers()
     allocation: _Allocation = _Allocation()
     reservations: _Reservations = _Reservations()
     prescale: _Prescale = _Prescale()
@@ -157,6 +163,7 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             raise ValueError(f"allocation.step / allocation.bounds: {exc}") from None
         return PlanPolicy(
             costs=costs,
+            offers=OfferPolicy(**{**base.offers.__dict__, **_set(cfg.offers)}),
             allocation=allocation,
             reservations=ReservationPolicy(**{**base.reservations.__dict__, **_set(cfg.reservations)}),
             prescale=PrescalePolicy(**{**base.prescale.__dict__, **_set(cfg.prescale)}),

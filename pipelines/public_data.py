@@ -92,8 +92,9 @@ def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
 GCP_GPU_COLUMNS = ("a100", "a100-80gb", "h100-80gb", "h100-80gb-mega", "l4", "rtx6000")
 # dense FP16/BF16 tensor TFLOPS per GPU (NVIDIA datasheets), the unit of work the planner
 # compares GPU models by (as the generated catalog does)
-GCP_GPU_TFLOPS = {"a100": 312.0, "a100-80gb": 312.0, "h100-80gb": 989.0, "h100-80gb-mega": 989.0, "l4": 121.0,
-                  "rtx6000": 130.5}
+# (rtx6000 is left out: the column holds the RTX PRO 6000 Blackwell of the g4 machines, whose
+# dense BF16 figure we could not confirm; their offers stay uncompared rather than mis-sized)
+GCP_GPU_TFLOPS = {"a100": 312.0, "a100-80gb": 312.0, "h100-80gb": 989.0, "h100-80gb-mega": 989.0, "l4": 121.0}
 
 
 def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
@@ -115,7 +116,10 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
         s = specs.loc[last["instance_type"]]
         per_model = s.reindex(columns=list(GCP_GPU_COLUMNS)).fillna(0)
         gpus = per_model.sum(axis=1).to_numpy()
-        tflops = (per_model * pd.Series(GCP_GPU_TFLOPS)).sum(axis=1).to_numpy()
+        known = per_model.columns.isin(list(GCP_GPU_TFLOPS))
+        tflops = (per_model * pd.Series(GCP_GPU_TFLOPS).reindex(per_model.columns)).sum(axis=1).to_numpy()
+        # a machine with a GPU model of unknown TFLOPS has none (not a partial sum)
+        tflops = np.where((per_model.loc[:, ~known] > 0).any(axis=1).to_numpy(), np.nan, tflops)
         hours_per_month = 730.0
         out["catalog"] = pd.DataFrame({
             "provider": "gcp", "region": last["region"].to_numpy(), "instance_type": last["instance_type"].to_numpy(),

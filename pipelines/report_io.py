@@ -203,8 +203,9 @@ def check_out_dir(out_dir: str | Path) -> None:
     or a folder where report.html or an export goes (checked before anything is written, so
     a failure never leaves new exports beside an old page)."""
     folder = Path(out_dir)
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"report folder {folder} is a file, not a folder")
+    for p in (folder, *folder.parents):
+        if p.exists() and not p.is_dir():
+            raise NotADirectoryError(f"report folder {folder}: {p} is a file, not a folder")
     names = ["report.html", *(f"recommendations_{k}.{ext}" for k in REPORT_KINDS for ext in ("csv", "parquet"))]
     blocked = [n for n in names if (folder / n).is_dir()]
     if blocked:

@@ -55,7 +55,7 @@ def connect(
             break
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
-                if Path(target).is_file():
+                if "not a valid duckdb database file" in str(exc).lower():
                     raise NotAWarehouseError(f"{target} is not a DuckDB warehouse file ({exc})") from exc
                 raise
             if time.monotonic() >= deadline:
@@ -71,7 +71,11 @@ def connect(
     elif migrate_schema and target != ":memory:" and not _schema_current(con):
         # a reader cannot migrate: bring the file up to date once with a writer, then read
         con.close()
-        connect(target, lock_timeout_s=lock_timeout_s).close()
+        try:
+            connect(target, lock_timeout_s=lock_timeout_s).close()
+        except duckdb.IOException as exc:  # a read-only file system, say: read what is there
+            log.warning("warehouse %s is behind the schema and cannot be migrated here (%s); reading it as it is",
+                        target, exc)
         return connect(target, read_only=True, lock_timeout_s=lock_timeout_s, migrate_schema=False)
     return con
 

@@ -16,7 +16,7 @@ from planner.allocation import (
     simulate,
     tune_split,
 )
-from planner.cost import LOCATIONS, CostPolicy, LocationCost, Offer, select_offers
+from planner.cost import LOCATIONS, CostPolicy, LocationCost, Offer, OfferPolicy, select_offers
 from planner.plan import PlanPolicy, make_plan
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
@@ -43,6 +43,7 @@ __all__ = [
     "recommend_reservations",
     "recommend_spot",
     "select_offers",
+    "OfferPolicy",
     "simulate",
     "tune_split",
 ]

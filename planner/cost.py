@@ -63,6 +63,18 @@ class CostPolicy:
 
 
 @dataclass(frozen=True)
+class OfferPolicy:
+    """Which catalog offers can run a pool's work (see :func:`select_offers`)."""
+
+    min_tflops_ratio: float = 1.0  # another GPU model needs this share of the pool GPU's TFLOPS
+    min_memory_ratio: float = 1.0  # a CPU offer needs this share of the pool machine's GiB per vCPU
+
+    def __post_init__(self) -> None:
+        if self.min_tflops_ratio < 0 or self.min_memory_ratio < 0:
+            raise ValueError("min_tflops_ratio and min_memory_ratio must be >= 0")
+
+
+@dataclass(frozen=True)
 class Offer:
     """The cheapest way to buy one unit of a pool's work in one location."""
 

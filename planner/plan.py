@@ -23,7 +23,7 @@ from planner.allocation import (
     public_load,
     tune_split,
 )
-from planner.cost import CostPolicy, qualifying_offers, select_offers
+from planner.cost import CostPolicy, OfferPolicy, qualifying_offers, select_offers
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
@@ -36,6 +36,7 @@ class PlanPolicy:
     """Every planner knob in one place."""
 
     costs: CostPolicy = field(default_factory=CostPolicy)
+    offers: OfferPolicy = field(default_factory=OfferPolicy)
     allocation: AllocationPolicy = field(default_factory=AllocationPolicy)
     reservations: ReservationPolicy = field(default_factory=ReservationPolicy)
     prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
@@ -102,7 +103,8 @@ def make_plan(
     for row in primary_series(capacity).itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
-        offers = select_offers(catalog, resource, pool)
+        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio)
+        offers = select_offers(catalog, resource, pool, *fit)
         path = demand_path(history, forecast, uid)
         if path.size == 0:
             log.warning("%s: no demand, not planned", uid)
@@ -122,7 +124,7 @@ def make_plan(
             # reserve for what public really carries: its share plus the fixed locations' spill
             load = public_load(path, tuned, offers, policy.allocation)
             if with_spot:
-                public_rows = qualifying_offers(catalog, resource, pool)
+                public_rows = qualifying_offers(catalog, resource, pool, *fit)
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
                                       spot_markets, spike_probabilities, policy.costs, policy.spot,
                                       offers["public"])

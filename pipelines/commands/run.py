@@ -105,9 +105,9 @@ def run_all(args: argparse.Namespace) -> int:
     out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
     _print_summary(out)
     print(f"\nwarehouse: {settings.db_path}  (tables forecasts, models, backtests, alerts, rejects, ...)")
-    if "detect" in out:
-        print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL']}")
     failed = [stage for stage, r in out.items() if isinstance(r, dict) and "failed" in r]
+    if "detect" in out and "detect" not in failed:
+        print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL']}")
     if failed:
         raise CliError(f"stage(s) {', '.join(failed)} failed (see above); the other stages ran", 1)
     return 0

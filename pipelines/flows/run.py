@@ -58,6 +58,6 @@ def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, stri
             out[stage] = fn(db_path=db_path)
         except Exception as exc:  # any stage's failure: the others still run, the caller reports it
             log.error("stage %s failed: %s: %s", stage, type(exc).__name__, exc)
-            log.debug("stage %s failed", stage, exc_info=True)
+            log.info("stage %s failed", stage, exc_info=True)  # the traceback, with -v
             out[stage] = {"failed": f"{type(exc).__name__}: {exc}"}
     return out

@@ -147,3 +147,29 @@ def test_threshold_candidates_include_each_failures_best_score():
     assert sorted(maxima.round(2)) == [0.5] + [0.9] * 13
     thr = choose_threshold(scored, fails, lead, horizon, target_precision=0.8, cost_ratio=None)
     assert 0.49 < thr <= 0.5  # all 14 caught, no false alarm
+
+
+def test_scoring_reads_what_each_devices_latest_row_needs(con):
+    """The detect flow's read (``recent_telemetry``): a device that reports 5 hours behind
+    the others, and an ECC counter polled every 4 hours, still get exactly the features of
+    their latest row that all of the history gives."""
+    from pipelines import detect_store
+
+    policy = FaultPolicy(lead="30min", horizon="6h")
+    rows = []
+    for h in range(24 * 4):
+        t = pd.Timestamp("2026-01-01") + pd.Timedelta(hours=h)
+        rows.append((t, "fresh", "n1", "gpu_temp", 60.0 + (h % 7)))
+        if h % 4 == 0:
+            rows.append((t, "fresh", "n1", "ecc_sbe", float(h // 30)))  # steps up at 01-02 06:00, ...
+        if h < 24 * 4 - 5:
+            rows.append((t, "late", "n2", "gpu_temp", 50.0 + (h % 5)))
+    tel = pd.DataFrame(rows, columns=["ts", "device_id", "node_id", "metric", "value"])
+    con.register("tel", tel)
+    con.execute("INSERT INTO device_telemetry (ts, device_id, node_id, metric, value) "
+                "SELECT ts, device_id, node_id, metric, value FROM tel")
+    recent = detect_store.recent_telemetry(con, feature_span(policy))
+    assert len(recent) < len(tel)
+    got = build_fault_features(recent, policy).groupby("device_id").tail(1).reset_index(drop=True)
+    want = build_fault_features(tel, policy).groupby("device_id").tail(1).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-6, atol=1e-5)

@@ -28,6 +28,7 @@ def test_a_partial_file_overrides_only_what_it_names() -> None:
     })
     base = PlanPolicy()
     assert policy.costs.public.network_amplification == 1.4
+    assert policy.offers == base.offers
     assert policy.costs.public.storage_surcharge == base.costs.public.storage_surcharge
     assert policy.costs.private == base.costs.private
     assert (policy.default_split.private, policy.default_split.edge) == (0.5, 0.0)
@@ -68,6 +69,7 @@ def test_the_policy_reaches_the_plan() -> None:
      "plan.toml: allocation.bounds: no split adds up to 1 (the lower bounds sum to 1.45"),
     ({"allocation": {"step": 0.07}}, "plan.toml: allocation.step must divide 1 into whole steps"),
     ({"allocation": {"step": 0.5}}, "allocation.step / allocation.bounds: no split on the grid of step 0.5"),
+    ({"offers": {"min_memory_ratio": -1}}, "offers.min_memory_ratio: Input should be greater than or equal to 0"),
     ({"spot": {"interruptible_share": 1.5}}, "spot.interruptible_share: Input should be less than or equal to 1"),
     ({"spot": {"lookback": "a week"}}, "spot.lookback: Value error, 'a week' is not a positive duration"),
     ({"spot": {"max_spike_probability": 0}}, "spot.max_spike_probability: Input should be greater than 0"),

@@ -243,6 +243,8 @@ def test_report_and_plan_refuse_what_they_cannot_use(prefect_harness, tmp_path, 
          "is not a DuckDB warehouse file"),
         (["plan", "--db", str(tmp_path / "empty.duckdb")], "no utilization in"),
         (["report", "--db", str(tmp_path / "empty.duckdb"), "--out", str(tmp_path / "afile")], "is a file, not a folder"),
+        (["report", "--db", str(tmp_path / "empty.duckdb"), "--out", str(tmp_path / "afile" / "sub")],
+         "afile is a file, not a folder"),
         (["report", "--db", str(tmp_path / "empty.duckdb"), "--out", str(tmp_path / "out")],
          "report.html is a folder"),
     ]

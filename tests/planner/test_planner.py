@@ -289,3 +289,24 @@ def test_a_zero_price_is_no_offer() -> None:
     od0 = cat.assign(on_demand_price=cat["on_demand_price"].where(cat["instance_type"] != "a100-8x", 0.0))
     m = P.market_stats(holes, "7D", on_demand=od0).set_index("zone")
     assert m.loc["r1b", "price_expected"] == pytest.approx(11.0) and pd.isna(m.loc["r1b", "hours_above_on_demand"])
+
+
+def test_a_memory_heavy_pool_is_planned_when_the_policy_allows_leaner_machines() -> None:
+    """8 GiB per vCPU nodes; the public cloud sells 4 GiB per vCPU at most: by default nothing
+    public can run the pool (a warning, no allocation); offers.min_memory_ratio 0.5 lets it."""
+    from dataclasses import replace
+
+    cols = ["provider", "region", "instance_type", "location", "resource", "units", "vcpus", "memory_gb",
+            "on_demand_price", "reserved_1y_price", "reserved_3y_price"]
+    cat = pd.DataFrame([
+        ("onprem", "dc", "mem-64c", "private", "cpu", 64, 64, 512.0, 2.0, None, None),
+        ("cloud", "r1", "m-64", "public", "cpu", 64, 64, 256.0, 3.2, 2.0, 1.3),
+    ], columns=cols)
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    history = pd.DataFrame({"unique_id": "c/mem/cpu", "ds": ds, "y": 100.0})
+    forecast = pd.DataFrame({"unique_id": "c/mem/cpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 100.0, "hi_80": 110.0})
+    capacity = pd.DataFrame({"unique_id": ["c/mem/cpu"], "capacity": [192.0], "units_per_node": [64.0]})
+    assert P.make_plan(history, forecast, capacity, cat)["allocation"].empty
+    lean = replace(P.PlanPolicy(), offers=P.OfferPolicy(min_memory_ratio=0.5))
+    assert not P.make_plan(history, forecast, capacity, cat, lean)["allocation"].empty
