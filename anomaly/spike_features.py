@@ -78,8 +78,8 @@ def resample_prices(prices: pd.DataFrame, freq: str, end: pd.Timestamp | None = 
         span = (stop - first.min()) / pd.Timedelta(days=1)
         raise SpikeGridTooLarge(
             f"spot prices: {len(first)} series over {span:.0f} days on a {_short(step)} grid is {rows:,} rows "
-            f"(limit {MAX_GRID_ROWS:,}); use a coarser grid (e.g. --freq 1d for weekly price lists) "
-            "or fewer series"
+            f"(limit {MAX_GRID_ROWS:,}); use a coarser grid (spikes evaluate --freq 1d, for weekly price "
+            "lists) or fewer series (the detect flow rates hourly: ingest only the markets you buy in)"
         )
     parts = []
     for key, g in prices.sort_values("ts").groupby(SERIES_KEY, sort=True):

@@ -73,9 +73,19 @@ def _configure_logging(level: int) -> None:
     _OWN_HANDLERS.extend(h for h in root.handlers if h not in before)
 
 
+VERBOSE_FLAGS = ("-v", "-vv", "--verbose")
+
+
+def _verbose_first(argv: list[str]) -> list[str]:
+    """``-v`` is an option of ``headroom`` itself; accept it after the subcommand too
+    (``headroom run -v``), as users type it."""
+    flags = [a for a in argv if a in VERBOSE_FLAGS]
+    return flags + [a for a in argv if a not in VERBOSE_FLAGS]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_verbose_first(list(sys.argv[1:] if argv is None else argv)))
     level = logging.WARNING - 10 * min(args.verbose, 2)
     _configure_logging(level)
     if not args.verbose and args.command != "serve":  # served runs have no command to report their errors

@@ -102,7 +102,15 @@ def run_all(args: argparse.Namespace) -> int:
     # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
     os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
     print(f"running the pipeline into {settings.db_path}")
-    out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
+    from pipelines.adapters import IngestFileError
+    from pipelines.ingest import StrictModeError
+
+    try:
+        out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
+    except IngestFileError as exc:  # as headroom ingest says it: the file and the problem, exit 2
+        raise CliError(f"{exc} (nothing of it was written; the later files and stages did not run)", 2) from exc
+    except StrictModeError as exc:
+        raise CliError(f"{exc} (the later files and stages did not run)", 1) from exc
     _print_summary(out)
     print(f"\nwarehouse: {settings.db_path}  (tables forecasts, models, backtests, alerts, rejects, ...)")
     failed = [stage for stage, r in out.items() if isinstance(r, dict) and "failed" in r]

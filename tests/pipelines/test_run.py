@@ -76,3 +76,16 @@ def test_a_failing_stage_is_reported_and_the_others_still_run(prefect_harness, t
     assert "train: FAILED: HistoryError" in captured.out
     assert "stage(s) train failed" in captured.err
     assert "\nplan plan-" in captured.out and "report:" in captured.out
+
+
+def test_run_reports_an_unusable_input_file_like_ingest(prefect_harness, tmp_path, db_path, capsys):
+    """A utilization.csv without its capacity column: exit 2 and the file and problem named,
+    as `headroom ingest` says it, not a traceback; -v may follow the subcommand."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "utilization.csv").write_text("ts,cluster,pool,node_id,resource,used\n2026-01-01,c,p,n,cpu,1\n")
+    rc = cli.main(["run", "--db", str(db_path), "--input", str(folder), "--stages", "none"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "utilization.csv" in err and "capacity" in err and "Traceback" not in err
+    assert cli._verbose_first(["run", "-v", "--db", "x"]) == ["-v", "run", "--db", "x"]
