@@ -39,6 +39,13 @@ def make_model(name: str, spec: TrainSpec) -> forecasters.BaseForecaster:
                               seed=spec.seed)
 
 
+def min_points(names: list[str], spec: TrainSpec) -> int:
+    """The fewest points a series needs for every model in ``names`` to be backtested with
+    ``spec`` (held-out windows, then the model's own history and one calibration origin)."""
+    held_out = spec.horizon + (spec.windows - 1) * spec.horizon  # windows step one horizon apart
+    return held_out + max(make_model(n, spec)._min_length() + spec.horizon for n in names)
+
+
 def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame]:
     """Cross-validate one model on one group: (metrics dict, backtest frame)."""
     model = make_model(name, spec)
