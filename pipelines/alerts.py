@@ -163,7 +163,11 @@ class AlertmanagerSink:
 def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: str | None) -> list[Sink]:
     """The configured sinks, in a fixed order. A setting that can never work (a URL that is
     not http(s), a JSONL path that is a folder) raises ValueError instead of leaving every
-    alert pending run after run."""
+    alert pending run after run.
+
+    Each sink is named for its target (``jsonl:<path>``, ``webhook:<url>``,
+    ``alertmanager:<url>``), so a new file or receiver hears the alerts already firing once,
+    and what one target was sent says nothing of another."""
     for what, url in (("webhook", webhook), ("alertmanager", alertmanager)):
         if url and not url.lower().startswith(("http://", "https://")):
             raise ValueError(f"{what} URL {url!r} must start with http:// or https://")
@@ -171,11 +175,11 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
         raise ValueError(f"alert JSONL path {jsonl} is a folder; name a file")
     sinks: list[Sink] = []
     if jsonl:
-        sinks.append(JsonlSink(Path(jsonl)))
+        sinks.append(JsonlSink(Path(jsonl), name=f"jsonl:{Path(jsonl).resolve()}"))
     if webhook:
-        sinks.append(WebhookSink(webhook))
+        sinks.append(WebhookSink(webhook, name=f"webhook:{webhook}"))
     if alertmanager:
-        sinks.append(AlertmanagerSink(alertmanager))
+        sinks.append(AlertmanagerSink(alertmanager, name=f"alertmanager:{alertmanager.rstrip('/')}"))
     return sinks
 
 

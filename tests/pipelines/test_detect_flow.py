@@ -51,7 +51,7 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     assert set(states) == set(series["unique_id"])
     assert all(st.last_ts == series["ds"].max() for st in states.values())
     lines = jsonl.read_text().splitlines() if jsonl.exists() else []
-    assert len(lines) == out["delivered"]["jsonl"]
+    assert len(lines) == out["delivered"][f"jsonl:{jsonl.resolve()}"]
     with warehouse.open_warehouse(db_path) as con:
         predicted = warehouse.query(con, "SELECT kind, window_start, window_end, labels, summary FROM alerts "
                                          "WHERE kind IN ('hardware_fault', 'price_spike')")
@@ -67,7 +67,14 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     assert again["faults"]["fired"] == 0 and again["spikes"]["fired"] == 0
     assert again["faults"]["trained"] == 0  # the registered models are fresh: reused
     assert again["spikes"]["trained"] == 0
-    assert again["delivered"]["jsonl"] == 0
+    assert again["delivered"][f"jsonl:{jsonl.resolve()}"] == 0
+    # another file (detect --jsonl elsewhere) hears the alerts already firing, once
+    other = tmp_path / "other.jsonl"
+    elsewhere = detect_flow(str(db_path), now=datetime(2026, 2, 1, 0, 20), jsonl_path=str(other))
+    with warehouse.open_warehouse(db_path) as con:
+        firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing'").fetchone()[0]
+    assert firing > 0
+    assert elsewhere["delivered"][f"jsonl:{other.resolve()}"] == firing == len(other.read_text().splitlines())
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT count(*) FROM alerts").fetchone()[0] == n_alerts
 
@@ -101,7 +108,7 @@ def test_a_sink_flag_keeps_the_other_configured_sinks(prefect_harness, db_path: 
     monkeypatch.setenv("HEADROOM_ALERT_JSONL", str(tmp_path / "env.jsonl"))
     out = detect_flow(str(db_path), now=datetime(2026, 2, 1), webhook_url="http://127.0.0.1:9/hook",
                       detectors=["bursts"])
-    assert set(out["delivered"]) == {"jsonl", "webhook"}
+    assert set(out["delivered"]) == {f"jsonl:{(tmp_path / 'env.jsonl').resolve()}", "webhook:http://127.0.0.1:9/hook"}
 
 
 def test_detect_cli_refuses_a_sink_that_can_never_work(db_path: Path, tmp_path: Path, capsys):
