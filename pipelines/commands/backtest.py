@@ -27,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--horizon", required=True, type=int, help="forecast horizon H (steps)")
     p.add_argument("--season-length", required=True, type=int, help="main seasonal period in steps")
     p.add_argument("--freq", default=None, help="pandas frequency of ds (h, 5min, D); omit for integer steps")
-    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
+    p.add_argument("--models", default=None,
+                   help=f"comma-separated (default {DEFAULT_MODELS}; a default model the data are too short "
+                        "for is left out with a warning, a named one is an error)")
     p.add_argument("--windows", type=int, default=1, help="number of backtest windows (default 1)")
     p.add_argument("--step", type=int, default=None, help="steps between window origins (default H)")
     p.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
@@ -89,16 +91,24 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
 
 def backtest_models(
     history: pd.DataFrame, names: list[str], horizon: int, season_length: int, freq: str | None,
-    windows: int, step: int | None, seed: int,
+    windows: int, step: int | None, seed: int, skip_short: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(metrics table with CSV_COLUMNS plus extras, the cross-validation frame of every model)."""
+    """(metrics table with CSV_COLUMNS plus extras, the cross-validation frame of every model).
+    With ``skip_short``, a model the series are too short for is left out (logged); the
+    error stands when it is every model."""
     import forecasters
 
     rows, frames = [], []
     for name in names:
         model = forecasters.create(name, horizon=horizon, freq=freq, season_length=season_length, seed=seed)
         started = time.perf_counter()
-        cv = forecasters.cross_validation(model, history, h=horizon, n_windows=windows, step=step)
+        try:
+            cv = forecasters.cross_validation(model, history, h=horizon, n_windows=windows, step=step)
+        except forecasters.HistoryError as exc:
+            if not skip_short or (not rows and name == names[-1]):
+                raise
+            log.warning("%s left out: %s", name, exc)
+            continue
         log.info("%s: %d forecasts in %.1fs", name, len(cv), time.perf_counter() - started)
         row = forecasters.evaluate(cv, history, season_length).iloc[0].to_dict()
         row["seconds"] = cv.attrs["seconds"]
@@ -112,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     import forecasters
     from pipelines.cli import CliError
 
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    names = [n.strip() for n in (args.models or DEFAULT_MODELS).split(",") if n.strip()]
     unknown = [n for n in names if n not in forecasters.available()]
     if unknown or not names:
         raise CliError(f"unknown model(s) {unknown}; choose from {','.join(forecasters.available())}", 2)
@@ -128,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     history = read_series(args.input, args.freq)
     try:
         table, _ = backtest_models(history, names, args.horizon, args.season_length, args.freq,
-                                   args.windows, args.step, args.seed)
+                                   args.windows, args.step, args.seed, skip_short=args.models is None)
     except forecasters.HistoryError as exc:
         raise CliError(f"{args.input}: {exc}", 2) from exc
     print(table[CSV_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4f}"))

@@ -100,3 +100,21 @@ def test_python_dash_m_reports_errors_without_a_traceback(tmp_path: Path) -> Non
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 2
     assert "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_default_models_too_long_for_the_data_are_left_out(tmp_path: Path, capsys, caplog) -> None:
+    """9 days of hourly data: lstm needs more, so with the default model list it is left out
+    (and said); named with --models it is an error, exit 2."""
+    n = 24 * 9
+    ds = pd.date_range("2026-01-01", periods=n, freq="h")
+    y = 10 + 3 * np.sin(2 * np.pi * np.arange(n) / 24) + np.random.default_rng(0).normal(0, 0.3, n)
+    pd.DataFrame({"unique_id": "a", "ds": ds, "y": y}).to_csv(tmp_path / "s.csv", index=False)
+    base = ["backtest", "--input", str(tmp_path / "s.csv"), "--horizon", "24", "--season-length", "24",
+            "--freq", "h", "--windows", "1", "--out", str(tmp_path / "m.csv")]
+    with caplog.at_level("WARNING"):
+        assert main(base) == 0
+    ran = pd.read_csv(tmp_path / "m.csv")["model"].tolist()
+    assert "lstm" not in ran and "seasonal_naive" in ran and "lstm left out" in caplog.text
+    assert main([*base, "--models", "seasonal_naive,lstm"]) == 2
+    assert "lstm" in capsys.readouterr().err
