@@ -24,7 +24,12 @@ def _iso(ts: pd.Series) -> pd.Series:
 
 
 def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
-    """``rnd_vm_hourly_*.csv.gz`` -> utilization (cpu in cores, mem in GiB) per VM-hour."""
+    """``rnd_vm_hourly_*.csv.gz`` -> utilization (cpu in cores, mem in GiB) per VM-hour.
+
+    Rows the contract cannot hold are handled here and counted in the log, not left for
+    ingest to reject: VM-hours with 0 cores (cpu) or 0 memory (mem) are left out; usage
+    above the provisioned capacity (a VM bursting past its allotment, about 0.5% of the
+    VM-hours) is clipped to it."""
     f = pd.read_csv(path)
     per_core = f["cpu_capacity_mhz_mean"] / f["cpu_cores"]
     base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
@@ -37,7 +42,18 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
         cpu = cpu[~no_cores]
     mem = base.assign(resource="mem", used=(f["mem_usage_kb_mean"] * GIB_PER_KB).round(4),
                       capacity=(f["mem_capacity_kb_mean"] * GIB_PER_KB).round(4))
-    return {"utilization": pd.concat([cpu, mem], ignore_index=True)}
+    no_memory = ~(mem["capacity"] > 0)
+    if no_memory.any():
+        log.warning("%s: %d VM-hour(s) with 0 memory left out of mem", path, int(no_memory.sum()))
+        mem = mem[~no_memory]
+    parts = []
+    for frame in (cpu, mem):
+        above = frame["used"] > frame["capacity"]
+        if above.any():
+            log.warning("%s: %d %s VM-hour(s) above their provisioned capacity clipped to it", path,
+                        int(above.sum()), frame["resource"].iloc[0])
+        parts.append(frame.assign(used=frame["used"].where(~above, frame["capacity"])))
+    return {"utilization": pd.concat(parts, ignore_index=True)}
 
 
 def bitbrains_cluster(path: Path) -> dict[str, pd.DataFrame]:

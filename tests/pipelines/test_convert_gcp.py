@@ -63,9 +63,15 @@ def test_bitbrains_hourly_leaves_out_vm_hours_without_cores(tmp_path, caplog) ->
     src.write_text("hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_usage_kb_mean,"
                    "mem_capacity_kb_mean\n"
                    "2013-07-01T00:00:00Z,1,2,5000,1250,1048576,4194304\n"
-                   "2013-07-01T00:00:00Z,2,0,0,0,0,0\n")
+                   "2013-07-01T00:00:00Z,2,0,0,0,0,0\n"
+                   "2013-07-01T00:00:00Z,3,2,5000,6000,5242880,4194304\n")
     assert cli.main(["convert", "--from", "bitbrains-hourly", "--out", str(tmp_path / "o"), str(src)]) == 0
     util = pd.read_csv(tmp_path / "o" / "utilization.csv")
     cpu = util[util["resource"] == "cpu"]
-    assert cpu["node_id"].tolist() == ["vm1"] and cpu["used"].tolist() == [0.5]  # 1250 MHz at 2500 MHz per core
-    assert "1 VM-hour(s) with 0 cores left out" in caplog.text
+    assert cpu["node_id"].tolist() == ["vm1", "vm3"]
+    assert cpu["used"].tolist() == [0.5, 2.0]  # 1250 MHz at 2500 MHz per core; 6000 MHz clipped to 2 cores
+    mem = util[util["resource"] == "mem"]
+    assert mem["node_id"].tolist() == ["vm1", "vm3"] and mem["used"].tolist() == [1.0, 4.0]
+    assert (util["used"] <= util["capacity"]).all()  # every row is in the contract: ingest rejects none
+    assert "1 VM-hour(s) with 0 cores left out" in caplog.text and "1 VM-hour(s) with 0 memory left out" in caplog.text
+    assert "1 cpu VM-hour(s) above their provisioned capacity clipped" in caplog.text
