@@ -53,7 +53,7 @@ def counts_text(read: int, loaded: int, rejected: int) -> str:
     """``read N, loaded N, rejected N`` and, when rows repeat what was loaded already (in this
     file or before), how many."""
     same = read - loaded - rejected
-    extra = f", {same} repeated row(s) already loaded" if same > 0 else ""
+    extra = f", {same} row(s) repeating one already loaded (in this file or before)" if same > 0 else ""
     return f"read {read}, loaded {loaded}, rejected {rejected}{extra}"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     from pipelines.public_data import CONVERTERS
 
-    p = sub.add_parser("convert", help="convert a public trace (Bitbrains, AWS, GCP, PdM, Titan, NAB) to the input contract")
+    p = sub.add_parser("convert", help="convert a public trace (Bitbrains, AWS, GCP, Alibaba, PdM, Titan, NAB) to the input contract")
     p.add_argument("--from", dest="source", required=True, choices=sorted(CONVERTERS))
     p.add_argument("--out", required=True, help="folder for <kind>.csv files")
     p.add_argument("paths", nargs="+", metavar="PATH")
@@ -35,7 +35,9 @@ def run_convert(args: argparse.Namespace) -> int:
         try:
             for kind, frame in CONVERTERS[args.source](path).items():
                 frames.setdefault(kind, []).append(frame)
-        except (KeyError, ValueError, pd.errors.ParserError) as exc:
+        except KeyError as exc:  # a column the source's files have is missing
+            raise CliError(f"{path}: not a {args.source} file (no column {exc})", 2) from exc
+        except (ValueError, pd.errors.ParserError) as exc:
             raise CliError(f"{path}: not a {args.source} file ({exc})", 2) from exc
     for kind, parts in frames.items():
         target = out / f"{kind.replace('-', '_')}.csv"

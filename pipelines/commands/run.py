@@ -12,7 +12,8 @@ from pipelines.commands.ingest import add_db_argument
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="generate (if no input), ingest, train, detect, plan and report, once")
-    p.add_argument("--input", default=None, help="folder of <kind>.csv|.parquet files (default: generate a fleet)")
+    p.add_argument("--input", default=None, help="folder of files named for their kind: <kind>.csv, .csv.gz, .parquet or .json "
+                   "(default: generate a fleet)")
     p.add_argument("--nodes", type=int, default=12, help="generated fleet size")
     p.add_argument("--days", type=int, default=28, help="generated days of history")
     p.add_argument("--seed", type=int, default=0)
@@ -52,7 +53,8 @@ def _print_summary(out: dict) -> None:
         for kind in ("bursts", "faults", "spikes"):
             if kind in d:
                 print(f"\ndetect {kind}: " + ", ".join(f"{k} {v}" for k, v in d[kind].items()))
-        print(f"alerts firing {d.get('firing')}, delivered {d.get('delivered')}, pending {d.get('pending_deliveries')}")
+        sent = ", ".join(f"{n} to {sink}" for sink, n in (d.get("delivered") or {}).items()) or "no sink"
+        print(f"alerts firing {d.get('firing')}, delivered {sent}, pending {d.get('pending_deliveries')}")
     if "plan" in out:
         from pipelines.planning import saving_text, spot_text
 
