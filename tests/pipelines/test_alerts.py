@@ -268,3 +268,20 @@ def test_an_alert_that_fires_again_before_its_resolution_went_out_ends_firing(co
     lines = [json.loads(x)["status"] for x in jl.path.read_text().splitlines()]
     assert lines == ["firing", "firing"]
     assert query(con, "SELECT status FROM alerts")["status"].tolist() == ["firing"]
+
+
+def test_deliveries_pending_for_a_sink_kind_go_when_sinks_become_targets(con):
+    """Migration 040: a warehouse from before sinks were named for their target keeps no
+    delivery pending for a bare 'jsonl' sink that no run will ever send again."""
+    from pipelines.warehouse import migrate
+
+    now = datetime(2026, 1, 1)
+    rows = [("fp1", "jsonl", "firing", "pending"), ("fp1", "webhook", "firing", "delivered"),
+            ("fp2", "jsonl:/tmp/a.jsonl", "firing", "pending")]
+    for fp, sink, status, state in rows:
+        con.execute("INSERT INTO alert_deliveries (fingerprint, sink, status, state, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    [fp, sink, status, state, now])
+    con.execute("DELETE FROM schema_version WHERE version = 40")
+    assert migrate(con) == [40]
+    left = set(con.execute("SELECT sink, state FROM alert_deliveries").fetchall())
+    assert left == {("webhook", "delivered"), ("jsonl:/tmp/a.jsonl", "pending")}
