@@ -28,6 +28,7 @@ receivers are notified once.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import duckdb
 import httpx
@@ -165,9 +167,10 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
     not http(s), a JSONL path that is a folder) raises ValueError instead of leaving every
     alert pending run after run.
 
-    Each sink is named for its target (``jsonl:<path>``, ``webhook:<url>``,
-    ``alertmanager:<url>``), so a new file or receiver hears the alerts already firing once,
-    and what one target was sent says nothing of another."""
+    Each sink is named for its target (``jsonl:<path>``, ``webhook:<host>#<hash of the URL>``,
+    ``alertmanager:<host>#<hash>``: a URL's path or credentials may be secret), so a new file
+    or receiver hears the alerts already firing once, and what one target was sent says
+    nothing of another."""
     for what, url in (("webhook", webhook), ("alertmanager", alertmanager)):
         if url and not url.lower().startswith(("http://", "https://")):
             raise ValueError(f"{what} URL {url!r} must start with http:// or https://")
@@ -177,10 +180,47 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
     if jsonl:
         sinks.append(JsonlSink(Path(jsonl), name=f"jsonl:{Path(jsonl).resolve()}"))
     if webhook:
-        sinks.append(WebhookSink(webhook, name=f"webhook:{webhook}"))
+        sinks.append(WebhookSink(webhook, name=url_sink_name("webhook", webhook)))
     if alertmanager:
-        sinks.append(AlertmanagerSink(alertmanager, name=f"alertmanager:{alertmanager.rstrip('/')}"))
+        sinks.append(AlertmanagerSink(alertmanager, name=url_sink_name("alertmanager", alertmanager.rstrip("/"))))
     return sinks
+
+
+def url_sink_name(kind: str, url: str) -> str:
+    """``<kind>:<host[:port]>#<8 hex of sha256(url)>``: one name per URL, with no path,
+    query or credentials in it (a Slack hook's path is its secret)."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{kind}:{parts.hostname or '?'}{port}#{hashlib.sha256(url.encode()).hexdigest()[:8]}"
+
+
+def adopt_kind_named(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> int:
+    """Deliveries recorded when sinks were named for their kind (``jsonl``, ``webhook``,
+    ``alertmanager``) become those of the configured sink of that kind, so after the upgrade
+    it neither sends a delivered alert again nor forgets a pending one. Returns rows moved."""
+    moved = 0
+    with transaction(con):
+        for name in names:
+            kind = name.split(":", 1)[0]
+            if kind == name:
+                continue
+            n = con.execute("SELECT count(*) FROM alert_deliveries WHERE sink = ?", [kind]).fetchone()[0]
+            if not n:
+                continue
+            # rows the target already has win; the rest move (insert, then delete: the key changes)
+            con.execute("""
+                INSERT INTO alert_deliveries (fingerprint, sink, status, state, attempts, last_error, updated_at)
+                SELECT o.fingerprint, ?, o.status, o.state, o.attempts, o.last_error, o.updated_at
+                FROM alert_deliveries o
+                WHERE o.sink = ? AND NOT EXISTS (
+                    SELECT 1 FROM alert_deliveries t
+                    WHERE t.sink = ? AND t.fingerprint = o.fingerprint AND t.status = o.status)
+            """, [name, kind, name])
+            con.execute("DELETE FROM alert_deliveries WHERE sink = ?", [kind])
+            moved += int(n)
+    if moved:
+        log.info("%d alert deliveries recorded under a sink kind adopted by its target", moved)
+    return moved
 
 
 def _row(alert: Alert, status: str, starts_at: datetime, ends_at: datetime | None, now: datetime) -> dict[str, object]:

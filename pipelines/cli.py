@@ -6,6 +6,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 
 # Prefect phones home unless told not to; the embedded default never needs a network.
@@ -73,14 +74,13 @@ def _configure_logging(level: int) -> None:
     _OWN_HANDLERS.extend(h for h in root.handlers if h not in before)
 
 
-VERBOSE_FLAGS = ("-v", "-vv", "--verbose")
-
-
 def _verbose_first(argv: list[str]) -> list[str]:
     """``-v`` is an option of ``headroom`` itself; accept it after the subcommand too
-    (``headroom run -v``), as users type it."""
-    flags = [a for a in argv if a in VERBOSE_FLAGS]
-    return flags + [a for a in argv if a not in VERBOSE_FLAGS]
+    (``headroom run -vv``), as users type it; nothing after ``--`` is touched."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    head, tail = argv[:end], argv[end:]
+    flags = [a for a in head if re.fullmatch(r"-v+|--verbose", a)]
+    return flags + [a for a in head if a not in flags] + tail
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,13 +23,17 @@ def _iso(ts: pd.Series) -> pd.Series:
     return t.dt.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+MAX_BURST = 1.5  # usage above capacity up to this multiple is a burst (clipped); beyond, a bad record
+
+
 def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
     """``rnd_vm_hourly_*.csv.gz`` -> utilization (cpu in cores, mem in GiB) per VM-hour.
 
     Rows the contract cannot hold are handled here and counted in the log, not left for
     ingest to reject: VM-hours with 0 cores (cpu) or 0 memory (mem) are left out; usage
-    above the provisioned capacity (a VM bursting past its allotment, about 0.5% of the
-    VM-hours) is clipped to it."""
+    up to ``MAX_BURST`` times the provisioned capacity (a VM bursting past its allotment,
+    about 0.5% of the VM-hours) is clipped to it, and beyond that (a broken capacity
+    record: 512 KB of memory using 1.3 GB) left out."""
     f = pd.read_csv(path)
     per_core = f["cpu_capacity_mhz_mean"] / f["cpu_cores"]
     base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
@@ -48,6 +52,11 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
         mem = mem[~no_memory]
     parts = []
     for frame in (cpu, mem):
+        broken = frame["used"] > MAX_BURST * frame["capacity"]
+        if broken.any():
+            log.warning("%s: %d %s VM-hour(s) using more than %gx their capacity left out (a broken capacity "
+                        "record)", path, int(broken.sum()), frame["resource"].iloc[0], MAX_BURST)
+            frame = frame[~broken]
         above = frame["used"] > frame["capacity"]
         if above.any():
             log.warning("%s: %d %s VM-hour(s) above their provisioned capacity clipped to it", path,

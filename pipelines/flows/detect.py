@@ -68,6 +68,13 @@ def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: Sp
         return alerting.sync_alerts(con, "price_spike", found, now, sink_names)
 
 
+@task
+def adopt_sinks(db_path: str, names: list[str]) -> int:
+    """Deliveries recorded under a bare sink kind become the configured target's."""
+    with open_warehouse(db_path) as con:
+        return alerting.adopt_kind_named(con, names)
+
+
 @task(retries=0)
 def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str, int]:
     """Send pending deliveries; failures stay pending for the next run."""
@@ -120,6 +127,7 @@ def detect_flow(
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
     sinks = configured_sinks(jsonl_path, webhook_url, alertmanager_url)
     names = [s.name for s in sinks]
+    adopt_sinks(str(db_path), names)
     out: dict = {}
     if "bursts" in chosen:
         policy = CusumPolicy(season_length=season_length, n_seasons=4, target_arl="7D", cooldown="6h")

@@ -270,18 +270,22 @@ def test_an_alert_that_fires_again_before_its_resolution_went_out_ends_firing(co
     assert query(con, "SELECT status FROM alerts")["status"].tolist() == ["firing"]
 
 
-def test_deliveries_pending_for_a_sink_kind_go_when_sinks_become_targets(con):
-    """Migration 040: a warehouse from before sinks were named for their target keeps no
-    delivery pending for a bare 'jsonl' sink that no run will ever send again."""
-    from pipelines.warehouse import migrate
 
+def test_deliveries_recorded_under_a_sink_kind_are_adopted_by_its_target(con, tmp_path):
+    """A warehouse from before sinks were named for their target: the configured sink of
+    that kind takes over its rows, so it neither sends a delivered alert again nor forgets a
+    pending resolution; the webhook's name hides the URL's secret path."""
     now = datetime(2026, 1, 1)
-    rows = [("fp1", "jsonl", "firing", "pending"), ("fp1", "webhook", "firing", "delivered"),
-            ("fp2", "jsonl:/tmp/a.jsonl", "firing", "pending")]
+    rows = [("fp1", "jsonl", "firing", "delivered"), ("fp2", "jsonl", "resolved", "pending"),
+            ("fp1", "webhook", "firing", "delivered")]
     for fp, sink, status, state in rows:
         con.execute("INSERT INTO alert_deliveries (fingerprint, sink, status, state, updated_at) VALUES (?, ?, ?, ?, ?)",
                     [fp, sink, status, state, now])
-    con.execute("DELETE FROM schema_version WHERE version = 40")
-    assert migrate(con) == [40]
-    left = set(con.execute("SELECT sink, state FROM alert_deliveries").fetchall())
-    assert left == {("webhook", "delivered"), ("jsonl:/tmp/a.jsonl", "pending")}
+    sinks = al.sinks_from_settings(tmp_path / "a.jsonl", "https://hooks.example.com/services/T0/B0/s3cret", None)
+    names = [s.name for s in sinks]
+    assert not any("s3cret" in n for n in names) and names[1].startswith("webhook:hooks.example.com#")
+    assert al.adopt_kind_named(con, names) == 3
+    left = set(con.execute("SELECT fingerprint, sink, status, state FROM alert_deliveries").fetchall())
+    assert left == {("fp1", names[0], "firing", "delivered"), ("fp2", names[0], "resolved", "pending"),
+                    ("fp1", names[1], "firing", "delivered")}
+    assert al.adopt_kind_named(con, names) == 0  # once

@@ -64,14 +64,16 @@ def test_bitbrains_hourly_leaves_out_vm_hours_without_cores(tmp_path, caplog) ->
                    "mem_capacity_kb_mean\n"
                    "2013-07-01T00:00:00Z,1,2,5000,1250,1048576,4194304\n"
                    "2013-07-01T00:00:00Z,2,0,0,0,0,0\n"
-                   "2013-07-01T00:00:00Z,3,2,5000,6000,5242880,4194304\n")
+                   "2013-07-01T00:00:00Z,3,2,5000,6000,5242880,4194304\n"
+                   "2013-07-01T00:00:00Z,4,2,5000,1000,1363148,512\n")
     assert cli.main(["convert", "--from", "bitbrains-hourly", "--out", str(tmp_path / "o"), str(src)]) == 0
     util = pd.read_csv(tmp_path / "o" / "utilization.csv")
     cpu = util[util["resource"] == "cpu"]
-    assert cpu["node_id"].tolist() == ["vm1", "vm3"]
-    assert cpu["used"].tolist() == [0.5, 2.0]  # 1250 MHz at 2500 MHz per core; 6000 MHz clipped to 2 cores
+    assert cpu["node_id"].tolist() == ["vm1", "vm3", "vm4"]
+    assert cpu["used"].tolist() == [0.5, 2.0, 0.4]  # 1250 MHz at 2500 MHz per core; 6000 MHz clipped to 2 cores
     mem = util[util["resource"] == "mem"]
     assert mem["node_id"].tolist() == ["vm1", "vm3"] and mem["used"].tolist() == [1.0, 4.0]
     assert (util["used"] <= util["capacity"]).all()  # every row is in the contract: ingest rejects none
     assert "1 VM-hour(s) with 0 cores left out" in caplog.text and "1 VM-hour(s) with 0 memory left out" in caplog.text
     assert "1 cpu VM-hour(s) above their provisioned capacity clipped" in caplog.text
+    assert "1 mem VM-hour(s) using more than 1.5x their capacity left out" in caplog.text  # vm4: 1.3 GB of 512 KB

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pipelines import alerts as alerting
 from pipelines import detect_store, warehouse
 from pipelines.flows.detect import detect_flow
 from pipelines.synth import generate_fleet
@@ -108,7 +109,8 @@ def test_a_sink_flag_keeps_the_other_configured_sinks(prefect_harness, db_path: 
     monkeypatch.setenv("HEADROOM_ALERT_JSONL", str(tmp_path / "env.jsonl"))
     out = detect_flow(str(db_path), now=datetime(2026, 2, 1), webhook_url="http://127.0.0.1:9/hook",
                       detectors=["bursts"])
-    assert set(out["delivered"]) == {f"jsonl:{(tmp_path / 'env.jsonl').resolve()}", "webhook:http://127.0.0.1:9/hook"}
+    assert set(out["delivered"]) == {f"jsonl:{(tmp_path / 'env.jsonl').resolve()}",
+                                     alerting.url_sink_name("webhook", "http://127.0.0.1:9/hook")}
 
 
 def test_detect_cli_refuses_a_sink_that_can_never_work(db_path: Path, tmp_path: Path, capsys):

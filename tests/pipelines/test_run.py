@@ -89,3 +89,5 @@ def test_run_reports_an_unusable_input_file_like_ingest(prefect_harness, tmp_pat
     assert rc == 2
     assert "utilization.csv" in err and "capacity" in err and "Traceback" not in err
     assert cli._verbose_first(["run", "-v", "--db", "x"]) == ["-v", "run", "--db", "x"]
+    assert cli._verbose_first(["run", "-vvv"]) == ["-vvv", "run"]
+    assert cli._verbose_first(["ingest", "--", "-v"]) == ["ingest", "--", "-v"]  # a file named -v
