@@ -46,6 +46,25 @@ def min_points(names: list[str], spec: TrainSpec) -> int:
     return held_out + max(make_model(n, spec)._min_length() + spec.horizon for n in names)
 
 
+def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.DataFrame:
+    """``history`` without the series too short to backtest (:func:`min_points`), named in a
+    warning: one young pool must not stop the fleet's training. HistoryError when none is
+    long enough."""
+    need = min_points(names, spec)
+    sizes = history.groupby("unique_id").size()
+    short = sizes[sizes < need]
+    if len(short) == len(sizes):
+        raise forecasters.HistoryError(
+            f"every series is shorter than the {need} points {', '.join(names)} need for {spec.windows} backtest "
+            f"window(s) of {spec.horizon} (longest: {int(sizes.max())}); ingest more history, or pass fewer "
+            "--windows or a shorter --horizon")
+    if short.empty:
+        return history
+    log.warning("%d series shorter than the %d points the backtest needs are left out of this run: %s",
+                len(short), need, ", ".join(f"{u} ({n})" for u, n in short.head(5).items()))
+    return history[~history["unique_id"].isin(short.index)].reset_index(drop=True)
+
+
 def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame]:
     """Cross-validate one model on one group: (metrics dict, backtest frame)."""
     model = make_model(name, spec)

@@ -16,7 +16,6 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from forecasters.validation import HistoryError
 from pipelines import demand, model_store, warehouse
 from pipelines.settings import Settings
 
@@ -50,6 +49,12 @@ def load_demand_task(db_path: str, lookback_days: int | None) -> pd.DataFrame:
 def describe_task(frame: pd.DataFrame) -> dict:
     """Series count and data cutoff."""
     return demand.describe(frame)
+
+
+@task(cache_policy=NO_CACHE)
+def trainable_task(frame: pd.DataFrame, names: list[str], spec: model_store.TrainSpec) -> pd.DataFrame:
+    """The series long enough to backtest (the others are named in a warning)."""
+    return model_store.trainable(frame, names, spec)
 
 
 @task(cache_policy=NO_CACHE)
@@ -108,19 +113,8 @@ def train_flow(
     info = describe_task(history)
     if info["series"] == 0:
         raise ValueError(f"no utilization in {db_path}: ingest some before training")
-    # a series too short for the backtest is left out (and named), not the whole fleet's training
-    need = model_store.min_points(names, spec)
-    sizes = history.groupby("unique_id").size()
-    short = sizes[sizes < need]
-    if len(short) == len(sizes):
-        raise HistoryError(f"every series is shorter than the {need} hourly points {', '.join(names)} need for "
-                           f"{windows} backtest window(s) of {horizon}h (longest: {int(sizes.max())}); ingest more "
-                           f"history, or pass fewer --windows or a shorter --horizon")
-    if not short.empty:
-        log.warning("%d series shorter than the %d points the backtest needs are left out of this run: %s",
-                    len(short), need, ", ".join(f"{u} ({n})" for u, n in short.head(5).items()))
-        history = history[~history["unique_id"].isin(short.index)].reset_index(drop=True)
-        info = describe_task(history)
+    history = trainable_task(history, names, spec)
+    info = describe_task(history)
     groups = split_task(history, group_by)
     futures = [backtest_task.submit(g, frame, n, spec) for g, frame in groups.items() for n in names]
     results = [f.result() for f in futures]
