@@ -85,6 +85,7 @@ class _Allocation(_Strict):
 class _Offers(_Strict):
     min_tflops_ratio: float | None = Field(default=None, ge=0)
     min_memory_ratio: float | None = Field(default=None, ge=0)
+    regions: tuple[str, ...] | None = Field(default=None, min_length=1)
 
 
 class _Reservations(_Strict):

@@ -68,10 +68,13 @@ class OfferPolicy:
 
     min_tflops_ratio: float = 1.0  # another GPU model needs this share of the pool GPU's TFLOPS
     min_memory_ratio: float = 1.0  # a CPU offer needs this share of the pool machine's GiB per vCPU
+    regions: tuple[str, ...] | None = None  # public offers (and spot markets) only in these; None: any
 
     def __post_init__(self) -> None:
         if self.min_tflops_ratio < 0 or self.min_memory_ratio < 0:
             raise ValueError("min_tflops_ratio and min_memory_ratio must be >= 0")
+        if self.regions is not None and not self.regions:
+            raise ValueError("regions, when given, must name at least one region")
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
 
 
 def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
-                  min_memory_ratio: float = 1.0) -> dict[str, Offer]:
+                  min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None) -> dict[str, Offer]:
     """Per location, the offer with the least price per pool unit of work; in the private
     cloud, the pool's own machine (:func:`reference_offer`).
 
@@ -131,12 +134,13 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     without a price, or priced at 0, are ignored. CPU offers count vCPUs as they are, and
     qualify only with at least ``min_memory_ratio`` of the pool machine's memory per vCPU
     (when the catalog gives the pool machine's memory): a 1-vCPU, 0.6 GB shared-core
-    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes.
+    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes. With
+    ``regions``, public offers outside them do not qualify (data residency, latency).
     """
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
         return {}
-    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio)
+    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio, regions)
     out: dict[str, Offer] = {}
     for loc, g in cat.groupby("location"):
         if loc not in LOCATIONS:
@@ -156,8 +160,8 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     return out
 
 
-def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str,
-                      min_tflops_ratio: float = 1.0, min_memory_ratio: float = 1.0) -> pd.DataFrame:
+def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
+                      min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The priced catalog rows that can do a pool's work (see :func:`select_offers`), with
     ``pool_units``: the pool units one instance provides."""
     ref = reference_offer(catalog, resource, pool)
@@ -181,6 +185,8 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str,
             memory = pd.to_numeric(cat["memory_gb"], errors="coerce") / cat["units"]
             fits = (memory >= min_memory_ratio * ref_memory - 1e-9).fillna(False).astype(bool)
             keep &= fits | (cat.index == ref.name)
+    if regions is not None:
+        keep &= (cat["location"] != "public") | cat["region"].astype(str).isin(list(regions))
     cat, ratio = cat[keep], ratio[keep]
     return cat.assign(pool_units=cat["units"] * ratio)
 

@@ -103,7 +103,7 @@ def make_plan(
     for row in primary_series(capacity).itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
-        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio)
+        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions)
         offers = select_offers(catalog, resource, pool, *fit)
         path = demand_path(history, forecast, uid)
         if path.size == 0:

@@ -70,6 +70,7 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"allocation": {"step": 0.07}}, "plan.toml: allocation.step must divide 1 into whole steps"),
     ({"allocation": {"step": 0.5}}, "allocation.step / allocation.bounds: no split on the grid of step 0.5"),
     ({"offers": {"min_memory_ratio": -1}}, "offers.min_memory_ratio: Input should be greater than or equal to 0"),
+    ({"offers": {"regions": []}}, "offers.regions: Tuple should have at least 1 item"),
     ({"spot": {"interruptible_share": 1.5}}, "spot.interruptible_share: Input should be less than or equal to 1"),
     ({"spot": {"lookback": "a week"}}, "spot.lookback: Value error, 'a week' is not a positive duration"),
     ({"spot": {"max_spike_probability": 0}}, "spot.max_spike_probability: Input should be greater than 0"),
@@ -108,3 +109,8 @@ def test_saving_text_says_which_way() -> None:
 
     assert saving_text(1234.4) == "saves 1,234/month vs the default split"
     assert saving_text(-50.0).startswith("costs 50/month more than the default split")
+
+
+def test_offer_regions_reach_the_policy() -> None:
+    policy = policy_from_mapping({"offers": {"regions": ["us-east-1", "us-central1"], "min_memory_ratio": 0.5}})
+    assert policy.offers.regions == ("us-east-1", "us-central1") and policy.offers.min_memory_ratio == 0.5

@@ -42,6 +42,11 @@ def test_cpu_offers_must_have_the_pool_machines_memory_per_vcpu() -> None:
     ], columns=cols)
     assert P.select_offers(cat, "cpu", "batch")["public"].instance_type == "n2-8"
     assert P.select_offers(cat, "cpu", "batch", min_memory_ratio=0.1)["public"].instance_type == "f1-micro"
+    # only the regions the buyer allows (n2-8 elsewhere, c2-8 too lean: no public offer is left)
+    cat.loc[cat["instance_type"] == "n2-8", "region"] = "r2"
+    assert P.select_offers(cat, "cpu", "batch", regions=("r2",))["public"].region == "r2"
+    assert "public" not in P.select_offers(cat, "cpu", "batch", regions=("r1",))
+    cat.loc[cat["instance_type"] == "n2-8", "region"] = "r1"
     # without the pool machine's memory nothing can be compared: price per vCPU decides
     assert P.select_offers(cat.drop(columns="memory_gb"), "cpu", "batch")["public"].instance_type == "f1-micro"
 
