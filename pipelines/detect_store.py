@@ -21,12 +21,9 @@ def demand_series(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return load_demand(con)
 
 
-def telemetry(con: duckdb.DuckDBPyConnection, since: datetime | None = None) -> pd.DataFrame:
-    """Device telemetry in the long contract, optionally from ``since`` on."""
-    sql = "SELECT ts, device_id, node_id, metric, value FROM device_telemetry"
-    if since is None:
-        return query(con, sql + " ORDER BY device_id, ts")
-    return query(con, sql + " WHERE ts >= ? ORDER BY device_id, ts", [since])
+def telemetry(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """All device telemetry in the long contract (training; scoring reads :func:`recent_telemetry`)."""
+    return query(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry ORDER BY device_id, ts")
 
 
 def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta) -> pd.DataFrame:

@@ -33,7 +33,7 @@ def read_table(path: str | Path, allow_empty: bool = False) -> pd.DataFrame:
     if not p.is_file():
         raise InputError(f"{p}: no such file")
     try:
-        f = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+        f = pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq") else pd.read_csv(p)
     except Exception as exc:  # any parse failure is the same user error
         raise InputError(f"{p}: cannot read ({exc})") from exc
     if f.empty and not allow_empty:
@@ -41,9 +41,14 @@ def read_table(path: str | Path, allow_empty: bool = False) -> pd.DataFrame:
     return f.reset_index(drop=True)
 
 
+def row_label(path: str | Path, i: int) -> str:
+    """Where row ``i`` (0-based, after the header) of a file is: ``line N`` of a CSV, or
+    ``row N`` of a Parquet file."""
+    return f"row {i + 1}" if Path(path).suffix.lower() in (".parquet", ".pq") else f"line {i + 2}"
+
+
 def _at(path: str | Path, i: int) -> str:
-    """Where row ``i`` (0-based, after the header) of a file is: a CSV line or a Parquet row."""
-    return f"{path}: row {i + 1}" if str(path).endswith(".parquet") else f"{path}: line {i + 2}"
+    return f"{path}: {row_label(path, i)}"
 
 
 def _first_bad(bad: pd.Series | np.ndarray) -> int:

@@ -52,8 +52,10 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y", 2)
     out = frame[["unique_id", "ds", "y"]].reset_index(drop=True)
 
-    def where(pos: int) -> str:  # the file's line (CSV, after the header) or row (Parquet)
-        return f"row {pos + 1}" if path.suffix.lower() in (".parquet", ".pq") else f"line {pos + 2}"
+    from pipelines.detection_io import row_label
+
+    def where(pos: int) -> str:
+        return row_label(path, pos)
 
     for col in ("unique_id", "ds"):
         empty = out[col].isna() | (out[col].astype(str).str.strip() == "")
