@@ -475,15 +475,22 @@ def summary_section(data: ReportData) -> str:
 
 
 def header(data: ReportData) -> str:
-    """Title, the data cutoff the report is as of, and rows per warehouse table."""
+    """Title, the latest reading the report is as of, the plan run and its cutoff, and rows
+    per warehouse table. The plan's cutoff is its last complete hour of demand, so it can be
+    up to an hour (or a partial hour) before the latest reading."""
     cutoff = _fmt(data.data_cutoff) if data.data_cutoff is not None else "no utilization yet"
-    plan = f", plan run {esc(data.plan_run)}" if data.plan_run else ""
+    plan = ""
+    if data.plan_run:
+        plan = f", plan run {esc(data.plan_run)}"
+        if data.plan_cutoff is not None:
+            plan += f" on demand up to the hour of <b>{esc(_fmt(data.plan_cutoff))}</b>"
+
     counts = pd.DataFrame({"table": list(data.counts), "rows": list(data.counts.values())})
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in (
         ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
         ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"), ("alerts", "alerts"),
         ("models", "models")))
-    return (f"<h1>headroom report</h1><p>generated as of data cutoff <b>{esc(cutoff)}</b> (UTC){plan}</p>"
+    return (f"<h1>headroom report</h1><p>latest utilization reading <b>{esc(cutoff)}</b> (UTC){plan}</p>"
             f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"
                                    if data.counts else _empty("ingest")))
 

@@ -85,6 +85,7 @@ class ReportData:
     alerts: pd.DataFrame
     champions: pd.DataFrame
     plan_run: str | None
+    plan_cutoff: pd.Timestamp | None = None  # the plan's data cutoff: its last complete hour of demand
     recommendations: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
@@ -139,6 +140,8 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
         alerts=_read(con, "alerts", ALERTS_SQL),
         champions=champion_metrics(_read(con, "models", CHAMPIONS_SQL)),
         plan_run=None if plan.empty else str(plan["run_id"].iloc[0]),
+        plan_cutoff=None if plan.empty or plan["data_cutoff"].isna().all()
+        else pd.Timestamp(plan["data_cutoff"].dropna().iloc[0]),
         recommendations=flatten_recommendations(plan),
     )
 

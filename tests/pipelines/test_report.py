@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -111,7 +112,8 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
         assert title in page
     assert page.count("data:image/png;base64,") == 3  # one fan chart group, heatmap, costs
     assert "no data yet" not in page
-    assert "generated as of data cutoff <b>2026-01-07 23:00</b>" in page
+    assert "latest utilization reading <b>2026-01-07 23:00</b>" in page
+    assert re.search(r"plan run plan-\S+ on demand up to the hour of <b>2026-01-07 2\d:00</b>", page)
     summary = page[page.index(">Summary<"):page.index(">Forecasts<")]
     assert "per month less than the default split" in summary and "reservation option(s)" in summary
     assert "Next 24 hours: " in summary and "Firing alerts: " in summary
