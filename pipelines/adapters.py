@@ -259,7 +259,18 @@ def _table_locator(con: duckdb.DuckDBPyConnection, spec: KindSpec) -> Callable[[
 
 
 def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSpec, fmt: str) -> RawInput:
-    """Load an adapter's contract frame (text columns plus ``_line``, ``_raw``) into ``_raw``."""
+    """Load an adapter's contract frame (text columns plus ``_line``, ``_raw``) into ``_raw``.
+
+    An optional ``_reject`` column holds the adapter's own reason to reject a row (one the
+    contract's checks could not word, such as a unit conversion without its divisor): those
+    rows are rejects with that reason and never reach validation."""
+    rows_read = len(frame)
+    structural: list[tuple[int, str, str]] = []
+    if "_reject" in frame.columns:
+        bad = frame["_reject"].notna().to_numpy()
+        structural = [(int(line), str(raw), str(why)) for line, raw, why in
+                      zip(frame.loc[bad, "_line"], frame.loc[bad, "_raw"], frame.loc[bad, "_reject"])]
+        frame = frame.loc[~bad].reset_index(drop=True)
     work = pd.DataFrame({c: frame[c].astype("string") if c in frame else pd.NA for c in spec.columns})
     drop_raw(con)
     con.register("_frame_in", work)
@@ -273,4 +284,4 @@ def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSp
     def locate(idxs: list[int]) -> dict[int, tuple[int, str]]:
         return {i: (int(lines[i]), str(raws[i])) for i in idxs}
 
-    return RawInput(fmt, len(work), [], locate)
+    return RawInput(fmt, rows_read, structural, locate)

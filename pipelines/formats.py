@@ -308,14 +308,19 @@ def gwa_frame(path: Path, cluster: str, pool: str) -> pd.DataFrame:
         cores, cap_mhz, use_mhz = _float(get("CPU cores")), _float(get("CPU capacity provisioned [MHZ]")), _float(get("CPU usage [MHZ]"))
         per_core = cap_mhz / cores if cores and cores > 0 and cap_mhz > 0 else math.nan
         ts = get("Timestamp [ms]")
-        # usage in cores is undefined without cores and provisioned MHz: say so (rejected by
-        # validation), never pass the raw MHz on as if it were cores
-        used = (_fmt(use_mhz / per_core, get("CPU usage [MHZ]")) if per_core > 0
-                else f"undefined ({get('CPU cores') or '?'} cores, {get('CPU capacity provisioned [MHZ]') or '?'} MHz provisioned)")
-        rows.append((ts, cluster, pool, node, "cpu", used, _fmt(cores, get("CPU cores")), n, line))
+        # usage in cores is undefined without cores and provisioned MHz: the row is rejected
+        # with that reason, never loaded with the raw MHz as if it were cores
+        reject = None
+        if not per_core > 0:
+            reject = (f"cpu: usage in MHz cannot be converted to cores with {get('CPU cores') or 'no'} CPU cores "
+                      f"and {get('CPU capacity provisioned [MHZ]') or 'no'} MHz provisioned")
+        used = _fmt(use_mhz / per_core, get("CPU usage [MHZ]")) if reject is None else ""
+        rows.append((ts, cluster, pool, node, "cpu", used, _fmt(cores, get("CPU cores")), n, line, reject))
         mem_cap, mem_use = _float(get("Memory capacity provisioned [KB]")), _float(get("Memory usage [KB]"))
-        rows.append((ts, cluster, pool, node, "mem", _fmt(mem_use / 1048576.0, get("Memory usage [KB]")), _fmt(mem_cap / 1048576.0, get("Memory capacity provisioned [KB]")), n, line))
-    return pd.DataFrame(rows, columns=["ts", "cluster", "pool", "node_id", "resource", "used", "capacity", "_line", "_raw"])
+        rows.append((ts, cluster, pool, node, "mem", _fmt(mem_use / 1048576.0, get("Memory usage [KB]")),
+                     _fmt(mem_cap / 1048576.0, get("Memory capacity provisioned [KB]")), n, line, None))
+    return pd.DataFrame(rows, columns=["ts", "cluster", "pool", "node_id", "resource", "used", "capacity", "_line",
+                                       "_raw", "_reject"])
 
 
 def _float(text: str) -> float:

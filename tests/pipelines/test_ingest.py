@@ -434,7 +434,10 @@ def test_gwa_t12_never_loads_megahertz_as_cores(con, tmp_path):
     p = write(tmp_path / "8.csv", text)
     r = ingest.ingest_file(con, p, "utilization", cluster="b", pool="p")
     assert r.rows_rejected == 1 and rows(con, "utilization")["resource"].tolist() == ["mem"]
-    assert "undefined (4 cores, 0 MHz provisioned)" in next(iter(rejects(con).values()))
+    assert next(iter(rejects(con).values())) == (
+        "cpu: usage in MHz cannot be converted to cores with 4 CPU cores and 0 MHz provisioned")
+    again = ingest.ingest_file(con, p, "utilization", cluster="b", pool="p")  # re-ingest: nothing new
+    assert (again.rows_read, again.rows_loaded) == (r.rows_read, 0) and len(rejects(con)) == 1
 
 
 def test_a_fleet_folder_reads_files_named_for_a_kind(tmp_path):
