@@ -23,6 +23,26 @@ def _iso(ts: pd.Series) -> pd.Series:
     return t.dt.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+class SidecarError(ValueError):
+    """A file a converter reads beside the one it was given is not what it expects."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+
+
+def read_sidecar(path: Path, columns: list[str], **kwargs: object) -> pd.DataFrame:
+    """Read a CSV found beside a converter's input; errors name that file, not the input."""
+    try:
+        frame = pd.read_csv(path, **kwargs)
+    except (ValueError, OSError, EOFError, pd.errors.ParserError) as exc:
+        raise SidecarError(path, f"unreadable ({exc})") from exc
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise SidecarError(path, f"no column {', '.join(repr(c) for c in missing)}")
+    return frame
+
+
 MAX_BURST = 1.5  # usage above capacity up to this multiple is a burst (clipped); beyond, a bad record
 
 
@@ -135,7 +155,7 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     })}
     specs_path = path.parent / "gcp_instance_specs_latest.csv"
     if specs_path.is_file():
-        specs = pd.read_csv(specs_path).set_index("instance_type")
+        specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"]).set_index("instance_type")
         last = f.sort_values("snapshot_utc").groupby(["instance_type", "region"]).last().reset_index()
         last = last[(last["hour"] > 0) & last["instance_type"].isin(specs.index)]
         s = specs.loc[last["instance_type"]]
@@ -181,7 +201,7 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     })}
     fail_path = path.parent / "PdM_failures.csv"
     if fail_path.is_file():
-        fails = pd.read_csv(fail_path)
+        fails = read_sidecar(fail_path, ["datetime", "machineID", "failure"])
         t = pd.to_datetime(fails["datetime"])
         span = pd.to_datetime(f["datetime"])
         keep = fails["machineID"].isin(f["machineID"].unique()) & (t >= span.min()) & (t <= span.max() + pd.Timedelta(hours=1))

@@ -20,7 +20,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
     from pipelines.cli import CliError
     from pipelines.outputs import write_csv
-    from pipelines.public_data import CONVERTERS
+    from pipelines.public_data import CONVERTERS, SidecarError
 
     out = Path(args.out)
     missing = [p for p in args.paths if not Path(p).is_file()]
@@ -35,6 +35,8 @@ def run_convert(args: argparse.Namespace) -> int:
         try:
             for kind, frame in CONVERTERS[args.source](path).items():
                 frames.setdefault(kind, []).append(frame)
+        except SidecarError as exc:  # a file read beside it: named itself
+            raise CliError(f"{exc} (read beside {path} for --from {args.source})", 2) from exc
         except KeyError as exc:  # a column the source's files have is missing
             raise CliError(f"{path}: not a {args.source} file (no column {exc})", 2) from exc
         except (ValueError, pd.errors.ParserError) as exc:

@@ -77,3 +77,17 @@ def test_bitbrains_hourly_leaves_out_vm_hours_without_cores(tmp_path, caplog) ->
     assert "1 VM-hour(s) with 0 cores left out" in caplog.text and "1 VM-hour(s) with 0 memory left out" in caplog.text
     assert "1 cpu VM-hour(s) above their provisioned capacity clipped" in caplog.text
     assert "1 mem VM-hour(s) using more than 1.5x their capacity left out" in caplog.text  # vm4: 1.3 GB of 512 KB
+
+
+def test_a_bad_sidecar_is_named_not_the_file_given(tmp_path, capsys) -> None:
+    (tmp_path / "gcp_instance_specs_latest.csv").write_text("instance_type,vcpus\na2-highgpu-1g,12\n")
+    given = tmp_path / "gcp_compute_price_changes_2023.csv.gz"
+    given.write_bytes(_gz(pd.DataFrame({
+        "snapshot_utc": ["2023-06-01T00:00:00+00:00"], "commit": "a" * 12, "instance_type": ["a2-highgpu-1g"],
+        "region": "us-central1", "hour": [3.67], "hour_spot": [1.10], "month": [2681.0], "month_1y": [1689.0],
+        "month_3y": [938.0], "month_spot": [803.0],
+    })))
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "out"), str(given)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'gcp_instance_specs_latest.csv'}: no column 'cpu', 'ram' (read beside {given}" in err
+    assert not (tmp_path / "out" / "spot_prices.csv").exists()  # nothing written
