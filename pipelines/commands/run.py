@@ -94,8 +94,10 @@ def run_all(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             raise CliError(f"--input {folder} is not a folder", 2)
     else:
+        from pipelines.commands.generate import check_fleet_args
         from pipelines.synth_io import write_fleet
 
+        check_fleet_args(args.nodes, args.days, args.seed)
         folder = settings.data_dir
         print(f"generating a synthetic fleet in {folder} (nodes={args.nodes}, days={args.days}, seed={args.seed})")
         write_fleet(folder, nodes=args.nodes, days=args.days, seed=args.seed)

@@ -179,6 +179,22 @@ def test_cli_rejects_bad_arguments(tmp_path: Path, extra: list[str], capsys) -> 
     assert "error" in capsys.readouterr().err
 
 
+def test_a_fleet_too_big_for_memory_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    from pipelines.cli import CliError
+    from pipelines.commands.generate import check_fleet_args, estimated_memory_gb
+
+    assert estimated_memory_gb(80, 28) > 1.5 > estimated_memory_gb(80, 28, telemetry=False)  # measured 1.53, 0.58
+    check_fleet_args(12, 28, 0, available_gb=4.0)  # the demo fleet fits in 4 GiB
+    with pytest.raises(CliError, match=r"100000 nodes x 365 days needs about \d+\.\d GiB .* 24\.0 GiB free: use "
+                                       r"fewer --nodes or --days; --no-telemetry"):
+        check_fleet_args(100_000, 365, 0, available_gb=24.0)
+    # the CLI checks before writing anything, in generate and in run
+    assert main(["generate", "--out", str(tmp_path / "x"), "--nodes", "10000000", "--days", "365"]) == 2
+    assert "needs about" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main(["run", "--nodes", "10000000", "--days", "365", "--db", str(tmp_path / "w.duckdb")]) == 2
+    assert "needs about" in capsys.readouterr().err and not (tmp_path / "w.duckdb").exists()
+
+
 def test_cli_refuses_a_file_as_out(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("x")
