@@ -106,6 +106,13 @@ def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
     return pick_champions(table.astype({score: float}), score)
 
 
+def train_run_id(data_cutoff: pd.Timestamp, settings: dict) -> str:
+    """``train-<cutoff>-<digest of the run's settings>``: the same data and settings give the
+    same id (a re-run replaces its rows), other models, groupings or horizons another."""
+    blob = json.dumps(settings, sort_keys=True, default=str)
+    return f"train-{pd.Timestamp(data_cutoff):%Y%m%dT%H%M}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
 def model_id_for(kind: str, target: str, series: list[str], data_cutoff: pd.Timestamp, params: dict) -> str:
     """Deterministic model id."""
     blob = json.dumps([kind, target, sorted(series), str(data_cutoff), params], sort_keys=True, default=str)
@@ -178,9 +185,13 @@ def save_run(
 ) -> dict:
     """Register each group's champion and write its forecasts and all backtests, in one
     transaction. Each champion dict has group, kind, series, data_cutoff, params, metrics,
-    artifact and forecast; returns row counts and ``model_ids`` per group."""
+    artifact and forecast; returns row counts and ``model_ids`` per group. Rows an earlier
+    run under the same id wrote are replaced as a whole (a series or model it had and this
+    one lacks does not linger)."""
     counts: dict = {"models": 0, "forecasts": 0, "backtests": 0, "model_ids": {}}
     with warehouse.transaction(con):
+        for table in ("forecasts", "backtests"):
+            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
         for champ in champions:
             model_id = register_model(
                 con, kind=champ["kind"], target=champ["group"], series=champ["series"],

@@ -122,7 +122,9 @@ def train_flow(
     metrics = {(r["group"], r["model"]): r["metrics"] for r in results}
     fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)]) for g, n in best.items()]
     champions = [f.result() for f in fits]
-    run = run_id or f"train-{info['data_cutoff']:%Y%m%dT%H%M}"
+    run = run_id or model_store.train_run_id(info["data_cutoff"], {
+        "horizon": horizon, "models": sorted(names), "windows": windows, "season_length": season_length,
+        "group_by": group_by, "lookback_days": lookback_days, "seed": seed})
     saved = save_task(db_path, run, champions, [r["cv"] for r in results])
     summary = {
         "run_id": run,

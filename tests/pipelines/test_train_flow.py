@@ -162,14 +162,26 @@ def test_train_flow_end_to_end(prefect_harness, db_path, utilization: pd.DataFra
             again, models[["model_id", "metrics", "created_at"]].sort_values("model_id").reset_index(drop=True))
 
     # grouping the same series another way: one champion per series, one forecast per hour
-    train_flow(str(db_path), horizon=12, models=["seasonal_naive"], windows=1, lookback_days=None, group_by="all")
+    out3 = train_flow(str(db_path), horizon=12, models=["seasonal_naive"], windows=1, lookback_days=None,
+                      group_by="all")
+    assert out3["run_id"] != out["run_id"] and out3["run_id"][:19] == out["run_id"][:19]  # same cutoff
     with warehouse.open_warehouse(db_path) as con:
+        # each run's backtests are its own: the first run's two models, this one's one
+        per_run = warehouse.query(con, "SELECT run_id, count(DISTINCT model) AS n FROM backtests GROUP BY run_id")
+        assert dict(zip(per_run["run_id"], per_run["n"])) == {out["run_id"]: 2, out3["run_id"]: 1}
         champs = warehouse.query(con, "SELECT target, series FROM models WHERE is_champion")
         assert champs["target"].tolist() == ["all"] and len(json.loads(champs["series"].iloc[0])) == 8
         from pipelines.report_io import CHAMPION_FORECASTS_SQL
 
         served = warehouse.query(con, CHAMPION_FORECASTS_SQL)
         assert len(served) == 8 * 12 and not served.duplicated(["unique_id", "ds"]).any()
+
+    # a run id written again is replaced as a whole: no model of the earlier run lingers
+    train_flow(str(db_path), horizon=12, models=["seasonal_naive"], windows=1, lookback_days=None,
+               run_id=out["run_id"])
+    with warehouse.open_warehouse(db_path) as con:
+        kept = warehouse.query(con, "SELECT DISTINCT model FROM backtests WHERE run_id = ?", [out["run_id"]])
+        assert kept["model"].tolist() == ["seasonal_naive"]
 
 
 def test_a_series_too_short_to_backtest_is_left_out_not_the_fleet(prefect_harness, db_path,
