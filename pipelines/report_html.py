@@ -32,7 +32,7 @@ ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "starts
 PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "capacity", "target_capacity",
                     "forecast_mean", "forecast_upper", "reason"]
 ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
-                      "savings_vs_default"]
+                      "savings_vs_default", "offers"]
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1280px;color:#222;padding:0 1em}

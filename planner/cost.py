@@ -122,7 +122,8 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
 
 
 def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
-                  min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None) -> dict[str, Offer]:
+                  min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None,
+                  memory_per_unit: float | None = None) -> dict[str, Offer]:
     """Per location, the offer with the least price per pool unit of work; in the private
     cloud, the pool's own machine (:func:`reference_offer`).
 
@@ -134,13 +135,16 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     without a price, or priced at 0, are ignored. CPU offers count vCPUs as they are, and
     qualify only with at least ``min_memory_ratio`` of the pool machine's memory per vCPU
     (when the catalog gives the pool machine's memory): a 1-vCPU, 0.6 GB shared-core
-    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes. With
-    ``regions``, public offers outside them do not qualify (data residency, latency).
+    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes.
+    ``memory_per_unit`` (GiB per vCPU the pool's own nodes have, from their reported
+    capacity) takes the place of the pool machine's when given: it is what the work needs,
+    also when the catalog lists no machine of the pool's own. With ``regions``, public
+    offers outside them do not qualify (data residency, latency).
     """
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
         return {}
-    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio, regions)
+    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio, regions, memory_per_unit)
     out: dict[str, Offer] = {}
     for loc, g in cat.groupby("location"):
         if loc not in LOCATIONS:
@@ -161,7 +165,8 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
 
 
 def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
-                      min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None) -> pd.DataFrame:
+                      min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None,
+                      memory_per_unit: float | None = None) -> pd.DataFrame:
     """The priced catalog rows that can do a pool's work (see :func:`select_offers`), with
     ``pool_units``: the pool units one instance provides."""
     ref = reference_offer(catalog, resource, pool)
@@ -180,11 +185,14 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflop
     keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
     if resource == "cpu" and "memory_gb" in cat:
         ref_memory = pd.to_numeric(pd.Series([ref.get("memory_gb")]), errors="coerce").iloc[0] / float(ref["units"])
+        if memory_per_unit is not None and np.isfinite(memory_per_unit) and memory_per_unit > 0:
+            ref_memory = float(memory_per_unit)
         if np.isfinite(ref_memory) and ref_memory > 0:
             # an offer whose memory is unknown cannot be shown to fit: left out, as a GPU without TFLOPS
             memory = pd.to_numeric(cat["memory_gb"], errors="coerce") / cat["units"]
             fits = (memory >= min_memory_ratio * ref_memory - 1e-9).fillna(False).astype(bool)
-            keep &= fits | (cat.index == ref.name)
+            # the pool's own machine runs its work by definition; a stand-in reference does not
+            keep &= fits | ((cat.index == ref.name) & (ref["location"] == "private"))
     if regions is not None:
         keep &= (cat["location"] != "public") | cat["region"].astype(str).isin(list(regions))
     cat, ratio = cat[keep], ratio[keep]

@@ -58,6 +58,21 @@ def primary_series(capacity: pd.DataFrame) -> pd.DataFrame:
     return cap.groupby("pool_id", sort=True).head(1).drop(columns="_rank").reset_index(drop=True)
 
 
+def memory_per_vcpu(capacity: pd.DataFrame, pool_id: str) -> float | None:
+    """GiB of memory per vCPU of a pool's running nodes (its ``mem`` over its ``cpu``
+    capacity), None when it does not report both."""
+    cap = capacity.set_index(capacity["unique_id"].astype(str))["capacity"]
+    mem, cpu = cap.get(f"{pool_id}/mem"), cap.get(f"{pool_id}/cpu")
+    if mem is None or cpu is None or not np.isfinite(mem) or not np.isfinite(cpu) or cpu <= 0 or mem <= 0:
+        return None
+    return float(mem) / float(cpu)
+
+
+def offer_names(offers: dict) -> str:
+    """Which machine each location is priced on, ``location: provider/region/instance_type``."""
+    return "; ".join(f"{loc}: {o.provider}/{o.region}/{o.instance_type}" for loc, o in sorted(offers.items()))
+
+
 def future_forecast(history: pd.DataFrame, forecast: pd.DataFrame, uid: str) -> pd.DataFrame:
     """The forecast rows of ``uid`` after its last observed hour (a forecast made before the
     data cutoff has hours that are past already), with finite values."""
@@ -100,10 +115,17 @@ def make_plan(
     splits = splits or {}
     with_spot = spot_markets is not None and not spot_markets.empty
     out: dict[str, list[pd.DataFrame]] = {"allocation": [], "reservation": [], "prescale": [], "spot": []}
-    for row in primary_series(capacity).itertuples(index=False):
+    pools = primary_series(capacity)
+    for uid in sorted(set(forecast["unique_id"].astype(str)) - set(capacity["unique_id"].astype(str))):
+        pool_id, _, resource = uid.rpartition("/")
+        if resource in ("gpu", "cpu") and pool_id not in set(pools["pool_id"]):
+            log.warning("%s: forecast, but no running capacity (its nodes did not report near the data cutoff): "
+                        "not planned", uid)
+    for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
-        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions)
+        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions,
+               memory_per_vcpu(capacity, row.pool_id) if resource == "cpu" else None)
         offers = select_offers(catalog, resource, pool, *fit)
         path = demand_path(history, forecast, uid)
         if path.size == 0:
@@ -118,6 +140,7 @@ def make_plan(
             alloc.insert(0, "unique_id", uid)
             alloc.insert(1, "resource", resource)
             alloc["retuned"] = kept is None
+            alloc["offers"] = offer_names(offers)
             out["allocation"].append(alloc)
             t = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
             tuned = Split(float(t["private"]), float(t["public"]), float(t["edge"]))

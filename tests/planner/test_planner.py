@@ -49,6 +49,11 @@ def test_cpu_offers_must_have_the_pool_machines_memory_per_vcpu() -> None:
     cat.loc[cat["instance_type"] == "n2-8", "region"] = "r1"
     # without the pool machine's memory nothing can be compared: price per vCPU decides
     assert P.select_offers(cat.drop(columns="memory_gb"), "cpu", "batch")["public"].instance_type == "f1-micro"
+    # ... unless the pool's own nodes report it: 3 GiB per vCPU, also with no machine of its own listed
+    public = cat[cat["location"] == "public"]
+    assert P.select_offers(public, "cpu", "batch")["public"].instance_type == "f1-micro"
+    assert P.select_offers(public, "cpu", "batch", memory_per_unit=3.0)["public"].instance_type == "n2-8"
+    assert P.select_offers(public, "cpu", "batch", memory_per_unit=1.5)["public"].instance_type == "c2-8"
 
 
 def test_cost_model_formula() -> None:
@@ -314,4 +319,23 @@ def test_a_memory_heavy_pool_is_planned_when_the_policy_allows_leaner_machines()
     capacity = pd.DataFrame({"unique_id": ["c/mem/cpu"], "capacity": [192.0], "units_per_node": [64.0]})
     assert P.make_plan(history, forecast, capacity, cat)["allocation"].empty
     lean = replace(P.PlanPolicy(), offers=P.OfferPolicy(min_memory_ratio=0.5))
-    assert not P.make_plan(history, forecast, capacity, cat, lean)["allocation"].empty
+    alloc = P.make_plan(history, forecast, capacity, cat, lean)["allocation"]
+    assert set(alloc["offers"]) == {"private: onprem/dc/mem-64c; public: cloud/r1/m-64"}  # named in the plan
+    # the nodes' own memory (their mem capacity over their cpu capacity) is what the work needs:
+    # 4 GiB per vCPU reported, so the public 4 GiB machine fits even under the default policy
+    with_mem = pd.concat([capacity, pd.DataFrame({"unique_id": ["c/mem/mem"], "capacity": [768.0],
+                                                  "units_per_node": [256.0]})], ignore_index=True)
+    assert not P.make_plan(history, forecast, with_mem, cat)["allocation"].empty
+
+
+def test_a_forecast_pool_without_running_capacity_is_named_not_silently_skipped(caplog) -> None:
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    history = pd.DataFrame({"unique_id": "c/gone/cpu", "ds": ds, "y": 10.0})
+    forecast = pd.DataFrame({"unique_id": "c/gone/cpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 10.0})
+    capacity = pd.DataFrame({"unique_id": pd.Series(dtype=str), "capacity": pd.Series(dtype=float),
+                             "units_per_node": pd.Series(dtype=float)})
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        plan = P.make_plan(history, forecast, capacity, catalog())
+    assert plan["allocation"].empty and plan["prescale"].empty
+    assert "c/gone/cpu: forecast, but no running capacity" in caplog.text
