@@ -9,11 +9,12 @@ import csv
 import gzip
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from pipelines.contract import KindSpec
@@ -40,6 +41,9 @@ class RawInput:
     locate: Callable[[list[int]], dict[int, tuple[int, str]]] | None = None
     typed: frozenset[str] = frozenset()  # columns the reader typed (numeric: DOUBLE, ts: TIMESTAMPTZ)
     lazy: bool = False  # _raw is a view over the file: no positions, rejects known after the scan
+    columns: dict[str, str] = field(default_factory=dict)  # a CSV's header, each name with the type read as
+    delimiter: str = ","
+    path: Path | None = None  # a CSV's file, to turn the reader's byte positions into line numbers
 
 
 def detect_format(path: Path) -> str:
@@ -48,18 +52,27 @@ def detect_format(path: Path) -> str:
     if name.endswith(".parquet") or name.endswith(".pq"):
         return "parquet"
     if name.endswith(".json") or name.endswith(".json.gz"):
-        head = open_text(path).read(4096)
+        head = _head(path, 65536)
         if "SpotPriceHistory" in head:
             return "aws-json"
         if '"resultType"' in head or '"data"' in head or ('"status"' in head and '"errorType"' in head):
             return "prometheus-json"  # a Prometheus error response says so there
         raise IngestFileError(path, "JSON file that is neither aws-json nor prometheus-json")
     if name.endswith(".csv") or name.endswith(".csv.gz") or name.endswith(".txt"):
-        first = open_text(path).readline()
+        first = _head(path)
         if ";" in first and "Timestamp" in first:
             return "gwa-t12"
         return "csv"
     raise IngestFileError(path, "cannot tell the format from the name; pass --format")
+
+
+def _head(path: Path, size: int | None = None) -> str:
+    """The first line (or ``size`` characters) of a file; an unreadable one is an IngestFileError."""
+    try:
+        with open_text(path) as fh:
+            return fh.readline() if size is None else fh.read(size)
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+        raise IngestFileError(path, f"unreadable: {exc}") from exc
 
 
 def open_text(path: Path) -> io.TextIOBase:
@@ -70,6 +83,13 @@ def open_text(path: Path) -> io.TextIOBase:
 
 
 def header_of(path: Path, delimiter: str) -> list[str]:
+    if not path.name.lower().endswith(".gz"):
+        try:
+            with open(path, "rb") as fh:
+                if fh.read(2) == b"\x1f\x8b":
+                    raise IngestFileError(path, "gzip-compressed but not named .gz: rename it to end in .gz")
+        except OSError as exc:
+            raise IngestFileError(path, f"unreadable: {exc}") from exc
     try:
         with open_text(path) as fh:
             first = next(csv.reader(fh, delimiter=delimiter), None)
@@ -86,15 +106,40 @@ def _require(path: Path, header: list[str], spec: KindSpec) -> None:
         raise IngestFileError(path, f"header repeats column(s) {', '.join(dupes)}")
     missing = [c for c in spec.columns if c not in header]
     if missing:
+        hint = ""
+        if len(header) == 1 and any(sep in header[0] for sep in (";", "\t", "|")):
+            hint = " (it looks separated by something other than commas: headroom reads comma-separated CSV)"
         raise IngestFileError(
             path,
             f"missing column(s) {', '.join(missing)} for kind {spec.kind}; "
-            f"header is: {','.join(header)}",
+            f"header is: {','.join(header)[:200]}{hint}",
         )
 
 
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, str, list[str]]]:
+    """(first line, raw text, fields) of each record after the header, streamed. A quoted
+    field may hold newlines, so a record can span lines: its line is the one it starts on."""
+    with open_text(path) as fh:
+        buf: list[str] = []
+
+        def lines() -> Iterator[str]:
+            for line in fh:
+                buf.append(line)
+                yield line
+
+        reader = csv.reader(lines(), delimiter=delimiter)
+        next(reader, None)
+        buf.clear()
+        start = reader.line_num + 1
+        for row in reader:
+            text = "".join(buf).rstrip("\r\n")
+            buf.clear()
+            yield start, text, row
+            start = reader.line_num + 1
 
 
 def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[list[int]], dict[int, tuple[int, str]]]:
@@ -105,11 +150,9 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
         found: dict[int, tuple[int, str]] = {}
         if not wanted:
             return found
-        with open_text(path) as fh:
-            lines = fh.read().splitlines()
         idx = -1
-        for n, text in enumerate(lines[1:], start=2):
-            if n in skip_lines or not text.strip():
+        for n, text, row in csv_records(path, delimiter):
+            if n in skip_lines or not text.strip() or not row:
                 continue
             idx += 1
             if idx in wanted:
@@ -119,6 +162,21 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
         return found
 
     return locate
+
+
+def _line_starts(path: Path) -> Callable[[int, str], int]:
+    """Physical line of a reader reject from its 1-based line byte position and its text:
+    DuckDB's own line numbers miscount after quoted newlines and blank lines."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as fh:  # the bytes the reader saw (decompressed)
+        newlines = np.flatnonzero(np.frombuffer(fh.read(), dtype=np.uint8) == 10)
+
+    def line_of(byte_position: int, text: str) -> int:
+        # newlines before the line's first byte, then the blank lines the reader folded into it
+        before = int(np.searchsorted(newlines, max(byte_position - 1, 0), side="left"))
+        return before + 1 + text[:len(text) - len(text.lstrip("\r\n"))].count("\n")
+
+    return line_of
 
 
 def _epoch_like(path: Path, header: list[str], column: str, delimiter: str, sample: int = 200) -> bool:
@@ -154,15 +212,48 @@ def _csv_reader_sql(path: Path, header: list[str], types: dict[str, str], delimi
 _NUMBER = re.compile(r"\s*-?\d+(\.\d+)?\s*")
 
 
-def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec) -> list[tuple[int, str, str]] | None:
+_TARGET = {"DOUBLE": "DOUBLE", "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ"}
+
+
+def _cast_column(raw: RawInput, line_text: str, value: str, target: str, named: str, taken: set[str]) -> str:
+    """The column a cast error is really in. DuckDB's rejects table can name the wrong
+    column when only some of the file's columns are selected (an extra column before the
+    contract's ones shifts it), so the line is split again and the column found whose
+    field is the failing text and whose type is the cast's target."""
+    if not raw.columns:
+        return named
+    try:
+        fields = next(csv.reader([line_text], delimiter=raw.delimiter), [])
+    except csv.Error:
+        return named
+    want = _TARGET.get(target)
+    hits = [h for h, f in zip(raw.columns, fields) if f == value and (want is None or raw.columns[h] == want)]
+    if named in hits:
+        return named
+    fresh = [h for h in hits if h not in taken]
+    return (fresh or hits or [named])[0]
+
+
+def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: RawInput | None = None
+                   ) -> list[tuple[int, str, str]] | None:
     """The reader's rejects as (line, raw, reason); None when a timestamp the fast reader
-    refused is an epoch number (the file must be read again with the general parser)."""
+    refused is an epoch number (the file must be read again with the general parser).
+    ``raw_input``: what the reader was told the columns are, to name a cast error's column."""
     out = []
-    for line, column, kind, raw, msg in con.execute(
-        "SELECT line, column_name, error_type, csv_line, error_message FROM _csv_rejects ORDER BY line"
-    ).fetchall():
-        bad = re.search(r'string "(.*?)" to', msg)
+    taken: dict[int, set[str]] = {}
+    found = con.execute(
+        "SELECT line, line_byte_position, column_name, error_type, csv_line, error_message FROM _csv_rejects "
+        "ORDER BY line"
+    ).fetchall()
+    line_of = _line_starts(raw_input.path) if found and raw_input is not None and raw_input.path else None
+    for reader_line, byte_position, column, kind, raw, msg in found:
+        line = reader_line if line_of is None or byte_position is None else line_of(int(byte_position), str(raw))
+        raw = str(raw).lstrip("\r\n")
+        bad = re.search(r'string "(.*?)" to \'(.*?)\'', msg)
         value = bad.group(1) if bad else ""
+        if kind == "CAST" and bad and raw_input is not None:
+            column = _cast_column(raw_input, str(raw), value, bad.group(2), column, taken.setdefault(int(line), set()))
+            taken[int(line)].add(column)
         if kind == "CAST" and column == spec.timestamp:
             if _NUMBER.fullmatch(value):
                 return None
@@ -209,18 +300,20 @@ def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimit
     reader = _csv_reader_sql(path, header, types, delimiter)
     if lazy:
         con.execute(f"CREATE TEMP VIEW _raw AS SELECT {select} FROM {reader}")
-        return RawInput("csv", 0, [], None, typed=frozenset(types), lazy=True)
+        return RawInput("csv", 0, [], None, typed=frozenset(types), lazy=True,
+                        columns={h: types.get(h, "VARCHAR") for h in header}, delimiter=delimiter, path=path)
     try:
         con.execute(f"CREATE TEMP TABLE _raw AS SELECT {select} FROM {reader}")
     except duckdb.Error as exc:
         raise IngestFileError(path, f"unreadable as CSV: {str(exc).splitlines()[0]}") from exc
-    structural = csv_structural(con, spec)
+    columns = {h: types.get(h, "VARCHAR") for h in header}
+    structural = csv_structural(con, spec, RawInput("csv", 0, columns=columns, delimiter=delimiter, path=path))
     if structural is None:
         return read_csv(con, path, spec, delimiter, fast_timestamps=False)
     n = con.execute("SELECT count(*) FROM _raw").fetchone()[0]
     skip = {s[0] for s in structural}
     return RawInput("csv", n + len(structural), structural, _csv_locator(path, skip, delimiter),
-                    typed=frozenset(types))
+                    typed=frozenset(types), columns=columns, delimiter=delimiter, path=path)
 
 
 def read_parquet(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec) -> RawInput:

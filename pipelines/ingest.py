@@ -178,7 +178,7 @@ def ingest_file(
     repeated = _stage(con, spec, raw, path)
     if raw.lazy:
         # the one-pass read found the file clean, or we read it again to place the rejects
-        structural = adapters.csv_structural(con, spec)
+        structural = adapters.csv_structural(con, spec, raw)
         dirty = con.execute("SELECT count(*) FROM _checked WHERE _reason IS NOT NULL").fetchone()[0]
         if structural is None or dirty:
             raw = adapters.read_csv(con, path, spec, fast_timestamps=None if structural is not None else False)

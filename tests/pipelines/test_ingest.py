@@ -469,3 +469,51 @@ def test_prometheus_series_that_map_to_nothing_are_said(con, tmp_path, caplog):
     with caplog.at_level("WARNING"):
         r = ingest.ingest_file(con, q, "telemetry", "prometheus-json")
     assert r.rows_loaded == 1 and "1 sample(s) of metric(s) DCGM_FI_DEV_FB_USED are not loaded" in caplog.text
+
+
+def test_a_column_before_the_contract_ones_does_not_misname_rejects_or_refuse_epochs(con, tmp_path):
+    """DuckDB's rejects table can name the wrong column when only some of a file's columns
+    are read; the reject names the column the bad text is really in, and an epoch time
+    among ISO ones still loads."""
+    rows = "".join(f"x,{pd.Timestamp('2026-01-05') + pd.Timedelta(minutes=m):%Y-%m-%dT%H:%M:%SZ},c1,p1,n1,cpu,1,8\n"
+                   for m in range(250))  # more than the reader samples for epoch numbers
+    p = write(tmp_path / "u.csv", "label," + UTIL_HEADER + "\n" + rows + "x,1767700000,c1,p1,n1,cpu,1,8\n"
+              "x,2026-01-05T15:00:00Z,c1,p1,n1,cpu,abc,8\nx,bad,c1,p1,n2,cpu,1,8\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (251, 2)
+    assert rejects(con) == {253: "used: not a number 'abc'", 254: "ts: unparseable timestamp 'bad'"}
+
+
+@pytest.mark.parametrize("gz, bom", [(False, False), (True, True)])
+def test_reject_lines_are_the_file_lines_after_quoted_newlines_and_blank_lines(con, tmp_path, gz, bom):
+    text = (UTIL_HEADER + "\n"
+            "2026-01-05T13:00:00Z,c1,p1,\"n\n1\",cpu,1,8\n"        # lines 2-3: one record
+            "\n"                                                  # line 4: blank
+            "2026-01-05T13:00:00Z,c1,p1,n2,cpu,abc,8\n"           # line 5: cast error in the reader
+            "2026-01-05T13:00:00Z,c1,p1,,cpu,1,8\n"               # line 6: missing node (validation)
+            "\n\n"                                                # lines 7-8
+            "bad,c1,p1,n3,cpu,1,8\n")                             # line 9
+    p = write(tmp_path / ("u.csv.gz" if gz else "u.csv"), text, gz=gz, bom=bom)
+    r = ingest.ingest_file(con, p, "utilization")
+    assert r.rows_loaded == 1
+    got = dict(con.execute("SELECT line, raw FROM rejects").fetchall())
+    assert got == {5: "2026-01-05T13:00:00Z,c1,p1,n2,cpu,abc,8", 6: "2026-01-05T13:00:00Z,c1,p1,,cpu,1,8",
+                   9: "bad,c1,p1,n3,cpu,1,8"}
+
+
+def test_files_that_are_not_what_their_names_say_are_named_errors(con, tmp_path):
+    (tmp_path / "fake.csv.gz").write_text("not gzip at all\n")
+    with pytest.raises(IngestFileError, match=r"fake\.csv\.gz.*unreadable: Not a gzipped file"):
+        ingest.ingest_file(con, tmp_path / "fake.csv.gz", "utilization")
+    zipped = write(tmp_path / "u.csv", UTIL_HEADER + "\n2026-01-05T13:00:00Z,c1,p1,n1,cpu,1,8\n", gz=True)
+    with pytest.raises(IngestFileError, match="gzip-compressed but not named .gz"):
+        ingest.ingest_file(con, zipped, "utilization")
+    semi = write(tmp_path / "semi.csv", UTIL_HEADER.replace(",", ";") + "\n2026-01-05T13:00:00Z;c1;p1;n1;cpu;1;8\n")
+    with pytest.raises(IngestFileError, match="separated by something other than commas"):
+        ingest.ingest_file(con, semi, "utilization")
+    # an AWS page whose NextToken (and anything else) comes before its SpotPriceHistory
+    page = {"NextToken": "x" * 5000, "SpotPriceHistory": [
+        {"AvailabilityZone": "us-east-1a", "InstanceType": "m5.large", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "0.035", "Timestamp": "2026-01-05T13:00:00.000Z"}]}
+    (tmp_path / "spot.json").write_text(json.dumps(page))
+    assert ingest.ingest_file(con, tmp_path / "spot.json", "spot-prices").rows_loaded == 1
