@@ -26,8 +26,10 @@ def _shown(expr: str) -> str:
 
 
 def _has_offset(t: str) -> str:
-    # ISO dates hold '-' only in their first 10 characters, so a '-' later is an offset
-    return f"(contains({t}, '+') OR right({t}, 1) IN ('Z', 'z') OR contains(substr({t}, 12), '-'))"
+    # ISO dates hold '-' only in their first 10 characters, so a '-' later is an offset; two
+    # letters in a row are a zone name (CET, UTC, America/New_York), which a plain cast drops
+    return (f"(contains({t}, '+') OR right({t}, 1) IN ('Z', 'z') OR contains(substr({t}, 12), '-') "
+            f"OR regexp_matches({t}, '[A-Za-z]{{2}}'))")
 
 
 def parse_timestamp_sql(expr: str) -> str:

@@ -517,3 +517,19 @@ def test_files_that_are_not_what_their_names_say_are_named_errors(con, tmp_path)
          "SpotPrice": "0.035", "Timestamp": "2026-01-05T13:00:00.000Z"}]}
     (tmp_path / "spot.json").write_text(json.dumps(page))
     assert ingest.ingest_file(con, tmp_path / "spot.json", "spot-prices").rows_loaded == 1
+
+
+@pytest.mark.parametrize("epoch_too", [False, True])
+def test_named_time_zones_are_converted_or_rejected_never_dropped(con, tmp_path, epoch_too):
+    """A zone name (CET, America/New_York) moves the instant like an offset does, on the
+    reader's fast path and on the general parser alike (an epoch row sends it there);
+    an unknown name is a reject, not a silently naive time."""
+    text = (UTIL_HEADER + "\n2026-01-05 16:00:00 CET,c1,p1,n1,cpu,1,8\n"
+            "2026-01-05T13:00:00 America/New_York,c1,p1,n2,cpu,1,8\n2026-01-05 13:00:00 XYZ,c1,p1,n3,cpu,1,8\n")
+    if epoch_too:
+        text += "1767620000,c1,p1,n4,cpu,1,8\n"
+    r = ingest.ingest_file(con, write(tmp_path / "u.csv", text), "utilization")
+    got = rows(con, "utilization").set_index("node_id")["ts"]
+    assert got["n1"] == pd.Timestamp("2026-01-05 15:00") and got["n2"] == pd.Timestamp("2026-01-05 18:00")
+    assert "n3" not in got.index and r.rows_rejected == 1
+    assert next(iter(rejects(con).values())).startswith("ts: unparseable timestamp '2026-01-05 13:00:00 XYZ'")
