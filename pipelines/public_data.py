@@ -18,9 +18,32 @@ log = logging.getLogger(__name__)
 GIB_PER_KB = 1.0 / 1048576.0
 
 
+def _line(ts: pd.Series, bad: pd.Series) -> str:
+    """'line N, column C' of the first flagged row (read_csv's index is the record, so the
+    line is index + 2 after the header, for files without quoted newlines)."""
+    return f"line {int(bad[bad].index[0]) + 2}, column {ts.name!r}"
+
+
 def _iso(ts: pd.Series) -> pd.Series:
-    t = pd.to_datetime(ts, utc=True, format="mixed").dt.tz_convert(None)
-    return t.dt.strftime("%Y-%m-%dT%H:%M:%S")
+    """Timestamps -> naive UTC ISO text; a missing or unparseable one is a ValueError that
+    names its line and column."""
+    t = pd.to_datetime(ts, utc=True, format="mixed", errors="coerce")
+    bad = t.isna()
+    if bad.any():
+        shown = ts[bad].iloc[0]
+        what = "missing timestamp" if pd.isna(shown) else f"unparseable timestamp {str(shown)[:40]!r}"
+        raise ValueError(f"{_line(ts, bad)}: {what} ({int(bad.sum())} such row(s))")
+    return t.dt.tz_convert(None).dt.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _num(values: pd.Series) -> pd.Series:
+    """Numbers (empty cells NaN); text that is not a number is a ValueError naming its line and column."""
+    out = pd.to_numeric(values, errors="coerce").astype(float)
+    bad = out.isna() & values.notna() & (values.astype(str).str.strip() != "")
+    if bad.any():
+        raise ValueError(f"{_line(values, bad)}: {str(values[bad].iloc[0])[:40]!r} is not a number "
+                         f"({int(bad.sum())} such row(s))")
+    return out
 
 
 class SidecarError(ValueError):
@@ -55,6 +78,8 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
     about 0.5% of the VM-hours) is clipped to it, and beyond that (a broken capacity
     record: 512 KB of memory using 1.3 GB) left out."""
     f = pd.read_csv(path)
+    for col in ("cpu_cores", "cpu_capacity_mhz_mean", "cpu_usage_mhz_mean", "mem_usage_kb_mean", "mem_capacity_kb_mean"):
+        f[col] = _num(f[col])
     per_core = f["cpu_capacity_mhz_mean"] / f["cpu_cores"]
     base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
                          "node_id": "vm" + f["vm_id"].astype(str)})
@@ -85,14 +110,25 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
     return {"utilization": pd.concat(parts, ignore_index=True)}
 
 
+# Mean provisioned MHz per core of the Bitbrains Rnd VM-hours (rnd_vm_hourly_2013-07: 2,400 to
+# 2,926 by host, mean 2,753): the cluster file counts MHz only, the contract counts cores.
+BITBRAINS_MHZ_PER_CORE = 2753.0
+
+
 def bitbrains_cluster(path: Path) -> dict[str, pd.DataFrame]:
-    """``rnd_cluster_5min_*.csv.gz`` -> one 'node' (the whole cluster) of CPU in GHz, in its own
-    pool ``rnd-total`` (the per-VM files count cores: one series must not mix the two)."""
+    """``rnd_cluster_5min_*.csv.gz`` -> one 'node' (the whole cluster) in its own pool
+    ``rnd-total``, in cores: MHz over the VMs' mean MHz per core (``BITBRAINS_MHZ_PER_CORE``;
+    the file has no core counts, so this is approximate). It is the same VMs as the per-VM
+    files: a warehouse should hold one or the other, or the fleet is counted twice."""
     f = pd.read_csv(path)
+    for col in ("cpu_usage_mhz_sum", "cpu_capacity_mhz_sum"):
+        f[col] = _num(f[col])
+    log.warning("%s: cluster totals in cores at %g MHz per core (approximate); the per-VM files describe the "
+                "same VMs, so ingest one or the other into a warehouse", path, BITBRAINS_MHZ_PER_CORE)
     return {"utilization": pd.DataFrame({
         "ts": _iso(f["bucket_start_utc"]), "cluster": "bitbrains", "pool": "rnd-total", "node_id": "cluster-total",
-        "resource": "cpu", "used": (f["cpu_usage_mhz_sum"] / 1000).round(4),
-        "capacity": (f["cpu_capacity_mhz_sum"] / 1000).round(4),
+        "resource": "cpu", "used": (f["cpu_usage_mhz_sum"] / BITBRAINS_MHZ_PER_CORE).round(4),
+        "capacity": (f["cpu_capacity_mhz_sum"] / BITBRAINS_MHZ_PER_CORE).round(4),
     })}
 
 
@@ -146,6 +182,8 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     """A ``gcp_compute_price_changes_<year>.csv.gz`` -> spot-prices (spot changes) and, with
     ``gcp_instance_specs_latest.csv`` beside it, the catalog at the last snapshot."""
     f = pd.read_csv(path)
+    for col in ("hour", "hour_spot", "month", "month_1y", "month_3y"):
+        f[col] = _num(f[col])
     # a price of 0 is a placeholder in the pricing file (no SKU yet), not a free machine
     spot = f[f["hour_spot"] > 0]
     out = {"spot-prices": pd.DataFrame({
@@ -194,9 +232,10 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     """PdM telemetry (wide, hourly) -> telemetry; ``PdM_failures.csv`` beside it -> failures
     (limited to the machines and span of the telemetry)."""
     f = pd.read_csv(path)
+    f["datetime"] = _iso(f["datetime"])  # before the melt, so an error names the file's line
     long = f.melt(id_vars=["datetime", "machineID"], value_vars=list(PDM_METRICS), var_name="metric")
     out = {"telemetry": pd.DataFrame({
-        "ts": _iso(long["datetime"]), "device_id": "machine" + long["machineID"].astype(str),
+        "ts": long["datetime"], "device_id": "machine" + long["machineID"].astype(str),
         "node_id": "machine" + long["machineID"].astype(str), "metric": long["metric"], "value": long["value"],
     })}
     fail_path = path.parent / "PdM_failures.csv"
@@ -229,14 +268,22 @@ def nab(path: Path) -> dict[str, pd.DataFrame]:
     of one instance in cores (capacity 1), in a pool of its own: the NAB instances are
     unrelated and cover different weeks, so summing them would make no series."""
     f = pd.read_csv(path)
+    f["value"] = _num(f["value"])
     return {"utilization": pd.DataFrame({
         "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": path.stem, "node_id": path.stem,
         "resource": "cpu", "used": (f["value"] / 100).clip(upper=1.0).round(6), "capacity": 1.0,
     })}
 
 
+# Dense FP16/BF16 tensor TFLOPS per GPU of the Alibaba models (NVIDIA datasheets; H800 and A800
+# are the export variants of H100 SXM and A100 SXM, same compute). The anonymised
+# "GPU-series-N" models are unknown: left without, so not compared.
+ALIBABA_GPU_TFLOPS = {"A10": 125.0, "A100-SXM4-80GB": 312.0, "A800-SXM4-80GB": 312.0, "H800": 989.0}
+
+
 def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
-    """Alibaba GPU node inventory -> private catalog offers, one per (gpu_model, gpus, cpus)."""
+    """Alibaba GPU node inventory -> private catalog offers, one per (gpu_model, gpus, cpus),
+    with TFLOPS per machine where the GPU model is known (``ALIBABA_GPU_TFLOPS``)."""
     f = pd.read_csv(path)
     g = f.groupby(["gpu_model", "gpu_capacity_num", "cpu_num"]).size().reset_index(name="nodes")
     return {"catalog": pd.DataFrame({
@@ -244,7 +291,7 @@ def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
         "instance_type": g["gpu_model"] + "-" + g["gpu_capacity_num"].astype(str) + "g-" + g["cpu_num"].astype(str) + "c",
         "location": "private", "resource": "gpu", "units": g["gpu_capacity_num"], "vcpus": g["cpu_num"],
         "memory_gb": None, "on_demand_price": None, "reserved_1y_price": None, "reserved_3y_price": None,
-        "tflops": None,
+        "tflops": (g["gpu_model"].map(ALIBABA_GPU_TFLOPS) * g["gpu_capacity_num"]).to_numpy(),
     })}
 
 

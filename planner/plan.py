@@ -23,7 +23,7 @@ from planner.allocation import (
     public_load,
     tune_split,
 )
-from planner.cost import CostPolicy, OfferPolicy, qualifying_offers, select_offers
+from planner.cost import CostPolicy, OfferPolicy, qualifying_offers, reference_offer, select_offers
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
@@ -89,6 +89,19 @@ def demand_path(history: pd.DataFrame, forecast: pd.DataFrame, uid: str) -> np.n
     h = history.loc[history["unique_id"] == uid].sort_values("ds")["y"].to_numpy(dtype=float)
     f = future_forecast(history, forecast, uid)["mean"].to_numpy(dtype=float)
     return np.concatenate([h[np.isfinite(h)], f])
+
+
+def _why_no_offer(catalog: pd.DataFrame, resource: str, pool: str) -> str:
+    """What keeps the public offers out, for the warning."""
+    if catalog.empty:
+        return " (the catalog is empty)"
+    ref = reference_offer(catalog, resource, pool)
+    if ref is None:
+        return f" (the catalog has no priced {resource} offer)"
+    if resource == "gpu" and not (float(ref.get("tflops", np.nan) or np.nan) > 0):
+        return (f" (the pool's machine {ref['instance_type']} has no TFLOPS in the catalog, so no other GPU can be "
+                "compared with it)")
+    return ""
 
 
 def make_plan(
@@ -162,7 +175,7 @@ def make_plan(
         else:
             log.warning("%s: no priced public %s offer in the instance catalog that can run it%s: no allocation "
                         "or reservation (ingest a catalog with one: headroom ingest --kind catalog)", uid, resource,
-                        "" if not catalog.empty else " (the catalog is empty)")
+                        _why_no_offer(catalog, resource, pool))
         fc = future_forecast(history, forecast, uid)
         if fc.empty:
             log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)

@@ -26,8 +26,8 @@ def run_convert(args: argparse.Namespace) -> int:
     missing = [p for p in args.paths if not Path(p).is_file()]
     if missing:
         raise CliError(f"{missing[0]}: no such file", 2)
-    out.mkdir(parents=True, exist_ok=True)
     frames: dict[str, list[pd.DataFrame]] = {}
+    what = f"{'an' if args.source[0] in 'aeiou' else 'a'} {args.source} file"
     # oldest first (the public files carry their year or date in the name), so that where
     # files overlap, the newest price of an instance wins
     for raw in sorted(args.paths, key=lambda p: Path(p).name):
@@ -38,9 +38,18 @@ def run_convert(args: argparse.Namespace) -> int:
         except SidecarError as exc:  # a file read beside it: named itself
             raise CliError(f"{exc} (read beside {path} for --from {args.source})", 2) from exc
         except KeyError as exc:  # a column the source's files have is missing
-            raise CliError(f"{path}: not a {args.source} file (no column {exc})", 2) from exc
-        except (ValueError, pd.errors.ParserError) as exc:
-            raise CliError(f"{path}: not a {args.source} file ({exc})", 2) from exc
+            name = str(exc.args[0]) if exc.args else ""
+            detail = f"no column {exc}" if " " not in name else " ".join(name.split())[:300]  # pandas' own words
+            raise CliError(f"{path}: not {what} ({detail})", 2) from exc
+        except (OSError, EOFError, UnicodeDecodeError) as exc:  # truncated or not-really gzip, unreadable
+            raise CliError(f"{path}: unreadable ({exc})", 2) from exc
+        except (ValueError, TypeError, pd.errors.ParserError) as exc:
+            detail = " ".join(str(exc).split())[:300]  # one line, whatever the parser said
+            raise CliError(f"{path}: not {what} ({detail})", 2) from exc
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # only once every file converted: a failure leaves no folder
+    except OSError as exc:
+        raise CliError(f"--out {out}: cannot create the folder ({exc})", 2) from exc
     for kind, parts in frames.items():
         target = out / f"{kind.replace('-', '_')}.csv"
         frame = pd.concat(parts, ignore_index=True)

@@ -91,3 +91,40 @@ def test_a_bad_sidecar_is_named_not_the_file_given(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert f"{tmp_path / 'gcp_instance_specs_latest.csv'}: no column 'cpu', 'ram' (read beside {given}" in err
     assert not (tmp_path / "out" / "spot_prices.csv").exists()  # nothing written
+
+
+def test_alibaba_gpu_machines_carry_tflops_and_the_bitbrains_total_counts_cores(tmp_path) -> None:
+    (tmp_path / "node_info_df.csv").write_text(
+        "gpu_model,gpu_capacity_num,cpu_num,node_name\nA100-SXM4-80GB,8,128,n1\nA100-SXM4-80GB,8,128,n2\n"
+        "H800,8,192,n3\nGPU-series-1,2,64,n4\n")
+    assert cli.main(["convert", "--from", "alibaba-nodes", "--out", str(tmp_path / "ali"),
+                     str(tmp_path / "node_info_df.csv")]) == 0
+    cat = pd.read_csv(tmp_path / "ali" / "catalog.csv").set_index("instance_type")
+    assert cat.loc["A100-SXM4-80GB-8g-128c", "tflops"] == 8 * 312.0 and cat.loc["H800-8g-192c", "tflops"] == 8 * 989.0
+    assert pd.isna(cat.loc["GPU-series-1-2g-64c", "tflops"])  # unknown model: not compared
+
+    (tmp_path / "cluster.csv").write_text("bucket_start_utc,n_vms,cpu_capacity_mhz_sum,cpu_usage_mhz_sum,"
+                                          "mem_usage_kb_sum\n2013-07-01T00:00:00Z,2,11012.0,2753.0,100\n")
+    assert cli.main(["convert", "--from", "bitbrains-cluster", "--out", str(tmp_path / "bbc"),
+                     str(tmp_path / "cluster.csv")]) == 0
+    util = pd.read_csv(tmp_path / "bbc" / "utilization.csv")
+    assert (util["used"].iloc[0], util["capacity"].iloc[0]) == (1.0, 4.0)  # cores, not GHz
+
+
+def test_convert_errors_name_the_file_and_line_and_leave_nothing(tmp_path, capsys) -> None:
+    import gzip
+
+    out = tmp_path / "out"
+    (tmp_path / "nab.csv").write_text("timestamp,value\n2014-02-14 14:30:00,12\n2014-02-14 14:35:00,abc\n")
+    assert cli.main(["convert", "--from", "nab", "--out", str(out), str(tmp_path / "nab.csv")]) == 2
+    assert "nab.csv: not a nab file (line 3, column 'value': 'abc' is not a number" in capsys.readouterr().err
+    (tmp_path / "late.csv").write_text("timestamp,value\n2014-02-14 14:30:00,12\n2014-13-14 14:35:00,1\n")
+    assert cli.main(["convert", "--from", "nab", "--out", str(out), str(tmp_path / "late.csv")]) == 2
+    assert "line 3, column 'timestamp': unparseable timestamp '2014-13-14 14:35:00'" in capsys.readouterr().err
+    whole = gzip.compress(("timestamp_utc,region,availability_zone,instance_type,product_description,"
+                           "spot_price_usd_per_hour\n" + "2015-01-01T00:00:00Z,us-east-1,us-east-1a,m3.medium,"
+                           "Linux/UNIX,0.01\n" * 2000).encode())
+    (tmp_path / "cut.csv.gz").write_bytes(whole[: len(whole) // 2])
+    assert cli.main(["convert", "--from", "aws-spot", "--out", str(out), str(tmp_path / "cut.csv.gz")]) == 2
+    assert "cut.csv.gz: unreadable (Compressed file ended" in capsys.readouterr().err
+    assert not out.exists()  # a failed conversion leaves no folder behind

@@ -339,3 +339,17 @@ def test_a_forecast_pool_without_running_capacity_is_named_not_silently_skipped(
         plan = P.make_plan(history, forecast, capacity, catalog())
     assert plan["allocation"].empty and plan["prescale"].empty
     assert "c/gone/cpu: forecast, but no running capacity" in caplog.text
+
+
+def test_a_gpu_pool_whose_machine_has_no_tflops_is_told_why_it_has_no_public_offer(caplog) -> None:
+    cols = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price", "tflops"]
+    cat = pd.DataFrame([("fleet", "private", "a100-8g", "private", "gpu", 8, 10.0, None),
+                        ("gcp", "r1", "a2-highgpu-8g", "public", "gpu", 8, 29.0, 8 * 312.0)], columns=cols)
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": 10.0})
+    forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 10.0, "hi_80": 11.0})
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [16.0], "units_per_node": [8.0]})
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        assert P.make_plan(history, forecast, capacity, cat)["allocation"].empty
+    assert "the pool's machine a100-8g has no TFLOPS in the catalog" in caplog.text
