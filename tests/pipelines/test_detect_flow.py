@@ -142,3 +142,17 @@ def test_fault_alerts_name_the_node_and_cover_the_predicted_day():
     assert dict(a.labels) == {"node": "gpu-node-2"} and "on gpu-node-2" in a.summary
     last = ts[-1]
     assert a.window_start <= last and a.window_end >= last + pd.Timedelta("24h")
+
+
+def test_detect_exits_1_when_a_detector_is_skipped(prefect_harness, db_path: Path, fleet, monkeypatch, capsys):
+    """Spot prices too many to rate hourly: the other detectors still run and deliver, and the
+    command says so and exits 1, so a scheduler sees it."""
+    from anomaly import spike_features
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    monkeypatch.setattr(spike_features, "MAX_GRID_ROWS", 10)
+    assert main(["detect", "--db", str(db_path), "--detectors", "bursts,spikes"]) == 1
+    captured = capsys.readouterr()
+    assert '"bursts"' in captured.out and "error: spikes detection skipped: spot prices:" in captured.err
