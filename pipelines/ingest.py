@@ -199,7 +199,7 @@ def ingest_file(
         _drop_staging(con)
         raise StrictModeError(IngestResult(**{**result.__dict__, "rows_loaded": 0, "status": "rejected"}))
     with warehouse.transaction(con):
-        _write_rows(con, spec, good)
+        _write_rows(con, spec, good, path)
         _write_rejects(con, batch_id, path, rejects)
         con.execute(
             "INSERT INTO ingest_batches (batch_id, kind, source_format, path, sha256, rows_read, rows_loaded, "
@@ -213,9 +213,14 @@ def ingest_file(
     return result
 
 
-def _write_rows(con: duckdb.DuckDBPyConnection, spec: KindSpec, good: str) -> None:
+LABEL_COLUMNS = ("cluster", "pool")  # where a row belongs, not part of its key
+
+
+def _write_rows(con: duckdb.DuckDBPyConnection, spec: KindSpec, good: str, path: Path) -> None:
     """Upsert by the natural key. The big fact tables carry no ART index (it made bulk
-    loads 5x slower), so the key is kept here: delete the rows the file replaces, then insert."""
+    loads 5x slower), so the key is kept here: delete the rows the file replaces, then insert.
+    Rows that replace ones filed under another cluster or pool are counted in a warning: the
+    key has no cluster, so node ids that repeat across clusters overwrite each other."""
     cols = ", ".join(f'"{c}"' for c in spec.columns)
     if warehouse.has_primary_key(con, spec.table):
         con.execute(f"INSERT OR REPLACE INTO {spec.table} ({cols}) {good}")
@@ -223,6 +228,18 @@ def _write_rows(con: duckdb.DuckDBPyConnection, spec: KindSpec, good: str) -> No
     if con.execute(f"SELECT EXISTS (SELECT 1 FROM {spec.table})").fetchone()[0]:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _good AS {good}")
         on = " AND ".join(f't."{c}" = g."{c}"' for c in spec.key)
+        labels = [c for c in LABEL_COLUMNS if c in spec.columns and c not in spec.key]
+        if labels:
+            moved = con.execute(
+                f"SELECT count(*), any_value(t.node_id), any_value(concat_ws('/', {', '.join('t.' + c for c in labels)})), "
+                f"any_value(concat_ws('/', {', '.join('g.' + c for c in labels)})) FROM {spec.table} t JOIN _good g "
+                f"ON {on} WHERE " + " OR ".join(f"t.{c} IS DISTINCT FROM g.{c}" for c in labels)
+            ).fetchone()
+            if moved[0]:
+                log.warning("%s: %d row(s) replace readings of the same node, resource and time filed under another "
+                            "%s (node %s: %s -> %s); node ids are the key, so ones that repeat across clusters "
+                            "overwrite each other: make them unique (e.g. prefix the cluster)", path, moved[0],
+                            "/".join(labels), moved[1], moved[2], moved[3])
         con.execute(f"DELETE FROM {spec.table} t USING _good g WHERE {on}")
         good = f"SELECT {cols} FROM _good"
     con.execute(f"INSERT INTO {spec.table} ({cols}) {good}")

@@ -533,3 +533,15 @@ def test_named_time_zones_are_converted_or_rejected_never_dropped(con, tmp_path,
     assert got["n1"] == pd.Timestamp("2026-01-05 15:00") and got["n2"] == pd.Timestamp("2026-01-05 18:00")
     assert "n3" not in got.index and r.rows_rejected == 1
     assert next(iter(rejects(con).values())).startswith("ts: unparseable timestamp '2026-01-05 13:00:00 XYZ'")
+
+
+def test_rows_that_move_a_node_to_another_cluster_are_counted_in_a_warning(con, tmp_path, caplog):
+    east = write(tmp_path / "east.csv", UTIL_HEADER + "\n2026-01-05T13:00:00Z,east,p1,n1,cpu,1,8\n"
+                 "2026-01-05T13:00:00Z,east,p1,n2,cpu,1,8\n")
+    west = write(tmp_path / "west.csv", UTIL_HEADER + "\n2026-01-05T13:00:00Z,west,p1,n1,cpu,2,8\n")
+    ingest.ingest_file(con, east, "utilization")
+    with caplog.at_level("WARNING", logger="pipelines.ingest"):
+        ingest.ingest_file(con, west, "utilization")
+    assert "west.csv: 1 row(s) replace readings of the same node, resource and time filed under another " \
+           "cluster/pool (node n1: east/p1 -> west/p1)" in caplog.text
+    assert sorted(rows(con, "utilization")["cluster"]) == ["east", "west"]
