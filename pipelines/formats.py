@@ -92,24 +92,34 @@ def _prom_samples(path: Path) -> pd.DataFrame:
     result = data.get("result") or []
     if not isinstance(result, list):
         raise IngestFileError(path, f"'data.result' must be a list of series, got {type(result).__name__}")
-    rows = []
+    # built a column at a time: the labels are the same for every sample of a series
+    label_cols = ("name", "host", "gpu", "uuid", "cpu", "mode", "cluster", "pool")
+    cols: dict[str, list] = {c: [] for c in ("series", "sample", *label_cols, "ts", "value", "_raw")}
     for s, series in enumerate(result, start=1):
         if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict) \
                 or not isinstance(series.get("values", []), list):
             raise IngestFileError(path, f"series {s} of data.result is not {{'metric': {{...}}, 'values': [...]}}")
         labels = series.get("metric") or {}
-        for v, pair in enumerate(series.get("values") or [], start=1):
-            ts, val = (pair + [None, None])[:2] if isinstance(pair, list) else (None, None)
-            rows.append({
-                "series": s, "sample": v, "name": labels.get("__name__", ""),
-                "host": labels.get("Hostname") or _without_port(labels.get("instance")) or labels.get("node") or "",
-                "gpu": labels.get("gpu", ""), "uuid": labels.get("UUID", ""),
-                "cpu": labels.get("cpu", ""), "mode": labels.get("mode", ""),
-                "cluster": labels.get("cluster", ""), "pool": labels.get("pool", ""),
-                "ts": ts, "value": val,
-                "_raw": json.dumps({"metric": labels, "value": pair}, sort_keys=True),
-            })
-    frame = pd.DataFrame(rows, columns=["series", "sample", "name", "host", "gpu", "uuid", "cpu", "mode", "cluster", "pool", "ts", "value", "_raw"])
+        values = series.get("values") or []
+        n = len(values)
+        pairs = [(p + [None, None])[:2] if isinstance(p, list) else [None, None] for p in values]
+        fixed = {
+            "name": labels.get("__name__", ""),
+            "host": labels.get("Hostname") or _without_port(labels.get("instance")) or labels.get("node") or "",
+            "gpu": labels.get("gpu", ""), "uuid": labels.get("UUID", ""),
+            "cpu": labels.get("cpu", ""), "mode": labels.get("mode", ""),
+            "cluster": labels.get("cluster", ""), "pool": labels.get("pool", ""),
+        }
+        for c, value in fixed.items():
+            cols[c].extend([value] * n)
+        cols["series"].extend([s] * n)
+        cols["sample"].extend(range(1, n + 1))
+        cols["ts"].extend(p[0] for p in pairs)
+        cols["value"].extend(p[1] for p in pairs)
+        # the sample as the file has it, for a reject (the labels once per series)
+        head = '{"metric": ' + json.dumps(labels, sort_keys=True) + ', "value": '
+        cols["_raw"].extend(head + json.dumps(p) + "}" for p in values)
+    frame = pd.DataFrame(cols)
     # "line" for a JSON sample: series number * 1e6 + sample number keeps it unique and readable
     frame["_line"] = frame["series"] * 1_000_000 + frame["sample"]
     return frame
@@ -182,16 +192,18 @@ def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.
     if spec.kind != "utilization":
         raise IngestFileError(path, f"prometheus-json holds telemetry or utilization, not {spec.kind}")
     s = _collapse_duplicates(path, s)
-    parts = [_prom_gpu_util(s), _prom_cpu(s), _prom_mem(path, s)]
+    parts = [_prom_gpu_util(s), _prom_cpu(path, s), _prom_mem(path, s)]
     out = pd.concat([p for p in parts if not p.empty] or [pd.DataFrame(columns=["ts", "host", "cluster", "pool", "resource", "used", "capacity", "_line", "_raw"])], ignore_index=True)
     out["cluster"] = out["cluster"].where(out["cluster"] != "", cluster)
     out["pool"] = out["pool"].where(out["pool"] != "", pool)
-    conflict = out["conflict"].astype(bool) if "conflict" in out else pd.Series(False, index=out.index)
+    conflict = out["conflict"].fillna(False).astype(bool) if "conflict" in out else pd.Series(False, index=out.index)
+    reject = out["_reject"] if "_reject" in out else pd.Series(None, index=out.index, dtype=object)
+    reject = reject.where(~conflict, "series with the same labels disagree at this time and host")
     return pd.DataFrame({
         "ts": _text(out["ts"]), "cluster": out["cluster"], "pool": out["pool"],
         "node_id": out["host"], "resource": out["resource"],
-        "used": _as_text(out["used"]).where(~conflict, "duplicate series disagree"),
-        "capacity": _as_text(out["capacity"]), "_line": out["_line"], "_raw": out["_raw"],
+        "used": _as_text(out["used"]), "capacity": _as_text(out["capacity"]),
+        "_line": out["_line"], "_raw": out["_raw"], "_reject": reject.where(reject.notna(), None),
     })
 
 
@@ -204,17 +216,26 @@ def _num(series: pd.Series) -> pd.Series:
     return pd.to_numeric(series, errors="coerce")
 
 
-def _sum_all(x: pd.Series) -> float:
-    """The sum, or NaN when any value is missing (a NaN sample must be rejected, not read as 0)."""
-    return float(x.sum(min_count=len(x)))
+def _sum_by(frame: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
+    """Per group of ``keys``: each of ``values`` summed, NaN when any of its samples is
+    missing (a NaN sample must be rejected, not read as 0); ``conflict`` if any; and the
+    ``_line``/``_raw`` of the sample a reject should point at (the first bad one, else the first)."""
+    bad = frame["conflict"].astype(bool)
+    for v in values:
+        bad = bad | frame[v].isna()
+    work = frame.assign(_ok=~bad, **{f"_nan_{v}": frame[v].isna() for v in values})
+    work = work.sort_values([*keys, "_ok", "_line"], na_position="first", kind="stable")
+    # dropna=False: a sample without a time stays, to be rejected as such
+    g = work.groupby(keys, sort=True, dropna=False)
+    out = g.agg(**{v: (v, "sum") for v in values}, **{f"_nan_{v}": (f"_nan_{v}", "any") for v in values},
+                conflict=("conflict", "any"), _line=("_line", "first"), _raw=("_raw", "first")).reset_index()
+    for v in values:
+        out[v] = out[v].where(~out.pop(f"_nan_{v}"))
+    return out
 
 
 def _agg_by_host(frame: pd.DataFrame, resource: str) -> pd.DataFrame:
-    # dropna=False: a sample without a time stays, to be rejected as such
-    g = frame.groupby(["cluster", "pool", "host", "ts"], sort=True, dropna=False)
-    out = g.agg(used=("used", _sum_all),
-                capacity=("capacity", _sum_all), conflict=("conflict", "any"), _line=("_line", "min"),
-                _raw=("_raw", "first")).reset_index()
+    out = _sum_by(frame, ["cluster", "pool", "host", "ts"], ["used", "capacity"])
     out["resource"] = resource
     return out
 
@@ -229,7 +250,15 @@ def _prom_gpu_util(s: pd.DataFrame) -> pd.DataFrame:
     return _agg_by_host(u, "gpu")
 
 
-def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
+def _when(ts: object) -> str:
+    """A Prometheus sample time (unix seconds) as UTC text, for a message."""
+    try:
+        return f"{pd.Timestamp(float(ts), unit='s'):%Y-%m-%d %H:%M:%S} UTC"
+    except (TypeError, ValueError):
+        return repr(ts)
+
+
+def _prom_cpu(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     c = s[s["name"] == NODE_CPU].copy()
     if c.empty:
         return c
@@ -250,10 +279,13 @@ def _prom_cpu(s: pd.DataFrame) -> pd.DataFrame:
     rate = delta / (c["t"] - prev_t)
     first = prev_v.isna() & good  # a counter's first sample: no rate yet, not loaded
     c["busy"] = rate.where(c["mode"] != "idle", 0.0).where(good, float("nan"))
+    if first.any():
+        steps = c.loc[first, ["host", "ts"]].drop_duplicates()
+        log.warning("%s: the first sample of each CPU counter has no rate, so %d host step(s) (the query's first, "
+                    "at %s) are not loaded; when a range comes in pages, start each page one step before the "
+                    "last one ended", path, len(steps), _when(steps["ts"].iloc[0]))
     c = c[~first]
-    per_cpu = c.groupby(["cluster", "pool", "host", "ts", "cpu"], sort=True, dropna=False).agg(
-        busy=("busy", _sum_all), conflict=("conflict", "any"), _line=("_line", "min"),
-        _raw=("_raw", "first")).reset_index()
+    per_cpu = _sum_by(c, ["cluster", "pool", "host", "ts", "cpu"], ["busy"])
     per_cpu["used"] = per_cpu["busy"].clip(upper=1.0)
     per_cpu["capacity"] = 1.0
     return _agg_by_host(per_cpu, "cpu")
@@ -267,13 +299,29 @@ def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
                     NODE_MEM_TOTAL, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL if avail.empty else NODE_MEM_AVAILABLE)
     if tot.empty or avail.empty:
         return pd.DataFrame()
-    m = tot.merge(avail[["cluster", "pool", "host", "ts", "value", "conflict"]], on=["cluster", "pool", "host", "ts"],
-                  suffixes=("", "_avail"))
-    m["conflict"] = m["conflict"] | m["conflict_avail"]
+    key = ["cluster", "pool", "host", "ts"]
+    m = tot.merge(avail[[*key, "value", "conflict", "_line", "_raw"]], on=key, how="outer",
+                  suffixes=("", "_avail"), indicator=True)
+    alone = m["_merge"] != "both"
+    if alone.any():  # a step only one of the two has: no memory to say, a reject that says why
+        log.warning("%s: %d memory sample(s) of %s or %s without the other at the same time and host are "
+                    "rejected (query both with the same step and start)", path, int(alone.sum()),
+                    NODE_MEM_TOTAL, NODE_MEM_AVAILABLE)
+    only_avail = m["_merge"] == "right_only"
+    m["_line"] = m["_line"].where(~only_avail, m["_line_avail"])
+    m["_raw"] = m["_raw"].where(~only_avail, m["_raw_avail"])
+    m["conflict"] = m["conflict"].eq(True) | m["conflict_avail"].eq(True)  # NaN where a side is missing
     gib = 1024.0 ** 3
     m["capacity"] = _num(m["value"]) / gib
     m["used"] = (_num(m["value"]) - _num(m["value_avail"])) / gib
-    return _agg_by_host(m, "mem")
+    out = _agg_by_host(m[~alone], "mem")
+    if alone.any():
+        lone = m[alone].assign(resource="mem", used=float("nan"), capacity=float("nan"), conflict=False)
+        missing = lone["_merge"].map({"left_only": NODE_MEM_AVAILABLE, "right_only": NODE_MEM_TOTAL})
+        lone["_reject"] = "mem: no " + missing + " sample at this time and host"
+        out = pd.concat([out, lone[[*key, "used", "capacity", "conflict", "_line", "_raw", "resource", "_reject"]]],
+                        ignore_index=True)
+    return out
 
 
 GWA_COLUMNS = ("Timestamp [ms]", "CPU cores", "CPU capacity provisioned [MHZ]", "CPU usage [MHZ]",
