@@ -106,7 +106,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print(f"headroom {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # Ctrl-C inside a DuckDB query surfaces as its InterruptException (or, through a
+        # worker thread, a RuntimeError "Query interrupted"): the same interruption, no traceback;
+        # the transaction it was in is rolled back, so nothing half-written stays
+        if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+            print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
+            return 130
+        raise
     except BrokenPipeError:  # `headroom ... | head` closed the pipe: stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit

@@ -271,6 +271,9 @@ def kind_named(name: str) -> str | None:
     return None
 
 
+GENERATED_EXTRAS = ("bursts.csv", "manifest.json")  # what `generate` writes beside the kinds: not data
+
+
 def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
     """Files, globs or folders (folders: the data files inside, recursively, sorted). With
     ``kind``, each folder that holds files named for that kind contributes just those (the
@@ -291,6 +294,12 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
                 take = named or [q for q in here if kind is None or kind_named(q.name) is None]
                 if kind is not None and len(take) < len(here):
                     log.info("%s: %s not read as %s", folder, ", ".join(q.name for q in here if q not in take), kind)
+                    unnamed = [q.name for q in here if q not in take and kind_named(q.name) is None
+                               and q.name not in GENERATED_EXTRAS]
+                    if unnamed:  # data that may well be of this kind, left out only by the naming rule
+                        log.warning("%s: %s not read: the folder has files named for %s, so only those are "
+                                    "(name the others %s-<anything> too, or pass them as files)", folder,
+                                    ", ".join(unnamed), kind, kind.replace("-", "_"))
                 out.extend(take)
         elif any(ch in pat for ch in "*?["):
             out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))

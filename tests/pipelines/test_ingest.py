@@ -242,12 +242,20 @@ def test_unreadable_json_names_file_and_position(con, tmp_path):
         ingest.ingest_file(con, p, "spot-prices", "aws-json")
 
 
-def test_a_generated_folder_ingests_by_kind(tmp_path):
-    """`generate` writes bursts.csv and manifest.json beside the kinds: --kind takes its own file."""
+def test_a_generated_folder_ingests_by_kind(tmp_path, caplog):
+    """`generate` writes bursts.csv and manifest.json beside the kinds: --kind takes its own file.
+    Another data file beside a named one is left out too, but said (it may be of the kind)."""
     from pipelines.synth_io import write_fleet
 
     write_fleet(tmp_path / "gen", nodes=3, days=2, seed=0)
-    assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == ["utilization.csv"]
+    with caplog.at_level("WARNING", logger="pipelines.ingest"):
+        assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == ["utilization.csv"]
+    assert caplog.text == ""
+    (tmp_path / "gen" / "dcgm-node0.json").write_text("{}")
+    with caplog.at_level("WARNING", logger="pipelines.ingest"):
+        assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == ["utilization.csv"]
+    assert "dcgm-node0.json not read: the folder has files named for utilization" in caplog.text
+    (tmp_path / "gen" / "dcgm-node0.json").unlink()
     (tmp_path / "gen" / "prom").mkdir()
     (tmp_path / "gen" / "prom" / "dcgm-node1.json").write_text("{}")  # another folder: its own rule
     assert [p.name for p in ingest.expand_paths([str(tmp_path / "gen")], "utilization")] == [

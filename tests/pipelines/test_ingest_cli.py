@@ -114,3 +114,29 @@ def test_ingest_flow_under_prefect(prefect_harness, tmp_path, db_path):
         broken = tmp_path / "broken.csv"
         broken.write_text("ts\n1\n")
         ingest_flow(str(db_path), [{"kind": "utilization", "path": str(broken)}])
+
+
+def test_an_interrupted_query_is_reported_not_a_traceback(monkeypatch, capsys):
+    import duckdb
+
+    from pipelines import cli
+
+    def interrupted(args):
+        raise duckdb.InterruptException("INTERRUPT Error: Query interrupted")
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["ingest", "--kind", "utilization", "x.csv"])
+    monkeypatch.setattr(cli, "build_parser", lambda: _Fixed(args, interrupted))
+    assert cli.main(["ingest", "--kind", "utilization", "x.csv"]) == 130
+    assert "interrupted (the step in progress was rolled back)" in capsys.readouterr().err
+
+
+class _Fixed:
+    """A parser that returns the given args with their command swapped for ``func``."""
+
+    def __init__(self, args, func):
+        self.args, self.func = args, func
+
+    def parse_args(self, argv):
+        self.args.func = self.func
+        return self.args
