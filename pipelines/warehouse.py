@@ -36,6 +36,26 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in text and ("conflicting" in text or "could not set lock" in text)
 
 
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+
+
+def _check_is_warehouse(path: Path) -> None:
+    """A folder, or an existing non-empty file that is not a DuckDB database, is refused
+    before DuckDB sees it: some DuckDB versions open a CSV as a throwaway in-memory database
+    without a word, and a folder fails with a raw IOException."""
+    if path.is_dir():
+        raise NotAWarehouseError(f"{path} is a folder, not a DuckDB warehouse file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except FileNotFoundError:
+        return  # a new warehouse
+    except OSError as exc:
+        raise NotAWarehouseError(f"{path} cannot be read as a warehouse ({exc})") from exc
+    if head and head[8:12] != DUCKDB_MAGIC:
+        raise NotAWarehouseError(f"{path} is not a DuckDB warehouse file (it starts {head[:12]!r})")
+
+
 def connect(
     path: str | Path = ":memory:",
     *,
@@ -46,6 +66,7 @@ def connect(
     """Open the warehouse, waiting up to ``lock_timeout_s`` for another writer, and migrate it."""
     target = str(path)
     if target != ":memory:":
+        _check_is_warehouse(Path(target))
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + lock_timeout_s
     delay = 0.05

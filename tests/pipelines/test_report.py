@@ -239,8 +239,13 @@ def test_report_and_plan_refuse_what_they_cannot_use(prefect_harness, tmp_path, 
     duckdb.connect(str(tmp_path / "empty.duckdb")).close()
     (tmp_path / "afile").touch()
     (tmp_path / "out" / "report.html").mkdir(parents=True)
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")  # some DuckDB versions open a CSV as a database
     cases = [
         (["plan", "--db", str(tmp_path / "zero.duckdb")], "is not a DuckDB warehouse file"),
+        (["detect", "--db", str(tmp_path / "table.csv")], "table.csv is not a DuckDB warehouse file"),
+        (["ingest", "--kind", "catalog", "--db", str(tmp_path / "table.csv"), str(tmp_path / "table.csv")],
+         "table.csv is not a DuckDB warehouse file"),
+        (["plan", "--db", str(tmp_path)], "is a folder, not a DuckDB warehouse file"),
         (["report", "--db", str(tmp_path / "zero.duckdb"), "--out", str(tmp_path / "r")],
          "is not a DuckDB warehouse file"),
         (["plan", "--db", str(tmp_path / "empty.duckdb")], "no utilization in"),
