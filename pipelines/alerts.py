@@ -81,22 +81,39 @@ class JsonlSink:
                 fh.write(json.dumps(a, default=str, sort_keys=True) + "\n")
 
 
+def redact(url: str) -> str:
+    """``scheme://host[:port]/...``: a URL fit for logs, errors and the warehouse (its
+    credentials, path and query may be secret: a Slack hook's path is its key)."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        parts, port = None, ""
+    if parts is None or not parts.scheme or not parts.hostname:  # no scheme: "host/path" reads as a path
+        rest = url.split("://", 1)[-1]
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        return f"{url.split('://', 1)[0] + '://' if '://' in url else ''}{host}/..."
+    return f"{parts.scheme}://{parts.hostname}{port}/..."
+
+
 def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: float) -> None:
-    """POST JSON, retrying transport errors and 5xx/429; raise after the last attempt."""
-    last: Exception | None = None
+    """POST JSON, retrying transport errors and 5xx/429; raise after the last attempt.
+    The error names the URL redacted, never whole."""
+    last: str = ""
+    shown = redact(url)
     for attempt in range(retries + 1):
         try:
             resp = httpx.post(url, json=body, timeout=timeout_s)
             if resp.status_code < 300:
                 return
-            last = RuntimeError(f"HTTP {resp.status_code} from {url}: {resp.text[:200]}")
+            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
             if resp.status_code < 500 and resp.status_code != 429:
                 break  # a client error will not fix itself by retrying
         except httpx.HTTPError as exc:
-            last = exc
+            last = f"{type(exc).__name__}: {exc}"
         if attempt < retries:
             time.sleep(backoff_s * 2**attempt)
-    raise RuntimeError(f"delivery to {url} failed: {last}")
+    raise RuntimeError(f"delivery to {shown} failed: {last.replace(url, shown)}")
 
 
 @dataclass(frozen=True)
@@ -172,8 +189,8 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
     or receiver hears the alerts already firing once, and what one target was sent says
     nothing of another."""
     for what, url in (("webhook", webhook), ("alertmanager", alertmanager)):
-        if url and not url.lower().startswith(("http://", "https://")):
-            raise ValueError(f"{what} URL {url!r} must start with http:// or https://")
+        if url:
+            check_url(what, url)
     if jsonl and Path(jsonl).is_dir():
         raise ValueError(f"alert JSONL path {jsonl} is a folder; name a file")
     sinks: list[Sink] = []
@@ -184,6 +201,19 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
     if alertmanager:
         sinks.append(AlertmanagerSink(alertmanager, name=url_sink_name("alertmanager", alertmanager.rstrip("/"))))
     return sinks
+
+
+def check_url(what: str, url: str) -> None:
+    """ValueError, naming the setting and the URL redacted, for a URL no POST can reach."""
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"{what} URL {redact(url)} must start with http:// or https://")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"{what} URL {redact(url)} is not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise ValueError(f"{what} URL {redact(url)} names no host")
 
 
 def url_sink_name(kind: str, url: str) -> str:

@@ -39,7 +39,7 @@ def _is_lock_error(exc: Exception) -> bool:
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 
 
-def _check_is_warehouse(path: Path) -> None:
+def check_is_warehouse(path: Path) -> None:
     """A folder, or an existing non-empty file that is not a DuckDB database, is refused
     before DuckDB sees it: some DuckDB versions open a CSV as a throwaway in-memory database
     without a word, and a folder fails with a raw IOException."""
@@ -66,7 +66,7 @@ def connect(
     """Open the warehouse, waiting up to ``lock_timeout_s`` for another writer, and migrate it."""
     target = str(path)
     if target != ":memory:":
-        _check_is_warehouse(Path(target))
+        check_is_warehouse(Path(target))
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + lock_timeout_s
     delay = 0.05

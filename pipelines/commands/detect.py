@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from pipelines.commands.ingest import add_db_argument
@@ -38,10 +39,14 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--season-length must be >= 1, got {args.season_length}")
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
+    # the URLs reach the flow through this process's environment, not as flow parameters,
+    # which Prefect stores (and shows) in plain text: a webhook's path is often its secret
+    for var, url in (("HEADROOM_ALERT_WEBHOOK", args.webhook), ("HEADROOM_ALERTMANAGER_URL", args.alertmanager)):
+        if url is not None:
+            os.environ[var] = url
     try:
         out = detect_flow(
-            db_path=str(settings.db_path), jsonl_path=args.jsonl, webhook_url=args.webhook,
-            alertmanager_url=args.alertmanager, detectors=chosen, season_length=args.season_length,
+            db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=chosen, season_length=args.season_length,
         )
     except WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
@@ -17,26 +18,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_serve)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from prefect import serve
 
     from pipelines.cli import CliError
     from pipelines.commands.plan import require_plan_config
-    from pipelines.flows.deployments import SCHEDULES, build_deployments
+    from pipelines.flows.deployments import SCHEDULES, build_deployments, deployment_name
+    from pipelines.flows.detect import configured_sinks
     from pipelines.settings import Settings
+    from pipelines.warehouse import check_is_warehouse
 
     settings = Settings.from_env(db_path=args.db)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
     if args.input and not Path(args.input).is_dir():
         raise CliError(f"--input {args.input} is not a folder", 2)
+    # what every scheduled run needs, checked once here rather than failing every run
+    check_is_warehouse(Path(settings.db_path))
+    try:
+        configured_sinks()
+    except ValueError as exc:
+        raise CliError(f"alert sink setting: {exc}", 2) from exc
     deployments = build_deployments(str(settings.db_path), args.input)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)
-    crons = {s.name: s.cron for s in SCHEDULES}
+    crons = {deployment_name(s, str(settings.db_path)): s.cron for s in SCHEDULES}
     for d in deployments:
-        print(f"{d.name:<16} {crons.get(d.name, ''):<14} {d.flow_name if hasattr(d, 'flow_name') else ''}")
+        print(f"{d.name:<36} {crons.get(d.name, ''):<14}")
     if args.list:
         return 0
+    # a closed terminal (SIGHUP) stops serve as Ctrl-C does, so the local server stops with it
+    signal.signal(signal.SIGHUP, _interrupt)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     if PREFECT_API_URL.value():

@@ -2,7 +2,9 @@
 minutes, plan daily. ``headroom serve`` serves them from one process."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipelines.flows.run import stage_flow
 
@@ -25,8 +27,21 @@ SCHEDULES = (
 )
 
 
+def warehouse_tag(db_path: str) -> str:
+    """``<file stem>-<6 hex of its absolute path>``: deployments are named for their warehouse,
+    so two ``serve`` processes on one Prefect server, each with its own warehouse, never
+    take over (and run) each other's."""
+    resolved = str(Path(db_path).expanduser().resolve())
+    return f"{Path(db_path).stem}-{hashlib.sha256(resolved.encode()).hexdigest()[:6]}"
+
+
+def deployment_name(schedule: Schedule, db_path: str) -> str:
+    return f"{schedule.name}-{warehouse_tag(db_path)}"
+
+
 def build_deployments(db_path: str, input_dir: str | None) -> list:
-    """RunnerDeployments for every available flow (ingest only when an input folder is set)."""
+    """RunnerDeployments for every available flow (ingest only when an input folder is set),
+    each named ``<schedule>-<warehouse tag>``."""
     from pipelines.flows.run import run_flow
 
     out = []
@@ -35,11 +50,12 @@ def build_deployments(db_path: str, input_dir: str | None) -> list:
             if input_dir is None:
                 continue
             out.append(run_flow.to_deployment(
-                name=s.name, cron=s.cron,
+                name=deployment_name(s, db_path), cron=s.cron,
                 parameters={"db_path": db_path, "input_dir": input_dir, "stages": []},
             ))
             continue
         fn = stage_flow(s.stage)
         if fn is not None:
-            out.append(fn.to_deployment(name=s.name, cron=s.cron, parameters={"db_path": db_path}))
+            out.append(fn.to_deployment(name=deployment_name(s, db_path), cron=s.cron,
+                                        parameters={"db_path": db_path}))
     return out

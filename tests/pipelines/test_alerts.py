@@ -249,10 +249,27 @@ def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, s
     (None, "127.0.0.1:8080/hook", None, "must start with http"),
     (None, None, "am:9093", "must start with http"),
     ("DIR", None, None, "is a folder"),
+    (None, "http://", None, "names no host"),
+    (None, None, "http://am:pw@host:abc/", "alertmanager URL http://host:abc/... is not a valid URL"),
+    (None, "ftp://u:pw@host/SECRET", None, r"webhook URL ftp://host/\.\.\. must start with http"),
 ])
 def test_sink_settings_that_can_never_work_are_refused(tmp_path, jsonl, webhook, alertmanager, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as err:
         al.sinks_from_settings(tmp_path if jsonl == "DIR" else None, webhook, alertmanager)
+    assert "pw" not in str(err.value) and "SECRET" not in str(err.value)
+
+
+def test_a_failing_webhook_never_shows_its_secret_url(con, caplog):
+    with Recorder(fail=3) as down:
+        url = down.url.replace("http://", "http://user:s3cretpw@") + "/hooks/T0SECRET?token=abc123"
+        sink = al.WebhookSink(url, timeout_s=2, retries=0, backoff_s=0.01, name=al.url_sink_name("webhook", url))
+        al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
+        with caplog.at_level("WARNING", logger="pipelines.alerts"):
+            al.deliver_pending(con, [sink], T0)
+    stored = query(con, "SELECT last_error FROM alert_deliveries")["last_error"].iloc[0]
+    for text in (stored, caplog.text):
+        assert "HTTP 503" in text and "127.0.0.1" in text
+        assert not any(s in text for s in ("s3cretpw", "T0SECRET", "abc123")), text
 
 
 def test_an_alert_that_fires_again_before_its_resolution_went_out_ends_firing(con, tmp_path):

@@ -156,3 +156,27 @@ def test_detect_exits_1_when_a_detector_is_skipped(prefect_harness, db_path: Pat
     assert main(["detect", "--db", str(db_path), "--detectors", "bursts,spikes"]) == 1
     captured = capsys.readouterr()
     assert '"bursts"' in captured.out and "error: spikes detection skipped: spot prices:" in captured.err
+
+
+def test_detect_cli_keeps_alert_urls_out_of_flow_parameters(db_path: Path, monkeypatch):
+    """Prefect stores (and shows) flow parameters in plain text: the CLI hands the URLs to
+    the flow through its own environment instead."""
+    import pipelines.flows.detect as detect_module
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path):
+        pass
+    seen = {}
+
+    def fake_flow(**kwargs):
+        seen.update(kwargs)
+        return {}
+
+    monkeypatch.setattr(detect_module, "detect_flow", fake_flow)
+    monkeypatch.delenv("HEADROOM_ALERT_WEBHOOK", raising=False)
+    url = "https://hooks.example.com/services/T0/B0/XSECRETX"
+    assert main(["detect", "--db", str(db_path), "--webhook", url]) == 0
+    assert url not in json.dumps(seen, default=str)
+    import os
+    assert os.environ["HEADROOM_ALERT_WEBHOOK"] == url
+    monkeypatch.delenv("HEADROOM_ALERT_WEBHOOK")

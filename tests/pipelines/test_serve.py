@@ -21,7 +21,8 @@ def test_local_server_creates_scheduled_runs(tmp_path: Path) -> None:
 
     env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2"}
     with local_server(env=env) as url, temporary_settings(updates={PREFECT_API_URL: url}):
-        detect = next(d for d in build_deployments(str(tmp_path / "wh.duckdb"), None) if d.name == "detect-15min")
+        detect = next(d for d in build_deployments(str(tmp_path / "wh.duckdb"), None)
+                      if d.name.startswith("detect-15min-wh-"))
         dep_id = detect.apply()
         deadline, runs = time.monotonic() + 90, []
         with get_client(sync_client=True) as client:
@@ -44,3 +45,23 @@ def test_local_server_reports_a_server_that_cannot_start(tmp_path: Path) -> None
         with (pytest.raises(RuntimeError, match="local Prefect server"),
               local_server(port=port, timeout_s=60, env={"PREFECT_HOME": str(tmp_path / "p")})):
             pass
+
+
+def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    assert main(["serve", "--list", "--db", str(tmp_path / "a" / "wh.duckdb")]) == 0
+    a = capsys.readouterr().out
+    assert main(["serve", "--list", "--db", str(tmp_path / "b" / "wh.duckdb")]) == 0
+    b = capsys.readouterr().out
+    names_a = {line.split()[0] for line in a.splitlines()}
+    names_b = {line.split()[0] for line in b.splitlines()}
+    assert all(n.startswith(("train-daily-wh-", "detect-15min-wh-", "plan-daily-wh-", "report-daily-wh-"))
+               for n in names_a) and not names_a & names_b  # two warehouses, two sets of deployments
+    monkeypatch.setenv("HEADROOM_ALERT_WEBHOOK", "hooks.example.com/services/T0/B0/XSECRETX")
+    assert main(["serve", "--list", "--db", str(tmp_path / "a" / "wh.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert "must start with http" in err and "XSECRETX" not in err
+    monkeypatch.delenv("HEADROOM_ALERT_WEBHOOK")
+    assert main(["serve", "--list", "--db", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
