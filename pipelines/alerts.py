@@ -277,7 +277,8 @@ def sync_alerts(
     if any(a.kind != kind for a in [*current, *ended]):
         raise ValueError(f"sync_alerts({kind!r}) got alerts of another kind")
     names = list(sink_names)
-    existing = query(con, "SELECT fingerprint, status, starts_at, severity FROM alerts WHERE kind = ?", [kind])
+    existing = query(con, "SELECT fingerprint, status, starts_at, severity, probability, summary FROM alerts "
+                          "WHERE kind = ?", [kind])
     known = {r.fingerprint: r for r in existing.itertuples(index=False)}
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
                       "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
@@ -310,11 +311,13 @@ def sync_alerts(
             rows.append(_row(alert, "firing", starts, None, now))
         if old is not None and old.status == "firing":
             # the labels it fired with, until it resolves, unless it escalates: then every
-            # sink hears it once per step up (Alertmanager: the old labels resolve, new ones fire)
+            # sink hears it once per step up (Alertmanager: the old labels resolve, new ones fire).
+            # The severity kept keeps the probability and summary that came with it: an
+            # escalation sent later must not say "critical" with a lower, later probability
             if not is_ended and SEVERITY_RANK[alert.severity] > SEVERITY_RANK.get(old.severity, 0):
                 queue += [(fp, s, f"escalated:{old.severity}>{alert.severity}") for s in names]
-            else:
-                rows[-1]["severity"] = old.severity
+            elif SEVERITY_RANK[alert.severity] < SEVERITY_RANK.get(old.severity, 0):
+                rows[-1].update(severity=old.severity, probability=old.probability, summary=old.summary)
     touched = {r["fingerprint"] for r in rows}
     stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
     with transaction(con):
@@ -371,6 +374,10 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
             rec["sent_at"] = now
             for key in ("window_start", "window_end", "starts_at", "ends_at", "updated_at", "sent_at"):
                 rec[key] = _iso(rec[key])
+            # one id per transition of one firing: a receiver that got a batch twice (a timeout
+            # retried after it had been taken in) drops the copy by this id
+            transition = f"{rec['fingerprint']}|{rec['starts_at']}|{rec['status']}|{rec.get('severity')}"
+            rec["delivery_id"] = hashlib.sha256(transition.encode()).hexdigest()[:16]
             rec.pop("attempts")
             payload.append(rec)
         keys = pending[["fingerprint", "delivery_status"]].rename(columns={"delivery_status": "status"})

@@ -306,3 +306,18 @@ def test_deliveries_recorded_under_a_sink_kind_are_adopted_by_its_target(con, tm
     assert left == {("fp1", names[0], "firing", "delivered"), ("fp2", names[0], "resolved", "pending"),
                     ("fp1", names[1], "firing", "delivered")}
     assert al.adopt_kind_named(con, names) == 0  # once
+
+
+def test_an_escalation_sent_after_a_fall_still_carries_the_probability_it_escalated_with(con, tmp_path):
+    """warning 0.6, critical 0.9, then 0.3, all before one delivery: the escalation says
+    critical at 0.9, not critical at 0.3."""
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    for now, alert in ((T0, _fault_at("warning", 0.6)), (T1, _fault_at("critical", 0.9)),
+                       (T2, _fault_at("warning", 0.3))):
+        al.sync_alerts(con, "hardware_fault", [alert], now, [jl.name])
+    al.deliver_pending(con, [jl], T2)
+    lines = [json.loads(x) for x in jl.path.read_text().splitlines()]
+    escalated = next(x for x in lines if x["status"] == "escalated")
+    assert (escalated["severity"], escalated["probability"]) == ("critical", 0.9)
+    ids = [x["delivery_id"] for x in lines]  # one per transition, for receivers that get a batch twice
+    assert len(set(ids)) == len(ids) == 2 and all(len(i) == 16 for i in ids)
