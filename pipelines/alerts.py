@@ -339,9 +339,23 @@ def sync_alerts(
     return {"fired": fired, "updated": updated, "resolved": resolved}
 
 
-def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: datetime) -> dict[str, int]:
-    """Send every sink its pending deliveries; return how many each sink accepted."""
-    out: dict[str, int] = {}
+@dataclass
+class Batch:
+    """What one sink is to be sent in one run: the payload, and the pending deliveries it
+    settles (re-sends of firing alerts settle none)."""
+
+    sink: Sink
+    payload: list[dict[str, object]]
+    keys: pd.DataFrame  # fingerprint, status of the pending deliveries in the payload
+    refreshed: int = 0
+    error: str | None = None  # set by send_batches when the sink failed
+    sent: bool = False
+
+
+def pending_batches(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: datetime) -> list[Batch]:
+    """Each sink's pending deliveries (and, for Alertmanager, the firing alerts to re-send) as
+    payloads, read from the warehouse; nothing is sent here."""
+    out: list[Batch] = []
     for sink in sinks:
         pending = query(con, """
             SELECT d.status AS delivery_status, d.attempts, a.*
@@ -358,9 +372,6 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
                               AND p.fingerprint = d.fingerprint AND p.state = 'pending')
             ORDER BY a.starts_at, d.fingerprint
         """, [sink.name]) if getattr(sink, "resends_firing", False) else pd.DataFrame()
-        if pending.empty and refresh.empty:
-            out[sink.name] = 0
-            continue
         payload = []
         for r in [*pending.to_dict("records"), *refresh.to_dict("records")]:
             rec = {k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in r.items()}
@@ -380,21 +391,46 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
             rec["delivery_id"] = hashlib.sha256(transition.encode()).hexdigest()[:16]
             rec.pop("attempts")
             payload.append(rec)
-        keys = pending[["fingerprint", "delivery_status"]].rename(columns={"delivery_status": "status"})
-        try:
-            sink.send(payload)
-        except Exception as exc:  # noqa: BLE001 - any sink failure keeps the batch pending
-            log.warning("sink %s failed (%d alert(s) stay pending): %s", sink.name, len(pending), exc)
-            if not pending.empty:
-                _mark(con, sink.name, keys, "pending", now, str(exc)[:500])
-            out[sink.name] = 0
-            continue
-        if not pending.empty:
-            _mark(con, sink.name, keys, "delivered", now, None)
-        if not refresh.empty:
-            log.info("sink %s: %d firing alert(s) re-sent", sink.name, len(refresh))
-        out[sink.name] = len(pending)
+        keys = (pending[["fingerprint", "delivery_status"]].rename(columns={"delivery_status": "status"})
+                if not pending.empty else pd.DataFrame(columns=["fingerprint", "status"]))
+        out.append(Batch(sink, payload, keys, len(refresh)))
     return out
+
+
+def send_batches(batches: Sequence[Batch]) -> None:
+    """Send each non-empty batch to its sink (network: no warehouse connection is held)."""
+    for b in batches:
+        if not b.payload:
+            continue
+        try:
+            b.sink.send(b.payload)
+            b.sent = True
+        except Exception as exc:  # noqa: BLE001 - any sink failure keeps the batch pending
+            b.error = str(exc)[:500]
+            log.warning("sink %s failed (%d alert(s) stay pending): %s", b.sink.name, len(b.keys), exc)
+
+
+def record_batches(con: duckdb.DuckDBPyConnection, batches: Sequence[Batch], now: datetime) -> dict[str, int]:
+    """Mark what each sink accepted delivered, and what failed still pending with its error;
+    return how many pending deliveries each sink accepted."""
+    out: dict[str, int] = {}
+    for b in batches:
+        if b.sent and not b.keys.empty:
+            _mark(con, b.sink.name, b.keys, "delivered", now, None)
+        elif b.error is not None and not b.keys.empty:
+            _mark(con, b.sink.name, b.keys, "pending", now, b.error)
+        if b.sent and b.refreshed:
+            log.info("sink %s: %d firing alert(s) re-sent", b.sink.name, b.refreshed)
+        out[b.sink.name] = len(b.keys) if b.sent else 0
+    return out
+
+
+def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: datetime) -> dict[str, int]:
+    """Send every sink its pending deliveries; return how many each sink accepted. (The
+    detect flow runs the three steps itself, so that no warehouse lock is held while sending.)"""
+    batches = pending_batches(con, sinks, now)
+    send_batches(batches)
+    return record_batches(con, batches, now)
 
 
 def _mark(con: duckdb.DuckDBPyConnection, sink: str, keys: pd.DataFrame, state: str,

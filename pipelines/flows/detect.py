@@ -77,9 +77,14 @@ def adopt_sinks(db_path: str, names: list[str]) -> int:
 
 @task(retries=0)
 def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str, int]:
-    """Send pending deliveries; failures stay pending for the next run."""
+    """Send pending deliveries; failures stay pending for the next run. The warehouse is
+    open to read what to send and to record what went, not while sending: a receiver that
+    takes its time does not hold the write lock (and time out an ingest) meanwhile."""
     with open_warehouse(db_path) as con:
-        return alerting.deliver_pending(con, sinks, now)
+        batches = alerting.pending_batches(con, sinks, now)
+    alerting.send_batches(batches)
+    with open_warehouse(db_path) as con:
+        return alerting.record_batches(con, batches, now)
 
 
 def configured_sinks(

@@ -180,3 +180,33 @@ def test_detect_cli_keeps_alert_urls_out_of_flow_parameters(db_path: Path, monke
     import os
     assert os.environ["HEADROOM_ALERT_WEBHOOK"] == url
     monkeypatch.delenv("HEADROOM_ALERT_WEBHOOK")
+
+
+def test_delivery_does_not_hold_the_warehouse_while_sending(db_path: Path):
+    """A slow receiver must not keep another process (an hourly ingest) from writing."""
+    import subprocess
+    import sys
+
+    from anomaly.alert import Alert
+    from pipelines.flows.detect import deliver
+
+    class ProbeSink:
+        """A receiver that, while it is being sent to, has another process write the warehouse."""
+
+        name = "probe"
+
+        def __init__(self) -> None:
+            self.rc: int | None = None
+
+        def send(self, alerts: list) -> None:
+            code = ("import sys; from pipelines import warehouse; "
+                    "warehouse.connect(sys.argv[1], lock_timeout_s=2).close()")
+            self.rc = subprocess.run([sys.executable, "-c", code, str(db_path)], capture_output=True).returncode
+
+    alert = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
+                  window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=0.9)
+    with warehouse.open_warehouse(db_path) as con:
+        alerting.sync_alerts(con, "hardware_fault", [alert], datetime(2026, 1, 10), ["probe"])
+    probe = ProbeSink()
+    assert deliver.fn(str(db_path), datetime(2026, 1, 10), [probe]) == {"probe": 1}
+    assert probe.rc == 0  # the other process got the warehouse while the alert was being sent
