@@ -112,8 +112,13 @@ def _require(path: Path, header: list[str], spec: KindSpec) -> None:
         raise IngestFileError(
             path,
             f"missing column(s) {', '.join(missing)} for kind {spec.kind}; "
-            f"header is: {','.join(header)[:200]}{hint}",
+            f"header is: {_printable(','.join(header)[:200])}{hint}",
         )
+
+
+def _printable(text: str) -> str:
+    """Text for a terminal: anything unprintable (a binary file's bytes) as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _sql_str(text: str) -> str:

@@ -40,12 +40,32 @@ def summary_task(db_path: str) -> dict:
 
 
 @flow(name="ingest", log_prints=False)
-def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_timeout_s: float = 30.0) -> dict:
-    """Ingest ``inputs`` (each ``{"kind", "path", "format"?, "cluster"?, "pool"?}``) in order."""
-    results = []
+def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_timeout_s: float = 30.0,
+                keep_going: bool = False) -> dict:
+    """Ingest ``inputs`` (each ``{"kind", "path", "format"?, "cluster"?, "pool"?}``) in order.
+
+    A file that cannot be used stops the flow, unless ``keep_going`` (the hourly ingest of a
+    drop folder): then the other files are ingested (each file is its own transaction), and
+    the flow fails at the end naming the files that did not go in, which are tried again
+    next time."""
+    results, failed = [], []
     for item in inputs:
-        results.append(
-            ingest_file_task(db_path, str(item["path"]), item["kind"], item.get("format", "auto"), strict,
-                             item.get("cluster", "default"), item.get("pool", "default"), lock_timeout_s)
-        )
-    return {"files": results, "summary": summary_task(db_path)}
+        try:
+            results.append(
+                ingest_file_task(db_path, str(item["path"]), item["kind"], item.get("format", "auto"), strict,
+                                 item.get("cluster", "default"), item.get("pool", "default"), lock_timeout_s)
+            )
+        except (ingest.IngestFileError, ingest.StrictModeError) as exc:
+            if not keep_going:
+                raise
+            log.error("%s not ingested: %s", item["path"], exc)
+            failed.append(f"{item['path']}: {exc}")
+    summary = summary_task(db_path)
+    if failed:
+        raise IngestBatchError(f"{len(failed)} of {len(inputs)} file(s) not ingested (the others were): "
+                               + "; ".join(failed))
+    return {"files": results, "summary": summary}
+
+
+class IngestBatchError(RuntimeError):
+    """Some files of a batch could not be ingested; the rest were."""

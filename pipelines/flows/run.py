@@ -46,9 +46,14 @@ def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, stri
     message}`` and the later stages still run: a plan or a report does not need this run's
     forecasts. Ingest failing stops the run."""
     inputs = inputs_in(Path(input_dir))
+    hourly = stages == []  # serve's ingest-hourly: a drop folder, watched
     if not inputs:
+        if hourly:  # nothing dropped yet is a normal hour
+            log.info("no input files in %s yet", input_dir)
+            return {"ingest": {"files": [], "summary": None}}
         raise FileNotFoundError(f"no input files (utilization.csv, telemetry.csv, ...) in {input_dir}")
-    out = {"ingest": ingest_flow(db_path, inputs, strict=strict)}
+    # in a watched folder one bad file must not hold back the others, hour after hour
+    out = {"ingest": ingest_flow(db_path, inputs, strict=strict, keep_going=hourly)}
     for stage in stages if stages is not None else STAGES:
         fn = stage_flow(stage)
         if fn is None:

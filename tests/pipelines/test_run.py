@@ -91,3 +91,23 @@ def test_run_reports_an_unusable_input_file_like_ingest(prefect_harness, tmp_pat
     assert cli._verbose_first(["run", "-v", "--db", "x"]) == ["-v", "run", "--db", "x"]
     assert cli._verbose_first(["run", "-vvv"]) == ["-vvv", "run"]
     assert cli._verbose_first(["ingest", "--", "-v"]) == ["ingest", "--", "-v"]  # a file named -v
+
+
+def test_the_hourly_ingest_waits_for_files_and_a_bad_one_holds_back_no_other(prefect_harness, tmp_path):
+    """serve's ingest-hourly (run_flow with no stages): an empty drop folder is a quiet hour;
+    a bad file fails the run, named, after the good ones went in (and it is tried again)."""
+    from pipelines import warehouse
+    from pipelines.flows.ingest import IngestBatchError
+    from pipelines.flows.run import run_flow
+
+    drop, db = tmp_path / "drop", tmp_path / "w.duckdb"
+    drop.mkdir()
+    assert run_flow(str(db), str(drop), stages=[]) == {"ingest": {"files": [], "summary": None}}
+    (drop / "utilization-a.csv").write_bytes(bytes(range(256)) * 4)  # not a CSV at all
+    (drop / "utilization-b.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n"
+                                            "2026-01-05T13:00:00Z,c,p,n1,cpu,1,8\n")
+    with pytest.raises(IngestBatchError, match=r"1 of 2 file\(s\) not ingested .*utilization-a\.csv") as err:
+        run_flow(str(db), str(drop), stages=[])
+    assert "\x00" not in str(err.value)  # the binary header is not printed
+    with warehouse.open_warehouse(db) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 1
