@@ -71,6 +71,10 @@ class ProphetCore:
             if len(y) >= 2 * s:
                 model.add_seasonality(name=f"s{s}", period=s * step_days, fourier_order=min(10, max(s // 4, 1)))
         model.fit(pd.DataFrame({"ds": self.to_ds(start + np.arange(len(y))), "y": y}))
+        # prediction reads model.params only; the optimiser's run record holds temporary file
+        # names and times, so keeping it would make every refit's artifact differ (and larger)
+        model.stan_fit = None
+        model.stan_backend = None
         return model
 
     def fit(self, frame: pd.DataFrame) -> dict[str, object]:
