@@ -26,6 +26,16 @@ def telemetry(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return query(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry ORDER BY device_id, ts")
 
 
+def data_end(con: duckdb.DuckDBPyConnection):
+    """The newest reading of utilization, device telemetry or spot prices (None when empty),
+    as a datetime: the clock a replay of the data runs on."""
+    found = con.execute("""
+        SELECT max(ts) FROM (SELECT max(ts) AS ts FROM utilization UNION ALL SELECT max(ts) FROM device_telemetry
+                             UNION ALL SELECT max(ts) FROM spot_prices)
+    """).fetchone()[0]
+    return None if found is None else pd.Timestamp(found).to_pydatetime()
+
+
 def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta) -> pd.DataFrame:
     """What scoring each device's latest row needs: its telemetry over ``span`` before its
     own newest reading (a device that reports late is not cut short by the others), plus

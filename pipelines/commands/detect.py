@@ -17,7 +17,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--webhook", default=None, help="POST alerts to this URL")
     p.add_argument("--alertmanager", default=None, help="Alertmanager base URL (POST /api/v2/alerts)")
     p.add_argument("--season-length", type=int, default=24, help="hourly points per season (default 24)")
+    p.add_argument("--as-of", default="now", help="the detection clock: now (default, live), data (the newest "
+                   "reading: a replay of historical data) or a UTC time")
     p.set_defaults(func=run)
+
+
+def as_of(value: str, db_path: str):
+    """The ``--as-of`` clock: None (the wall clock), the warehouse's newest reading, or a time."""
+    import pandas as pd
+
+    if value == "now":
+        return None
+    if value == "data":
+        from pipelines import detect_store, warehouse
+
+        with warehouse.open_warehouse(db_path, read_only=True) as con:
+            end = detect_store.data_end(con)
+        if end is None:
+            raise ValueError("--as-of data: the warehouse holds no readings yet")
+        return end
+    try:
+        t = pd.Timestamp(value)
+    except ValueError as exc:
+        raise ValueError(f"--as-of {value!r} is not now, data or a time ({exc})") from None
+    return (t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t).to_pydatetime()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         configured_sinks(args.jsonl, args.webhook, args.alertmanager)
         if args.season_length < 1:
             raise ValueError(f"--season-length must be >= 1, got {args.season_length}")
+        now = as_of(args.as_of, str(settings.db_path))
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     # the URLs reach the flow through this process's environment, not as flow parameters,
@@ -47,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out = detect_flow(
             db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=chosen, season_length=args.season_length,
+            now=now,
         )
     except WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc

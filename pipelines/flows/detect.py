@@ -49,7 +49,7 @@ def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_
 def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy) -> dict[str, int]:
     """Score every device's latest telemetry with the registered model; sync fault alerts."""
     with open_warehouse(db_path) as con:
-        found = detect_steps.score_latest_faults(con, policy)
+        found = _still_ahead(detect_steps.score_latest_faults(con, policy), now, "hardware-fault")
         return alerting.sync_alerts(con, "hardware_fault", found, now, sink_names)
 
 
@@ -64,8 +64,19 @@ def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_
 def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy) -> dict[str, int]:
     """Score the latest grid row per spot market with the registered model; sync alerts."""
     with open_warehouse(db_path) as con:
-        found = detect_steps.score_latest_spikes(con, policy)
+        found = _still_ahead(detect_steps.score_latest_spikes(con, policy), now, "price-spike")
         return alerting.sync_alerts(con, "price_spike", found, now, sink_names)
+
+
+def _still_ahead(found: list, now: datetime, what: str) -> list:
+    """The predictions whose window has not ended by ``now``. One about a window already past
+    (the newest data is older than the horizon: a feed that stopped) is not raised, and one
+    still firing from earlier resolves, rather than firing on stale data for ever."""
+    ahead = [a for a in found if a.window_end is None or pd.Timestamp(a.window_end) > pd.Timestamp(now)]
+    if len(ahead) < len(found):
+        log.warning("%d %s prediction(s) are about windows that ended before %s (their data is older than the "
+                    "horizon: is the feed stale?); not raised", len(found) - len(ahead), what, now)
+    return ahead
 
 
 @task

@@ -8,7 +8,7 @@ import importlib
 import logging
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, task
 
 from pipelines.flows.ingest import ingest_flow
 from pipelines.ingest import KIND_FILES, kind_named
@@ -38,6 +38,15 @@ def stage_flow(stage: str):
     return getattr(module, f"{stage}_flow")
 
 
+@task
+def data_end_task(db_path: str):
+    """The newest reading in the warehouse (utilization, telemetry or spot prices)."""
+    from pipelines import detect_store, warehouse
+
+    with warehouse.open_warehouse(db_path) as con:
+        return detect_store.data_end(con)
+
+
 @flow(name="headroom-run")
 def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, strict: bool = False) -> dict:
     """Ingest every input in ``input_dir``, then run each available stage on the warehouse.
@@ -60,7 +69,10 @@ def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, stri
             log.info("stage %s not available, skipped", stage)
             continue
         try:
-            out[stage] = fn(db_path=db_path)
+            # a run replays its inputs: detection is as of the data's end, not the wall clock
+            # (a prediction about a window already past is not raised by a live detect)
+            extra = {"now": data_end_task(db_path)} if stage == "detect" else {}
+            out[stage] = fn(db_path=db_path, **extra)
         except Exception as exc:  # any stage's failure: the others still run, the caller reports it
             log.error("stage %s failed: %s: %s", stage, type(exc).__name__, exc)
             log.info("stage %s failed", stage, exc_info=True)  # the traceback, with -v

@@ -38,7 +38,8 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     with warehouse.open_warehouse(db_path) as con:
         load(con, fleet, cut)
     jsonl = tmp_path / "alerts.jsonl"
-    out = detect_flow(str(db_path), now=datetime(2026, 2, 1), jsonl_path=str(jsonl))
+    t0 = cut.to_pydatetime()  # detection as the data arrives (a prediction about a past window is not raised)
+    out = detect_flow(str(db_path), now=t0, jsonl_path=str(jsonl))
     assert set(out) >= {"bursts", "faults", "spikes", "delivered", "firing", "pending_deliveries"}
     assert out["pending_deliveries"] == 0
     with warehouse.open_warehouse(db_path) as con:
@@ -63,7 +64,7 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
                                            "price_spike": pd.Timedelta("12h")})).all()
 
     # the same warehouse again: nothing new to detect, nothing delivered twice
-    again = detect_flow(str(db_path), now=datetime(2026, 2, 1, 0, 15), jsonl_path=str(jsonl))
+    again = detect_flow(str(db_path), now=t0 + pd.Timedelta(minutes=15), jsonl_path=str(jsonl))
     assert again["bursts"]["events"] == 0 and again["bursts"]["fired"] == 0
     assert again["faults"]["fired"] == 0 and again["spikes"]["fired"] == 0
     assert again["faults"]["trained"] == 0  # the registered models are fresh: reused
@@ -71,7 +72,7 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     assert again["delivered"][f"jsonl:{jsonl.resolve()}"] == 0
     # another file (detect --jsonl elsewhere) hears the alerts already firing, once
     other = tmp_path / "other.jsonl"
-    elsewhere = detect_flow(str(db_path), now=datetime(2026, 2, 1, 0, 20), jsonl_path=str(other))
+    elsewhere = detect_flow(str(db_path), now=t0 + pd.Timedelta(minutes=20), jsonl_path=str(other))
     with warehouse.open_warehouse(db_path) as con:
         firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing'").fetchone()[0]
     assert firing > 0
@@ -87,7 +88,7 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
         con.execute("DELETE FROM spot_prices")
         con.execute("DELETE FROM instance_catalog")
         load(con, fleet)
-    later = detect_flow(str(db_path), now=datetime(2026, 2, 1, 0, 30), jsonl_path=str(jsonl),
+    later = detect_flow(str(db_path), now=t0 + pd.Timedelta(minutes=30), jsonl_path=str(jsonl),
                         detectors=["bursts"])
     assert set(later) == {"bursts", "delivered", "firing", "pending_deliveries"}
     with warehouse.open_warehouse(db_path) as con:
@@ -210,3 +211,34 @@ def test_delivery_does_not_hold_the_warehouse_while_sending(db_path: Path):
     probe = ProbeSink()
     assert deliver.fn(str(db_path), datetime(2026, 1, 10), [probe]) == {"probe": 1}
     assert probe.rc == 0  # the other process got the warehouse while the alert was being sent
+
+
+def test_predictions_about_a_window_already_past_are_not_raised(prefect_harness, db_path: Path, tmp_path: Path,
+                                                                 fleet):
+    """A feed that stopped a month ago: its last spike and fault scores are about windows long
+    over. A live detect raises none of them, and one still firing resolves."""
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+        end = detect_store.data_end(con)
+    live = detect_flow(str(db_path), now=end, detectors=["spikes"], jsonl_path=str(tmp_path / "a.jsonl"))
+    assert live["spikes"]["fired"] > 0
+    month_later = detect_flow(str(db_path), now=end + pd.Timedelta(days=30), detectors=["spikes"],
+                              jsonl_path=str(tmp_path / "a.jsonl"))
+    assert month_later["spikes"]["fired"] == 0 and month_later["spikes"]["resolved"] == live["spikes"]["fired"]
+
+
+def test_detect_as_of_replays_historical_data(db_path: Path, monkeypatch, capsys, fleet):
+    import pipelines.flows.detect as detect_module
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+        end = detect_store.data_end(con)
+    seen = []
+    monkeypatch.setattr(detect_module, "detect_flow", lambda **kw: seen.append(kw.get("now")) or {})
+    assert main(["detect", "--db", str(db_path), "--as-of", "data"]) == 0
+    assert main(["detect", "--db", str(db_path), "--as-of", "2026-01-10T12:00:00+02:00"]) == 0
+    assert main(["detect", "--db", str(db_path)]) == 0
+    assert seen == [end, datetime(2026, 1, 10, 10, 0), None]
+    assert main(["detect", "--db", str(db_path), "--as-of", "yesterday-ish"]) == 2
+    assert "--as-of 'yesterday-ish' is not now, data or a time" in capsys.readouterr().err
