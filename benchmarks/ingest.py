@@ -2,6 +2,11 @@
 ``read_csv`` into a plain table, in the same run. Prints both times, the ratio and peak memory.
 
     .venv/bin/python benchmarks/ingest.py --rows 5000000
+    .venv/bin/python benchmarks/ingest.py --prometheus-hosts 50 --prometheus-steps 1000
+
+The second form times a node-exporter ``query_range`` JSON (CPU counters of 4 CPUs x 4 modes
+and MemTotal/MemAvailable per host, 15 s steps) through `headroom ingest --kind utilization`,
+against ``json.load`` of the same file alone (the floor of any reader of it).
 """
 from __future__ import annotations
 
@@ -43,6 +48,55 @@ def write_csv(path: Path, rows: int, seed: int = 0) -> None:
     path.write_text("".join(lines))
 
 
+def write_prometheus(path: Path, hosts: int, steps: int, seed: int = 0) -> int:
+    """A node-exporter query_range response; returns its number of samples."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    t0, result = 1767614400, []
+    times = t0 + 15 * np.arange(steps)
+    for h in range(hosts):
+        for cpu in range(4):
+            for mode, share in (("idle", 0.6), ("user", 0.25), ("system", 0.1), ("iowait", 0.05)):
+                counter = np.cumsum(15 * share * rng.uniform(0.5, 1.5, steps))
+                result.append({"metric": {"__name__": "node_cpu_seconds_total", "instance": f"host{h}:9100",
+                                          "cpu": str(cpu), "mode": mode},
+                               "values": [[int(t), f"{v:.2f}"] for t, v in zip(times, counter)]})
+        for name, base in (("node_memory_MemTotal_bytes", 2**36), ("node_memory_MemAvailable_bytes", 2**35)):
+            result.append({"metric": {"__name__": name, "instance": f"host{h}:9100"},
+                           "values": [[int(t), str(base + int(v))] for t, v in zip(times, rng.integers(0, 2**30, steps))]})
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+    return hosts * steps * 18
+
+
+def prometheus(work: Path, hosts: int, steps: int) -> int:
+    import json
+
+    path = work / f"node_exporter_{hosts}x{steps}.json"
+    samples = write_prometheus(path, hosts, steps)
+    t0 = time.perf_counter()
+    with open(path) as fh:
+        json.load(fh)
+    t_json = time.perf_counter() - t0
+    db = work / "prom.duckdb"
+    db.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "ingest", "--kind", "utilization", "--db", str(db), str(path)],
+        capture_output=True, text=True,
+    )
+    t_head = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(proc.stdout, proc.stderr)
+        return 1
+    print(proc.stdout.strip())
+    print(f"samples                  {samples} ({path.stat().st_size / 1e6:.0f} MB)")
+    print(f"json.load alone          {t_json:8.2f} s")
+    print(f"headroom ingest          {t_head:8.2f} s  peak RSS {peak_rss_mb(True):8.0f} MB  "
+          f"({samples / t_head:,.0f} samples/s; counters to busy cores, memory joined, validated)")
+    return 0
+
+
 def peak_rss_mb(child: bool) -> float:
     who = resource.RUSAGE_CHILDREN if child else resource.RUSAGE_SELF
     return resource.getrusage(who).ru_maxrss / 1024.0
@@ -52,8 +106,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--prometheus-hosts", type=int, default=0, help="time a node-exporter JSON of this many hosts")
+    ap.add_argument("--prometheus-steps", type=int, default=1000)
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="headroom-bench-"))
+    if args.prometheus_hosts:
+        return prometheus(work, args.prometheus_hosts, args.prometheus_steps)
     csv_path = work / f"utilization_{args.rows}.csv"
     if not csv_path.exists():
         t0 = time.perf_counter()
