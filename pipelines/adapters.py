@@ -174,12 +174,16 @@ def _line_starts(path: Path) -> Callable[[int, str], int]:
     DuckDB's own line numbers miscount after quoted newlines and blank lines."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as fh:  # the bytes the reader saw (decompressed)
-        newlines = np.flatnonzero(np.frombuffer(fh.read(), dtype=np.uint8) == 10)
+        data = np.frombuffer(fh.read(), dtype=np.uint8)
+    # a line ends at \n, or at a \r not followed by \n (old Mac files), as csv_records counts
+    cr_alone = (data == 13) & np.append(data[1:] != 10, True)
+    newlines = np.flatnonzero((data == 10) | cr_alone)
 
     def line_of(byte_position: int, text: str) -> int:
         # newlines before the line's first byte, then the blank lines the reader folded into it
         before = int(np.searchsorted(newlines, max(byte_position - 1, 0), side="left"))
-        return before + 1 + text[:len(text) - len(text.lstrip("\r\n"))].count("\n")
+        lead = text[:len(text) - len(text.lstrip("\r\n"))]
+        return before + 1 + lead.replace("\r\n", "\n").replace("\r", "\n").count("\n")
 
     return line_of
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def redact(url: str) -> str:
         parts, port = None, ""
     if parts is None or not parts.scheme or not parts.hostname:  # no scheme: "host/path" reads as a path
         rest = url.split("://", 1)[-1]
-        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        host = re.split(r"[/?#]", rest, maxsplit=1)[0].rsplit("@", 1)[-1]
         return f"{url.split('://', 1)[0] + '://' if '://' in url else ''}{host}/..."
     return f"{parts.scheme}://{parts.hostname}{port}/..."
 
@@ -316,7 +317,8 @@ def sync_alerts(
             # escalation sent later must not say "critical" with a lower, later probability
             if not is_ended and SEVERITY_RANK[alert.severity] > SEVERITY_RANK.get(old.severity, 0):
                 queue += [(fp, s, f"escalated:{old.severity}>{alert.severity}") for s in names]
-            elif SEVERITY_RANK[alert.severity] < SEVERITY_RANK.get(old.severity, 0):
+            elif is_ended or SEVERITY_RANK[alert.severity] < SEVERITY_RANK.get(old.severity, 0):
+                # (an ended one resolves with the labels it fired with, whatever it ended at)
                 rows[-1].update(severity=old.severity, probability=old.probability, summary=old.summary)
     touched = {r["fingerprint"] for r in rows}
     stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]

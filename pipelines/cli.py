@@ -72,6 +72,8 @@ def _configure_logging(level: int) -> None:
     before = set(root.handlers)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _OWN_HANDLERS.extend(h for h in root.handlers if h not in before)
+    # httpx logs each request with its whole URL at INFO: an alert webhook's path is its secret
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _verbose_first(argv: list[str]) -> list[str]:
@@ -108,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"headroom {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `headroom ... | head` closed the pipe: stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 141
     except Exception as exc:
         # Ctrl-C inside a DuckDB query surfaces as its InterruptException (or, through a
         # worker thread, a RuntimeError "Query interrupted"): the same interruption, no traceback;
@@ -116,10 +122,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
             return 130
         raise
-    except BrokenPipeError:  # `headroom ... | head` closed the pipe: stop quietly, as Unix tools do
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
-        return 141
 
 
 if __name__ == "__main__":

@@ -199,6 +199,9 @@ def save_run(
                 artifact=champ["artifact"], champion=True,
             )
             rows = champ["forecast"].assign(run_id=run_id, model_id=model_id)
+            # a model's forecasts are those of the run that fitted it last: another run with the
+            # same champion (same data and params, other settings) must not leave a second set
+            con.execute("DELETE FROM forecasts WHERE model_id = ? AND run_id <> ?", [model_id, run_id])
             counts["models"] += 1
             counts["model_ids"][champ["group"]] = model_id
             counts["forecasts"] += warehouse.upsert(con, "forecasts", rows)

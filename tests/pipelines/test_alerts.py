@@ -321,3 +321,23 @@ def test_an_escalation_sent_after_a_fall_still_carries_the_probability_it_escala
     assert (escalated["severity"], escalated["probability"]) == ("critical", 0.9)
     ids = [x["delivery_id"] for x in lines]  # one per transition, for receivers that get a batch twice
     assert len(set(ids)) == len(ids) == 2 and all(len(i) == 16 for i in ids)
+
+
+def test_a_burst_that_ended_after_escalating_resolves_with_the_labels_it_fired_with(con, tmp_path):
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "hardware_fault", [_fault_at("warning", 0.6)], T0, [jl.name])
+    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name], ended=[_fault_at("critical", 0.9)])
+    al.deliver_pending(con, [jl], T1)
+    lines = [json.loads(x) for x in jl.path.read_text().splitlines()]
+    assert [(x["status"], x["severity"]) for x in lines] == [("firing", "warning"), ("resolved", "warning")]
+
+
+def test_redacted_urls_keep_no_query_or_fragment_and_httpx_does_not_log_them():
+    import logging
+
+    from pipelines import cli
+
+    for url in ("https://hooks.example.com:99999?key=SECRET", "http://h:abc#SECRET", "https://[::1?token=SECRET"):
+        assert "SECRET" not in al.redact(url)
+    cli._configure_logging(logging.DEBUG)
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)  # it logs every request's whole URL

@@ -585,3 +585,13 @@ def test_prometheus_samples_that_cannot_be_loaded_are_rejects_or_warnings_never_
     assert r.rows_rejected == 3 and r.rows_loaded == 2  # mem at t0, cpu at t0 + 120
     assert "1 host step(s) (the query's first, at 2026-01-01 00:00:00 UTC) are not loaded" in caplog.text
     assert "2 memory sample(s)" in caplog.text
+
+
+def test_reject_lines_in_a_file_with_old_mac_line_ends(con, tmp_path):
+    text = (UTIL_HEADER + "\r2026-01-05T13:00:00Z,c1,p1,n1,cpu,1,8\r2026-01-05T13:00:00Z,c1,p1,n2,cpu,abc,8\r"
+            "2026-01-05T13:00:00Z,c1,p1,,cpu,1,8\r")
+    p = tmp_path / "u.csv"
+    p.write_bytes(text.encode())
+    ingest.ingest_file(con, p, "utilization")
+    assert dict(con.execute("SELECT line, reason FROM rejects").fetchall()) == {
+        3: "used: not a number 'abc'", 4: "node_id: missing"}

@@ -1,6 +1,7 @@
 """`headroom ingest` end to end, concurrent writers, and the ingest flow under Prefect."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -140,3 +141,16 @@ class _Fixed:
     def parse_args(self, argv):
         self.args.func = self.func
         return self.args
+
+
+def test_a_closed_pipe_ends_quietly_with_141(tmp_path):
+    """`headroom ... | head`: the reader went away; no traceback, exit 141 as Unix tools do.
+    Run as a process: the handler points stdout at /dev/null, which pytest's capture would not like."""
+    code = ("import sys; from pipelines import cli\n"
+            "def closed(args): raise BrokenPipeError(32, 'Broken pipe')\n"
+            "p = cli.build_parser(); a = p.parse_args(['ingest', '--kind', 'utilization', 'x.csv']); a.func = closed\n"
+            "cli.build_parser = lambda: type('P', (), {'parse_args': lambda self, argv: a})()\n"
+            "sys.exit(cli.main(['ingest', '--kind', 'utilization', 'x.csv']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr

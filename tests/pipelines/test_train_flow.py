@@ -176,6 +176,16 @@ def test_train_flow_end_to_end(prefect_harness, db_path, utilization: pd.DataFra
         served = warehouse.query(con, CHAMPION_FORECASTS_SQL)
         assert len(served) == 8 * 12 and not served.duplicated(["unique_id", "ds"]).any()
 
+    # the same champion fitted by a run with other settings (more backtest windows): its
+    # forecasts are that run's alone, not two sets picked between by run id
+    other = train_flow(str(db_path), horizon=12, models=["seasonal_naive"], windows=2, lookback_days=None,
+                       group_by="all")
+    assert other["run_id"] != out3["run_id"] and other["groups"]["all"]["model_id"] == out3["groups"]["all"]["model_id"]
+    with warehouse.open_warehouse(db_path) as con:
+        runs = con.execute("SELECT DISTINCT run_id FROM forecasts WHERE model_id = ?",
+                           [other["groups"]["all"]["model_id"]]).fetchall()
+        assert runs == [(other["run_id"],)]
+
     # a run id written again is replaced as a whole: no model of the earlier run lingers
     train_flow(str(db_path), horizon=12, models=["seasonal_naive"], windows=1, lookback_days=None,
                run_id=out["run_id"])
