@@ -234,11 +234,12 @@ def latest_spike_probabilities(con: duckdb.DuckDBPyConnection, policy: SpikePoli
 
 
 def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,
-                 policy: SpikePolicy) -> list[Alert]:
-    """Alerts for the spot markets whose latest grid row scores at or above the threshold."""
-    if prices.empty:
+                 policy: SpikePolicy, at: pd.Timestamp | None = None) -> list[Alert]:
+    """Alerts for the spot markets whose grid row at ``at`` (default: their latest) scores at
+    or above the threshold."""
+    if prices.empty or (at is not None and prices["ts"].min() > at):
         return []
-    latest = spike_probabilities(model, prices, on_demand, policy)
+    latest = spike_probabilities(model, prices, on_demand, policy, at)
     horizon = pd.Timedelta(policy.horizon)
     alerts = []
     for r, p in zip(latest.itertuples(index=False), latest["p_spike"].to_numpy()):
@@ -269,10 +270,23 @@ def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
                          lambda: train_spikes(detect_store.spot_prices(con), detect_store.on_demand(con), policy))
 
 
-def score_latest_spikes(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> list[Alert]:
-    """Score every spot market's latest grid row with the newest registered model for
-    ``policy``; no model yet means no alerts."""
+# Spot prices are change events: hours without a change are the price holding, so markets are
+# rated as of the detection time with the last prices carried forward, unless no market at all
+# changed for this long (then the feed itself has likely stopped, and its last ratings stand).
+SPOT_FEED_STALE = pd.Timedelta(days=1)
+
+
+def score_latest_spikes(con: duckdb.DuckDBPyConnection, policy: SpikePolicy,
+                        at: datetime | None = None) -> list[Alert]:
+    """Score every spot market as of ``at`` (its last price carried forward; default: the last
+    change of any market) with the newest registered model for ``policy``; no model yet means
+    no alerts."""
     blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
     if blob is None:
         return []
-    return score_spikes(pickle.loads(blob), detect_store.spot_prices(con), detect_store.on_demand(con), policy)
+    prices = detect_store.spot_prices(con)
+    when = None
+    if at is not None and not prices.empty:
+        last = prices["ts"].max()
+        when = pd.Timestamp(at) if pd.Timestamp(at) - last <= SPOT_FEED_STALE else None
+    return score_spikes(pickle.loads(blob), prices, detect_store.on_demand(con), policy, when)

@@ -64,7 +64,7 @@ def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_
 def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy) -> dict[str, int]:
     """Score the latest grid row per spot market with the registered model; sync alerts."""
     with open_warehouse(db_path) as con:
-        found = _still_ahead(detect_steps.score_latest_spikes(con, policy), now, "price-spike")
+        found = _still_ahead(detect_steps.score_latest_spikes(con, policy, now), now, "price-spike")
         return alerting.sync_alerts(con, "price_spike", found, now, sink_names)
 
 

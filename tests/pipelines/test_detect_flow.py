@@ -227,6 +227,23 @@ def test_predictions_about_a_window_already_past_are_not_raised(prefect_harness,
     assert month_later["spikes"]["fired"] == 0 and month_later["spikes"]["resolved"] == live["spikes"]["fired"]
 
 
+def test_spot_prices_that_hold_for_hours_are_not_a_stale_feed(prefect_harness, db_path: Path, tmp_path: Path,
+                                                             fleet):
+    """Spot prices are change events: 13 quiet hours are prices holding. Markets are rated as
+    of now, their last prices carried forward, and their alerts still fire."""
+    quiet = dict(fleet)
+    end = fleet["utilization"]["ts"].max()
+    quiet["spot_prices"] = fleet["spot_prices"][fleet["spot_prices"]["ts"] <= end - pd.Timedelta(hours=13)]
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, quiet)
+    out = detect_flow(str(db_path), now=end.to_pydatetime(), detectors=["spikes"],
+                      jsonl_path=str(tmp_path / "a.jsonl"))
+    assert out["spikes"]["fired"] > 0
+    with warehouse.open_warehouse(db_path) as con:
+        starts = con.execute("SELECT min(window_start) FROM alerts WHERE kind = 'price_spike'").fetchone()[0]
+    assert pd.Timestamp(starts) > end - pd.Timedelta(hours=13)  # rated as of now, not of the last change
+
+
 def test_detect_as_of_replays_historical_data(db_path: Path, monkeypatch, capsys, fleet):
     import pipelines.flows.detect as detect_module
     from pipelines.cli import main
