@@ -360,7 +360,7 @@ def pending_batches(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
     out: list[Batch] = []
     for sink in sinks:
         pending = query(con, """
-            SELECT d.status AS delivery_status, d.attempts, a.*
+            SELECT d.status AS delivery_status, d.attempts, d.updated_at AS delivery_updated_at, a.*
             FROM alert_deliveries d JOIN alerts a USING (fingerprint)
             WHERE d.sink = ? AND d.state = 'pending'
             ORDER BY a.starts_at, d.fingerprint,
@@ -392,9 +392,13 @@ def pending_batches(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
             transition = f"{rec['fingerprint']}|{rec['starts_at']}|{rec['status']}|{rec.get('severity')}"
             rec["delivery_id"] = hashlib.sha256(transition.encode()).hexdigest()[:16]
             rec.pop("attempts")
+            rec.pop("delivery_updated_at", None)
             payload.append(rec)
-        keys = (pending[["fingerprint", "delivery_status"]].rename(columns={"delivery_status": "status"})
-                if not pending.empty else pd.DataFrame(columns=["fingerprint", "status"]))
+        # with the delivery's updated_at: a run that queues it again meanwhile (the warehouse is
+        # closed while sending) changes that, so this batch does not mark the new one delivered
+        keys = (pending[["fingerprint", "delivery_status", "delivery_updated_at"]]
+                .rename(columns={"delivery_status": "status", "delivery_updated_at": "updated_at"})
+                if not pending.empty else pd.DataFrame(columns=["fingerprint", "status", "updated_at"]))
         out.append(Batch(sink, payload, keys, len(refresh)))
     return out
 
@@ -444,7 +448,7 @@ def _mark(con: duckdb.DuckDBPyConnection, sink: str, keys: pd.DataFrame, state: 
                 UPDATE alert_deliveries SET state = ?, attempts = attempts + 1, last_error = ?, updated_at = ?
                 FROM _delivery_keys k
                 WHERE alert_deliveries.sink = ? AND alert_deliveries.fingerprint = k.fingerprint
-                  AND alert_deliveries.status = k.status
+                  AND alert_deliveries.status = k.status AND alert_deliveries.updated_at = k.updated_at
             """, [state, error, now, sink])
     finally:
         con.unregister("_delivery_keys")

@@ -341,3 +341,19 @@ def test_redacted_urls_keep_no_query_or_fragment_and_httpx_does_not_log_them():
         assert "SECRET" not in al.redact(url)
     cli._configure_logging(logging.DEBUG)
     assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)  # it logs every request's whole URL
+
+
+def test_a_delivery_queued_again_while_a_batch_was_sent_stays_pending(con, tmp_path):
+    """The warehouse is closed while sending: if another run re-queues the alert meanwhile,
+    recording this batch must not mark the new delivery as sent."""
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
+    batches = al.pending_batches(con, [jl], T0)
+    al.send_batches(batches)
+    # meanwhile: the alert resolves and fires again in another run (new pending deliveries)
+    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name])
+    al.sync_alerts(con, "hardware_fault", [fault()], T2, [jl.name])
+    al.record_batches(con, batches, T0)
+    states = query(con, "SELECT status, state FROM alert_deliveries ORDER BY status")
+    assert states.loc[states["status"] == "firing", "state"].tolist() == ["pending"]
+    assert "delivery_updated_at" not in jl.path.read_text()
