@@ -7,7 +7,8 @@ telemetry only those in the last ``FaultPolicy.memory`` (the longest window, or 
 ``event_memory``): "hours since the last event" of a telemetry counter is capped there.
 So a row's features are the same whether they are built from all of the history
 (training) or from the ``feature_span`` before it plus each metric's reading just before
-that (scoring in the detect flow, per device). Event tables passed whole (error logs,
+that, if within another span (scoring in the detect flow, per device; a counter polled
+less often than that loses its first change in the span). Event tables passed whole (error logs,
 maintenance) are not capped.
 """
 from __future__ import annotations

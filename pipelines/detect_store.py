@@ -36,23 +36,39 @@ def data_end(con: duckdb.DuckDBPyConnection):
     return None if found is None else pd.Timestamp(found).to_pydatetime()
 
 
-def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta) -> pd.DataFrame:
+TELEMETRY_COLUMNS = ["ts", "device_id", "node_id", "metric", "value"]
+
+
+def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
+                     stale: pd.Timedelta = pd.Timedelta(days=1)) -> pd.DataFrame:
     """What scoring each device's latest row needs: its telemetry over ``span`` before its
     own newest reading (a device that reports late is not cut short by the others), plus
-    each metric's last reading before that, so the first reading in the span can be told
-    apart from the one before it (a counter polled every few hours)."""
+    each metric's last reading in the ``span`` before that, so the first reading in the span
+    can be told apart from the one before it (a counter polled at least that often).
+
+    Devices whose newest reading is more than ``stale`` before the fleet's are left out
+    (their prediction would be about a window already past). The reads are bounded by
+    time, so a year of 1-minute DCGM history is not scanned every 15 minutes."""
+    newest = con.execute("SELECT max(ts) FROM device_telemetry").fetchone()[0]
+    if newest is None:
+        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
+    newest = pd.Timestamp(newest)
+    live, lo = newest - stale, newest - stale - 2 * span  # literals: DuckDB skips older row groups
+    us = int(span / pd.Timedelta(microseconds=1))
     return query(con, """
-        WITH newest AS (SELECT device_id, max(ts) AS ts FROM device_telemetry GROUP BY device_id),
+        WITH recent AS (SELECT ts, device_id, node_id, metric, value FROM device_telemetry WHERE ts >= ?),
+        last AS (SELECT device_id, max(ts) AS ts FROM recent GROUP BY device_id HAVING max(ts) >= ?),
         t AS (
-            SELECT d.ts, d.device_id, d.node_id, d.metric, d.value, d.ts >= n.ts - to_microseconds(?) AS inside
-            FROM device_telemetry d JOIN newest n USING (device_id)
+            SELECT r.ts, r.device_id, r.node_id, r.metric, r.value, r.ts >= l.ts - to_microseconds(?) AS inside
+            FROM recent r JOIN last l USING (device_id)
+            WHERE r.ts >= l.ts - 2 * to_microseconds(?)
         )
         SELECT ts, device_id, node_id, metric, value FROM t WHERE inside
         UNION ALL
-        SELECT ts, device_id, node_id, metric, value FROM t WHERE NOT inside
-        QUALIFY row_number() OVER (PARTITION BY device_id, metric ORDER BY ts DESC) = 1
+        SELECT max(ts), device_id, arg_max(node_id, ts), metric, arg_max(value, ts) FROM t WHERE NOT inside
+        GROUP BY device_id, metric
         ORDER BY device_id, ts, metric
-    """, [int(span / pd.Timedelta(microseconds=1))])
+    """, [lo.to_pydatetime(), live.to_pydatetime(), us, us])
 
 
 def failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -173,3 +173,21 @@ def test_scoring_reads_what_each_devices_latest_row_needs(con):
     got = build_fault_features(recent, policy).groupby("device_id").tail(1).reset_index(drop=True)
     want = build_fault_features(tel, policy).groupby("device_id").tail(1).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-6, atol=1e-5)
+
+
+def test_scoring_reads_are_bounded_and_leave_out_devices_long_silent(con):
+    """A device silent for two days is not scored (its prediction would be about the past),
+    and no reading older than two feature spans before a device's newest is read."""
+    from pipelines import detect_store
+
+    rows = [(pd.Timestamp("2026-01-01") + pd.Timedelta(hours=h), dev, "n1", "gpu_temp", 60.0)
+            for h in range(24 * 10) for dev in ("live", "gone") if dev == "live" or h < 24 * 8]
+    tel = pd.DataFrame(rows, columns=["ts", "device_id", "node_id", "metric", "value"])
+    con.register("tel", tel)
+    con.execute("INSERT INTO device_telemetry (ts, device_id, node_id, metric, value) "
+                "SELECT ts, device_id, node_id, metric, value FROM tel")
+    span = pd.Timedelta("25h")
+    recent = detect_store.recent_telemetry(con, span)
+    assert set(recent["device_id"]) == {"live"}
+    newest = tel["ts"].max()
+    assert recent["ts"].min() >= newest - 2 * span and (recent["ts"] >= newest - span).sum() == len(recent) - 1
