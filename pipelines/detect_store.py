@@ -37,10 +37,11 @@ def data_end(con: duckdb.DuckDBPyConnection):
 
 
 TELEMETRY_COLUMNS = ["ts", "device_id", "node_id", "metric", "value"]
+SILENT_TOO_LONG = pd.Timedelta(days=1)  # a device this far behind the fleet's newest reading is not scored
 
 
 def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
-                     stale: pd.Timedelta = pd.Timedelta(days=1)) -> pd.DataFrame:
+                     stale: pd.Timedelta = SILENT_TOO_LONG) -> pd.DataFrame:
     """What scoring each device's latest row needs: its telemetry over ``span`` before its
     own newest reading (a device that reports late is not cut short by the others), plus
     each metric's last reading in the ``span`` before that, so the first reading in the span
