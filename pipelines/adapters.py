@@ -367,10 +367,11 @@ def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSp
     contract's checks could not word, such as a unit conversion without its divisor): those
     rows are rejects with that reason and never reach validation."""
     rows_read = len(frame)
+    raw_of = frame.attrs.get("raw_of")  # an adapter may write a reject's raw text only when asked
     structural: list[tuple[int, str, str]] = []
     if "_reject" in frame.columns:
         bad = frame["_reject"].notna().to_numpy()
-        structural = [(int(line), str(raw), str(why)) for line, raw, why in
+        structural = [(int(line), raw_of(line) if raw_of else str(raw), str(why)) for line, raw, why in
                       zip(frame.loc[bad, "_line"], frame.loc[bad, "_raw"], frame.loc[bad, "_reject"])]
         frame = frame.loc[~bad].reset_index(drop=True)
     work = pd.DataFrame({c: frame[c].astype("string") if c in frame else pd.NA for c in spec.columns})
@@ -384,6 +385,6 @@ def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSp
     raws = frame["_raw"].tolist()
 
     def locate(idxs: list[int]) -> dict[int, tuple[int, str]]:
-        return {i: (int(lines[i]), str(raws[i])) for i in idxs}
+        return {i: (int(lines[i]), raw_of(lines[i]) if raw_of else str(raws[i])) for i in idxs}
 
     return RawInput(fmt, rows_read, structural, locate)

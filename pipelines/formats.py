@@ -94,7 +94,7 @@ def _prom_samples(path: Path) -> pd.DataFrame:
         raise IngestFileError(path, f"'data.result' must be a list of series, got {type(result).__name__}")
     # built a column at a time: the labels are the same for every sample of a series
     label_cols = ("name", "host", "gpu", "uuid", "cpu", "mode", "cluster", "pool")
-    cols: dict[str, list] = {c: [] for c in ("series", "sample", *label_cols, "ts", "value", "_raw")}
+    cols: dict[str, list] = {c: [] for c in ("series", "sample", *label_cols, "ts", "value")}
     for s, series in enumerate(result, start=1):
         if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict) \
                 or not isinstance(series.get("values", []), list):
@@ -116,12 +116,19 @@ def _prom_samples(path: Path) -> pd.DataFrame:
         cols["sample"].extend(range(1, n + 1))
         cols["ts"].extend(p[0] for p in pairs)
         cols["value"].extend(p[1] for p in pairs)
-        # the sample as the file has it, for a reject (the labels once per series)
-        head = '{"metric": ' + json.dumps(labels, sort_keys=True) + ', "value": '
-        cols["_raw"].extend(head + json.dumps(p) + "}" for p in values)
     frame = pd.DataFrame(cols)
     # "line" for a JSON sample: series number * 1e6 + sample number keeps it unique and readable
     frame["_line"] = frame["series"] * 1_000_000 + frame["sample"]
+    frame["_raw"] = None  # written only for the samples that are rejected: see raw_of
+
+    def raw_of(line: int) -> str:
+        """The sample at a ``_line`` as the file has it, for its reject."""
+        series = result[int(line) // 1_000_000 - 1]
+        pair = series["values"][int(line) % 1_000_000 - 1]
+        return '{"metric": ' + json.dumps(series.get("metric") or {}, sort_keys=True) + ', "value": ' \
+            + json.dumps(pair) + "}"
+
+    frame.attrs["raw_of"] = raw_of
     return frame
 
 
@@ -174,6 +181,7 @@ def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
 def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.DataFrame:
     """Prometheus ``query_range`` JSON of DCGM / node-exporter metrics -> telemetry or utilization rows."""
     s = _prom_samples(path)
+    raw_of = s.attrs.pop("raw_of")
     if spec.kind in ("telemetry", "utilization"):
         mapped = set(DCGM_TELEMETRY) if spec.kind == "telemetry" else {DCGM_UTIL, NODE_CPU, NODE_MEM_TOTAL,
                                                                         NODE_MEM_AVAILABLE}
@@ -184,11 +192,13 @@ def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.
         t = s[s["name"].isin(DCGM_TELEMETRY)]
         named = (t["uuid"] != "") | (t["host"] != "")
         device = t["uuid"].where(t["uuid"] != "", t["host"] + "/gpu" + t["gpu"].astype(str))
-        return pd.DataFrame({
+        out = pd.DataFrame({
             "ts": _text(t["ts"]), "device_id": device.where(named, ""), "node_id": t["host"],
             "metric": t["name"].map(DCGM_TELEMETRY), "value": _text(t["value"]),
             "_line": t["_line"], "_raw": t["_raw"],
         })
+        out.attrs["raw_of"] = raw_of
+        return out
     if spec.kind != "utilization":
         raise IngestFileError(path, f"prometheus-json holds telemetry or utilization, not {spec.kind}")
     s = _collapse_duplicates(path, s)
@@ -199,12 +209,14 @@ def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.
     conflict = out["conflict"].fillna(False).astype(bool) if "conflict" in out else pd.Series(False, index=out.index)
     reject = out["_reject"] if "_reject" in out else pd.Series(None, index=out.index, dtype=object)
     reject = reject.where(~conflict, "series with the same labels disagree at this time and host")
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "ts": _text(out["ts"]), "cluster": out["cluster"], "pool": out["pool"],
         "node_id": out["host"], "resource": out["resource"],
         "used": _as_text(out["used"]), "capacity": _as_text(out["capacity"]),
         "_line": out["_line"], "_raw": out["_raw"], "_reject": reject.where(reject.notna(), None),
     })
+    frame.attrs["raw_of"] = raw_of
+    return frame
 
 
 def _as_text(values: pd.Series) -> pd.Series:
