@@ -118,7 +118,7 @@ def _require(path: Path, header: list[str], spec: KindSpec) -> None:
 
 def _printable(text: str) -> str:
     """Text for a terminal: anything unprintable (a binary file's bytes) as '?'."""
-    return "".join(c if c.isprintable() else "?" for c in text)
+    return "".join(c if c.isprintable() and c != "\ufffd" else "?" for c in text)
 
 
 def _sql_str(text: str) -> str:

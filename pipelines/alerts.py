@@ -225,6 +225,26 @@ def url_sink_name(kind: str, url: str) -> str:
     return f"{kind}:{parts.hostname or '?'}{port}#{hashlib.sha256(url.encode()).hexdigest()[:8]}"
 
 
+def catch_up_sinks(con: duckdb.DuckDBPyConnection, names: Sequence[str], now: datetime) -> int:
+    """Queue the firing of every alert still firing for each sink that has no delivery of it
+    yet: a receiver added later hears what is firing (before any resolution of it), whichever
+    detectors the run has. Returns the deliveries queued."""
+    if not names:
+        return 0
+    missing = query(con, """
+        SELECT a.fingerprint, s.sink FROM alerts a CROSS JOIN (SELECT unnest(?) AS sink) s
+        WHERE a.status = 'firing' AND NOT EXISTS (
+            SELECT 1 FROM alert_deliveries d WHERE d.fingerprint = a.fingerprint AND d.sink = s.sink
+              AND d.status = 'firing')
+    """, [list(names)])
+    if missing.empty:
+        return 0
+    q = missing.assign(status="firing", state="pending", attempts=0, last_error=None, updated_at=now)
+    upsert(con, "alert_deliveries", q[["fingerprint", "sink", "status", "state", "attempts", "last_error",
+                                       "updated_at"]])
+    return len(q)
+
+
 def adopt_kind_named(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> int:
     """Deliveries recorded when sinks were named for their kind (``jsonl``, ``webhook``,
     ``alertmanager``) become those of the configured sink of that kind, so after the upgrade

@@ -306,10 +306,10 @@ def _prom_cpu(path: Path, s: pd.DataFrame) -> pd.DataFrame:
 def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     tot = s[s["name"] == NODE_MEM_TOTAL]
     avail = s[s["name"] == NODE_MEM_AVAILABLE]
-    if tot.empty != avail.empty:
+    if tot.empty != avail.empty:  # its samples are rejects below, each saying what is missing
         log.warning("%s: memory needs both %s and %s; only %s is there, no memory is loaded", path,
                     NODE_MEM_TOTAL, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL if avail.empty else NODE_MEM_AVAILABLE)
-    if tot.empty or avail.empty:
+    if tot.empty and avail.empty:
         return pd.DataFrame()
     key = ["cluster", "pool", "host", "ts"]
     m = tot.merge(avail[[*key, "value", "conflict", "_line", "_raw"]], on=key, how="outer",
@@ -319,7 +319,11 @@ def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
         log.warning("%s: %d memory sample(s) of %s or %s without the other at the same time and host are "
                     "rejected (query both with the same step and start)", path, int(alone.sum()),
                     NODE_MEM_TOTAL, NODE_MEM_AVAILABLE)
-    only_avail = m["_merge"] == "right_only"
+    # a reject points at the sample at fault: MemAvailable's when only it is missing a value
+    # (or disagrees with a copy), or when it is the only one there
+    avail_bad = (_num(m["value_avail"]).isna() | m["conflict_avail"].eq(True)) & _num(m["value"]).notna() \
+        & ~m["conflict"].eq(True)
+    only_avail = (m["_merge"] == "right_only") | ((m["_merge"] == "both") & avail_bad)
     m["_line"] = m["_line"].where(~only_avail, m["_line_avail"])
     m["_raw"] = m["_raw"].where(~only_avail, m["_raw_avail"])
     m["conflict"] = m["conflict"].eq(True) | m["conflict_avail"].eq(True)  # NaN where a side is missing

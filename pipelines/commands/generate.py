@@ -51,7 +51,7 @@ def available_memory_gb() -> float | None:
 
 
 def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
-                     available_gb: float | None = None) -> None:
+                     available_gb: float | None = None, can_drop_telemetry: bool = True) -> None:
     """Refuse a fleet the generator cannot make, or one that would not fit in memory
     (``available_gb``: the memory to fit in, by default what this machine has free)."""
     from pipelines.cli import CliError
@@ -65,7 +65,7 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
     free = available_memory_gb() if available_gb is None else available_gb
     need = estimated_memory_gb(nodes, days, telemetry)
     if free is not None and need > 0.8 * free:
-        hint = "; --no-telemetry needs about a quarter of that" if telemetry else ""
+        hint = "; --no-telemetry needs about a quarter of that" if telemetry and can_drop_telemetry else ""
         raise CliError(
             f"a fleet of {nodes} nodes x {days} days needs about {need:.1f} GiB of memory to generate, and this "
             f"machine has {free:.1f} GiB free: use fewer --nodes or --days{hint}", 2)

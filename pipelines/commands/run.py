@@ -97,7 +97,7 @@ def run_all(args: argparse.Namespace) -> int:
         from pipelines.commands.generate import check_fleet_args
         from pipelines.synth_io import write_fleet
 
-        check_fleet_args(args.nodes, args.days, args.seed)
+        check_fleet_args(args.nodes, args.days, args.seed, can_drop_telemetry=False)  # run has no --no-telemetry
         folder = settings.data_dir
         print(f"generating a synthetic fleet in {folder} (nodes={args.nodes}, days={args.days}, seed={args.seed})")
         write_fleet(folder, nodes=args.nodes, days=args.days, seed=args.seed)

@@ -41,7 +41,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         configured_sinks()
     except ValueError as exc:
-        raise CliError(f"alert sink setting: {exc}", 2) from exc
+        raise CliError(f"alert sink setting (HEADROOM_ALERT_JSONL, HEADROOM_ALERT_WEBHOOK or "
+                       f"HEADROOM_ALERTMANAGER_URL): {exc}", 2) from exc
     deployments = build_deployments(str(settings.db_path), args.input)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)

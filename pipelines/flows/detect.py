@@ -80,10 +80,14 @@ def _still_ahead(found: list, now: datetime, what: str) -> list:
 
 
 @task
-def adopt_sinks(db_path: str, names: list[str]) -> int:
-    """Deliveries recorded under a bare sink kind become the configured target's."""
+def adopt_sinks(db_path: str, names: list[str], now: datetime) -> int:
+    """Deliveries recorded under a bare sink kind become the configured target's; then a
+    sink that has never heard of an alert still firing (of any kind, whichever detectors
+    this run has) gets its firing queued."""
     with open_warehouse(db_path) as con:
-        return alerting.adopt_kind_named(con, names)
+        moved = alerting.adopt_kind_named(con, names)
+        alerting.catch_up_sinks(con, names, now)
+        return moved
 
 
 @task(retries=0)
@@ -143,7 +147,7 @@ def detect_flow(
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
     sinks = configured_sinks(jsonl_path, webhook_url, alertmanager_url)
     names = [s.name for s in sinks]
-    adopt_sinks(str(db_path), names)
+    adopt_sinks(str(db_path), names, run_at)
     out: dict = {}
     if "bursts" in chosen:
         policy = CusumPolicy(season_length=season_length, n_seasons=4, target_arl="7D", cooldown="6h")

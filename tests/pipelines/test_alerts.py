@@ -357,3 +357,17 @@ def test_a_delivery_queued_again_while_a_batch_was_sent_stays_pending(con, tmp_p
     states = query(con, "SELECT status, state FROM alert_deliveries ORDER BY status")
     assert states.loc[states["status"] == "firing", "state"].tolist() == ["pending"]
     assert "delivery_updated_at" not in jl.path.read_text()
+
+
+def test_a_receiver_added_later_hears_what_is_firing_before_any_resolution(con, tmp_path):
+    """Catching up does not wait for a run of the alert's own detector, and a resolution never
+    reaches a receiver before the firing it ends."""
+    first = al.JsonlSink(tmp_path / "first.jsonl", name="first")
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [first.name])
+    al.deliver_pending(con, [first], T0)
+    late = al.JsonlSink(tmp_path / "late.jsonl", name="late")
+    assert al.catch_up_sinks(con, [first.name, late.name], T1) == 1  # only the new sink lacks it
+    al.sync_alerts(con, "hardware_fault", [], T1, [first.name, late.name])  # it resolves in this run
+    al.deliver_pending(con, [first, late], T1)
+    heard = [json.loads(x)["status"] for x in late.path.read_text().splitlines()]
+    assert heard == ["firing", "resolved"]

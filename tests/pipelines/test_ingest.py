@@ -595,3 +595,22 @@ def test_reject_lines_in_a_file_with_old_mac_line_ends(con, tmp_path):
     ingest.ingest_file(con, p, "utilization")
     assert dict(con.execute("SELECT line, reason FROM rejects").fetchall()) == {
         3: "used: not a number 'abc'", 4: "node_id: missing"}
+
+
+def test_prometheus_memory_rejects_blame_the_series_at_fault(con, tmp_path):
+    gib = 1024 ** 3
+    t0 = 1767225600
+
+    def mem(name, values):
+        return {"metric": {"__name__": name, "instance": "n1:9100"},
+                "values": [[t0 + 60 * i, v] for i, v in enumerate(values)]}
+
+    p = tmp_path / "m.json"
+    p.write_text(_prom([mem("node_memory_MemTotal_bytes", [str(64 * gib)] * 2),
+                        mem("node_memory_MemAvailable_bytes", [str(40 * gib), "NaN"])]))
+    ingest.ingest_file(con, p, "utilization", cluster="c", pool="p")
+    assert list(rejects(con)) == [2000002]  # MemAvailable's NaN sample, not MemTotal's good one
+    only = tmp_path / "total_only.json"
+    only.write_text(_prom([mem("node_memory_MemTotal_bytes", [str(64 * gib)] * 3)]))
+    r = ingest.ingest_file(con, only, "utilization", cluster="c", pool="p")
+    assert (r.rows_read, r.rows_rejected) == (3, 3)  # counted and kept, not gone without a trace
