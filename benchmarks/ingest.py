@@ -78,23 +78,31 @@ def prometheus(work: Path, hosts: int, steps: int) -> int:
     with open(path) as fh:
         json.load(fh)
     t_json = time.perf_counter() - t0
-    db = work / "prom.duckdb"
+    t_head = headroom_ingest(work / "prom.duckdb", path)
+    if t_head is None:
+        return 1
+    print(f"samples                  {samples} ({path.stat().st_size / 1e6:.0f} MB)")
+    print(f"json.load alone          {t_json:8.2f} s")
+    print(f"headroom ingest          {t_head:8.2f} s  peak RSS {peak_rss_mb(True):8.0f} MB  "
+          f"({samples / t_head:,.0f} samples/s; counters to busy cores, memory joined, validated)")
+    return 0
+
+
+def headroom_ingest(db: Path, path: Path) -> float | None:
+    """Wall seconds of `headroom ingest --kind utilization` of ``path`` into a new ``db``
+    (its output printed), or None when it failed."""
     db.unlink(missing_ok=True)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "ingest", "--kind", "utilization", "--db", str(db), str(path)],
         capture_output=True, text=True,
     )
-    t_head = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         print(proc.stdout, proc.stderr)
-        return 1
+        return None
     print(proc.stdout.strip())
-    print(f"samples                  {samples} ({path.stat().st_size / 1e6:.0f} MB)")
-    print(f"json.load alone          {t_json:8.2f} s")
-    print(f"headroom ingest          {t_head:8.2f} s  peak RSS {peak_rss_mb(True):8.0f} MB  "
-          f"({samples / t_head:,.0f} samples/s; counters to busy cores, memory joined, validated)")
-    return 0
+    return seconds
 
 
 def peak_rss_mb(child: bool) -> float:
@@ -127,18 +135,9 @@ def main() -> int:
     con.close()
     t_duck = time.perf_counter() - t0
 
-    db = work / "headroom.duckdb"
-    db.unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "ingest", "--kind", "utilization", "--db", str(db), str(csv_path)],
-        capture_output=True, text=True,
-    )
-    t_head = time.perf_counter() - t0
-    if proc.returncode != 0:
-        print(proc.stdout, proc.stderr)
+    t_head = headroom_ingest(work / "headroom.duckdb", csv_path)
+    if t_head is None:
         return 1
-    print(proc.stdout.strip())
     print(f"rows                     {n}")
     print(f"duckdb read_csv (plain)  {t_duck:8.2f} s  peak RSS {peak_rss_mb(False):8.0f} MB")
     print(f"headroom ingest          {t_head:8.2f} s  peak RSS {peak_rss_mb(True):8.0f} MB  (validated, keyed upsert, rejects)")
