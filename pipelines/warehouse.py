@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -56,14 +57,30 @@ def check_is_warehouse(path: Path) -> None:
         raise NotAWarehouseError(f"{path} is not a DuckDB warehouse file (it starts {head[:12]!r})")
 
 
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+
+
+def default_lock_timeout() -> float:
+    """``HEADROOM_LOCK_TIMEOUT`` seconds when set to a number >= 0 (the commands check it and
+    say so when it is not), else 30."""
+    try:
+        value = float(os.environ.get("HEADROOM_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_LOCK_TIMEOUT_S
+    return value if value >= 0 else DEFAULT_LOCK_TIMEOUT_S
+
+
 def connect(
     path: str | Path = ":memory:",
     *,
     read_only: bool = False,
-    lock_timeout_s: float = 30.0,
+    lock_timeout_s: float | None = None,
     migrate_schema: bool = True,
 ) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse, waiting up to ``lock_timeout_s`` for another writer, and migrate it."""
+    """Open the warehouse, waiting up to ``lock_timeout_s`` for another writer (default:
+    ``HEADROOM_LOCK_TIMEOUT``, else 30 s, so every command and flow honours the setting),
+    and migrate it."""
+    lock_timeout_s = default_lock_timeout() if lock_timeout_s is None else lock_timeout_s
     target = str(path)
     if target != ":memory:":
         check_is_warehouse(Path(target))
@@ -112,7 +129,7 @@ def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
 
 @contextlib.contextmanager
 def open_warehouse(
-    path: str | Path, *, read_only: bool = False, lock_timeout_s: float = 30.0
+    path: str | Path, *, read_only: bool = False, lock_timeout_s: float | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Context manager around :func:`connect` that always closes (and so unlocks) the file."""
     con = connect(path, read_only=read_only, lock_timeout_s=lock_timeout_s)

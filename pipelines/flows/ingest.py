@@ -26,7 +26,7 @@ def _io_only(_task: object, _run: TaskRun, state: State) -> bool:
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=_io_only, task_run_name="ingest {kind}: {path}")
 def ingest_file_task(db_path: str, path: str, kind: str, fmt: str = "auto", strict: bool = False,
-                     cluster: str = "default", pool: str = "default", lock_timeout_s: float = 30.0) -> dict:
+                     cluster: str = "default", pool: str = "default", lock_timeout_s: float | None = None) -> dict:
     """Ingest one file; returns the IngestResult as a dict."""
     with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
         return asdict(ingest.ingest_file(con, path, kind, fmt, strict=strict, cluster=cluster, pool=pool))
@@ -40,7 +40,7 @@ def summary_task(db_path: str) -> dict:
 
 
 @flow(name="ingest", log_prints=False)
-def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_timeout_s: float = 30.0,
+def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_timeout_s: float | None = None,
                 keep_going: bool = False) -> dict:
     """Ingest ``inputs`` (each ``{"kind", "path", "format"?, "cluster"?, "pool"?}``) in order.
 

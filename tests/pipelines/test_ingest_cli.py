@@ -92,6 +92,22 @@ def test_second_writer_gives_up_with_a_clear_message(tmp_path, db_path, monkeypa
         assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 0
 
 
+def test_every_command_honours_the_lock_timeout_setting(prefect_harness, tmp_path, db_path, monkeypatch,
+                                                        capsys):
+    """detect (like train, run and the served flows) opens the warehouse without a timeout
+    of its own: HEADROOM_LOCK_TIMEOUT applies there too, not a fixed 30 s."""
+    with warehouse.open_warehouse(db_path):
+        pass
+    holder = _hold_lock(db_path, tmp_path, 12.0)
+    monkeypatch.setenv("HEADROOM_LOCK_TIMEOUT", "0.5")
+    try:
+        t0 = time.monotonic()
+        assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts"]) == 1
+        assert time.monotonic() - t0 < 10 and "waited 0s" in capsys.readouterr().err
+    finally:
+        holder.wait(timeout=30)
+
+
 def test_two_ingests_at_once_both_land(tmp_path, db_path):
     files = [util_file(tmp_path / f"u{i}.csv", n=24, node=f"n{i}") for i in range(2)]
     env_cmd = [sys.executable, "-m", "pipelines.cli", "ingest", "--kind", "utilization", "--db", str(db_path)]
