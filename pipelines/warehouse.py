@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -57,17 +56,11 @@ def check_is_warehouse(path: Path) -> None:
         raise NotAWarehouseError(f"{path} is not a DuckDB warehouse file (it starts {head[:12]!r})")
 
 
-DEFAULT_LOCK_TIMEOUT_S = 30.0
-
-
 def default_lock_timeout() -> float:
-    """``HEADROOM_LOCK_TIMEOUT`` seconds when set to a number >= 0 (the commands check it and
-    say so when it is not), else 30."""
-    try:
-        value = float(os.environ.get("HEADROOM_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_LOCK_TIMEOUT_S
-    return value if value >= 0 else DEFAULT_LOCK_TIMEOUT_S
+    """The ``HEADROOM_LOCK_TIMEOUT`` setting (30 s unless set), read as every setting is."""
+    from pipelines.settings import Settings
+
+    return Settings.from_env().lock_timeout_s
 
 
 def connect(
