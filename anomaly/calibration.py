@@ -45,13 +45,13 @@ def stationary_bootstrap(z: np.ndarray, length: int, block: float, rng: np.rando
 
 def alarm_counts(
     z: np.ndarray, ks: np.ndarray, hs: np.ndarray, direction: str, clear: float,
-    cooldown: int = 0,
+    cooldown: int = 0, clear_points: int = 1,
 ) -> np.ndarray:
     """Reported-burst counts of the CUSUM for every (k, h) pair.
 
     Mirrors the detector exactly: reset on every alarm, but an alarm in the direction of
-    a burst still in progress (residual not yet back under ``clear``), or within
-    ``cooldown`` points of the last event, is not a new event.
+    a burst still in progress (its residual level, an EWMA spanning ``clear_points``, not yet
+    back under ``clear``), or within ``cooldown`` points of the last event, is not a new event.
     """
     shape = (len(ks), len(hs))
     kk = np.broadcast_to(ks[:, None], shape)
@@ -62,8 +62,13 @@ def alarm_counts(
     counts = np.zeros(shape, dtype=np.int64)
     since = np.full(shape, np.iinfo(np.int64).max // 2, dtype=np.int64)
     up, down = direction in ("both", "up"), direction in ("both", "down")
+    level = np.zeros(shape)
+    lam = 2.0 / (clear_points + 1)
     for zi in z.tolist():
-        active[active * zi < clear] = 0.0
+        level += lam * (zi - level)
+        ended = active * level < clear
+        active[ended] = 0.0
+        level[ended] = 0.0
         since += 1
         if up:
             sp += zi
@@ -81,13 +86,14 @@ def alarm_counts(
             counts += new
             since[new] = 0
             active[new] = fired[new]
+            level[new] = zi
             sp[hit] = 0.0
             sn[hit] = 0.0
     return counts
 
 
 def calibrate_cusum(
-    z: np.ndarray, arl_points: float, policy: CusumPolicy, cooldown_points: int = 0
+    z: np.ndarray, arl_points: float, policy: CusumPolicy, cooldown_points: int = 0, clear_points: int = 1
 ) -> tuple[float, float]:
     """(k, h) for the policy's target ARL on the in-control residuals ``z``."""
     if len(z) < 10:
@@ -100,7 +106,7 @@ def calibrate_cusum(
     ks = np.asarray([policy.k] if policy.k is not None else policy.k_grid, dtype=float)
     hs = np.asarray([policy.h]) if policy.h is not None else H_GRID
     counts = alarm_counts(
-        sample, ks, hs, policy.direction, policy.clear_sigma, cooldown_points
+        sample, ks, hs, policy.direction, policy.clear_sigma, cooldown_points, clear_points
     )
     allowed = length / arl_points
     best: tuple[float, float, float] | None = None

@@ -42,9 +42,14 @@ class CusumPolicy:
     h: float | None = None
     k_grid: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5)
     clip_sigma: float = 10.0  # one wild point adds at most this much evidence
-    clear_sigma: float = 1.0  # an alarmed burst ends once the residual falls below this
+    clear_sigma: float = 1.0  # an alarmed burst ends once its residual level falls below this
+    # The level is an EWMA of the residuals spanning this long (one point on hourly data): on
+    # 5-minute data a single quiet point would end a burst still going, and its next alarm be a
+    # second alert for one incident; requiring every point of the span to be quiet instead would
+    # keep a burst open for hours of plain noise (84% of points are under 1 sigma).
+    clear_after: str = "1h"
     direction: str = "both"  # both | up | down
-    cooldown: str = "0s"  # a new alarm this soon after the last event is the same incident
+    cooldown: str = "6h"  # a new alarm this soon after the last event is the same incident
     block_length: int | None = None  # bootstrap block; default half a season (>= 4)
     bootstrap_arls: float = 20.0  # bootstrap length in multiples of the target ARL
     seed: int = 0
@@ -56,6 +61,12 @@ class CusumPolicy:
             raise ValueError(f"direction must be both, up or down, got {self.direction!r}")
         if pd.Timedelta(self.target_arl) <= pd.Timedelta(0):
             raise ValueError("target_arl must be a positive duration")
+        if pd.Timedelta(self.clear_after) < pd.Timedelta(0):
+            raise ValueError("clear_after must be a duration >= 0")
+
+    def clear_points(self, freq: pd.Timedelta) -> int:
+        """Span, in points at grid step ``freq``, of the level that ends an alarmed burst."""
+        return max(1, math.ceil(pd.Timedelta(self.clear_after) / freq))
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,8 @@ class CusumState:
     active_onset: pd.Timestamp | None = None
     active_detected: pd.Timestamp | None = None
     active_peak: float = 0.0  # the largest |z| of the alarmed burst so far (its severity)
+    clear_points: int = 1  # span (points) of the EWMA level that ends an alarmed burst
+    active_level: float = 0.0  # that EWMA of the alarmed burst's residuals
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe dict (timestamps as ISO strings, NaN memory as None)."""
@@ -117,7 +130,8 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
     ps, ns = state.pos_start, state.neg_start
     pp, np_, ppr, npr = state.pos_peak, state.neg_peak, state.pos_peak_resid, state.neg_peak_resid
     active, a_onset, a_det = state.active, state.active_onset, state.active_detected
-    a_peak = state.active_peak
+    a_peak, level = state.active_peak, state.active_level
+    lam = 2.0 / (state.clear_points + 1)  # EWMA weight of a span of clear_points (1: the point itself)
     a_event: dict[str, object] | None = None  # this batch's event of the burst still alarmed
     last_event = state.last_event
     cooldown = pd.Timedelta(seconds=state.cooldown_s)
@@ -127,13 +141,15 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
         if zi != zi:  # NaN: no evidence either way
             continue
         ts = times[i]
-        if active and active * zi < clear:
-            active, a_onset, a_det, a_peak, a_event = 0, None, None, 0.0, None
-        elif active and active * zi > a_peak:
-            # the burst grows after its alarm: its peak (and severity) follow it
-            a_peak = active * zi
-            if a_event is not None:
-                a_event["peak_z"], a_event["peak_residual"] = a_peak, float(resid[i])
+        if active:
+            level += lam * (zi - level)
+            if active * level < clear:
+                active, a_onset, a_det, a_peak, a_event, level = 0, None, None, 0.0, None, 0.0
+            elif active * zi > a_peak:
+                # the burst grows after its alarm: its peak (and severity) follow it
+                a_peak = active * zi
+                if a_event is not None:
+                    a_event["peak_z"], a_event["peak_residual"] = a_peak, float(resid[i])
         if up:
             sp = max(0.0, sp + zi - k)
             if sp == 0.0:
@@ -166,14 +182,15 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
                 "detector": "cusum",
             }
             events.append(a_event)
-            active, a_onset, a_det, a_peak = fired, onset, ts, peak
+            active, a_onset, a_det, a_peak, level = fired, onset, ts, peak, zi
             last_event = ts
             sp = sn = 0.0  # reset after an alarm
             ps = ns = None
             pp = np_ = ppr = npr = 0.0
     scalars = dict(s_pos=sp, s_neg=sn, pos_start=ps, neg_start=ns, pos_peak=pp, neg_peak=np_,
                    pos_peak_resid=ppr, neg_peak_resid=npr, active=active,
-                   active_onset=a_onset, active_detected=a_det, active_peak=a_peak, last_event=last_event)
+                   active_onset=a_onset, active_detected=a_det, active_peak=a_peak, active_level=level,
+                   last_event=last_event)
     return events, scalars
 
 
@@ -255,7 +272,7 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy) -> Cus
         season_length=policy.season_length, n_seasons=policy.n_seasons,
         clip_sigma=policy.clip_sigma, clear_sigma=policy.clear_sigma,
         direction=policy.direction, memory=tuple([np.nan] * span),
-        cooldown_s=pd.Timedelta(policy.cooldown).total_seconds(),
+        cooldown_s=pd.Timedelta(policy.cooldown).total_seconds(), clear_points=policy.clear_points(freq),
     )
     index, values, resid, _z, memory = residuals(blank, ds, y)
     known = int(np.isfinite(resid).sum())
@@ -270,7 +287,7 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy) -> Cus
     k, h = policy.k, policy.h
     if k is None or h is None:
         cooldown_points = int(pd.Timedelta(policy.cooldown) / freq)
-        k, h = calibrate_cusum(z[np.isfinite(z)], arl_points, policy, cooldown_points)
+        k, h = calibrate_cusum(z[np.isfinite(z)], arl_points, policy, cooldown_points, blank.clear_points)
         if policy.h is None and h >= H_GRID[-1]:
             log.warning("%s: even h=%.0f misses the target ARL %s on its history (heavy tails?)",
                         uid, h, policy.target_arl)

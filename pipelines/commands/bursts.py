@@ -25,7 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--season-length", type=int, default=24, help="points per season (default 24)")
     e.add_argument("--n-seasons", type=int, default=4, help="seasons in the baseline median (default 4)")
     e.add_argument("--target-arl", default="7D", help="in-control run length per false alarm (default 7D)")
-    e.add_argument("--cooldown", default="0s", help="alarms this soon after an event are the same one")
+    e.add_argument("--cooldown", default="6h",
+                   help="alarms this soon after an event are the same one (default 6h, as headroom detect)")
+    e.add_argument("--clear-after", default="1h",
+                   help="a burst ends once its residual level (an EWMA this long) is under 1 sigma (default 1h)")
     e.add_argument("--train-fraction", type=float, default=0.15, help="calibration share (default 0.15)")
     e.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
     e.set_defaults(func=run_evaluate)
@@ -44,6 +47,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             season_length=args.season_length, n_seasons=args.n_seasons,
             target_arl=str(parse_duration(args.target_arl, "--target-arl")),
             cooldown=str(parse_duration(args.cooldown, "--cooldown")),
+            clear_after=str(parse_duration(args.clear_after, "--clear-after")),
         )
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc

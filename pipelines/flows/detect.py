@@ -150,7 +150,7 @@ def detect_flow(
     adopt_sinks(str(db_path), names, run_at)
     out: dict = {}
     if "bursts" in chosen:
-        policy = CusumPolicy(season_length=season_length, n_seasons=4, target_arl="7D", cooldown="6h")
+        policy = CusumPolicy(season_length=season_length)  # 4 seasons, one false alarm a week, 6 h cooldown
         out["bursts"] = detect_bursts(str(db_path), run_at, names, policy)
     if "faults" in chosen:
         # canonical durations, so "30m" and "30min" find the same registered model

@@ -101,8 +101,8 @@ def test_too_short_history_is_a_clear_error():
         CusumDetector(FAST).fit(short)
 
 
-@pytest.mark.parametrize("cooldown", [0, 12])
-def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int):
+@pytest.mark.parametrize("cooldown,clear_points", [(0, 1), (12, 1), (0, 12), (12, 6)])
+def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int, clear_points: int):
     from anomaly.cusum import _run_cusum
 
     rng = np.random.default_rng(7)
@@ -111,10 +111,10 @@ def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int):
     k, h = 0.5, 4.0
     state = CusumState(unique_id="s", freq_s=3600.0, k=k, h=h, scale=1.0, season_length=1, n_seasons=1,
                        clip_sigma=np.inf, clear_sigma=1.0, direction="both", memory=(np.nan,),
-                       cooldown_s=3600.0 * cooldown)
+                       cooldown_s=3600.0 * cooldown, clear_points=clear_points)
     index = pd.date_range("2026-01-01", periods=len(z), freq="h")
     events, _ = _run_cusum(state, index, z, z)
-    counted = alarm_counts(z, np.array([k]), np.array([h]), "both", 1.0, cooldown)[0, 0]
+    counted = alarm_counts(z, np.array([k]), np.array([h]), "both", 1.0, cooldown, clear_points)[0, 0]
     assert len(events) == counted > 0
 
 
@@ -155,3 +155,37 @@ def test_states_of_another_season_are_recalibrated(tide, caplog):
         out = run_bursts(pd.concat([hist, rest]), states, other)
     assert {st.season_length for st in out.states.values()} == {12}
     assert "recalibrating" in caplog.text
+
+
+def test_one_noisy_burst_on_five_minute_data_is_one_event_and_its_state_resumes():
+    """A burst that dips under 1 sigma for a point or two is still going: it ends when its
+    residual level (an EWMA over ``clear_after``) falls, not at its first quiet point,
+    so it is one alert, not one per dip; split at a dip, the state carries the level over."""
+    from anomaly.cusum import _run_cusum
+
+    rng = np.random.default_rng(11)
+    z = rng.normal(size=2000)
+    z[1000:1288] += 3.0  # a day-long burst at 5-minute steps: ~2% of its points dip under 1
+    index = pd.date_range("2026-01-01", periods=len(z), freq="5min")
+
+    def state(clear_points: int) -> CusumState:
+        return CusumState(unique_id="s", freq_s=300.0, k=0.5, h=6.0, scale=1.0, season_length=1, n_seasons=1,
+                          clip_sigma=np.inf, clear_sigma=1.0, direction="both", memory=(np.nan,),
+                          clear_points=clear_points)
+
+    def in_burst(events: list[dict[str, object]]) -> int:
+        return sum(index[1000] <= e["detected_at"] <= index[1300] for e in events)
+
+    one_point, _ = _run_cusum(state(1), index, z, z)
+    assert in_burst(one_point) > 1  # the old rule: a new alert after each dip
+    hour = CusumPolicy(clear_after="1h").clear_points(pd.Timedelta("5min"))
+    assert hour == 12 and CusumPolicy(clear_after="1h").clear_points(pd.Timedelta("1h")) == 1
+    whole, scalars = _run_cusum(state(hour), index, z, z)
+    assert in_burst(whole) == 1
+    assert scalars["active"] == 0  # ... and it did end after the burst
+    from dataclasses import replace
+
+    first, mid = _run_cusum(state(hour), index[:1100], z[:1100], z[:1100])
+    rest, end = _run_cusum(replace(state(hour), **mid), index[1100:], z[1100:], z[1100:])
+    assert [e["detected_at"] for e in first + rest] == [e["detected_at"] for e in whole]
+    assert end == scalars
