@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 H_GRID = np.geomspace(0.5, 400.0, 72)
 MIN_BOOTSTRAP = 20_000
 MAX_BOOTSTRAP = 200_000
+REPLICATE_POINTS = 5_000
 
 
 def stationary_bootstrap(z: np.ndarray, length: int, block: float, rng: np.random.Generator) -> np.ndarray:
@@ -47,15 +48,17 @@ def alarm_counts(
     z: np.ndarray, ks: np.ndarray, hs: np.ndarray, direction: str, clear: float,
     cooldown: int = 0, clear_points: int = 1,
 ) -> np.ndarray:
-    """Reported-burst counts of the CUSUM for every (k, h) pair.
+    """Reported-burst counts of the CUSUM for every (k, h) pair, over ``z`` (one series) or
+    the rows of a 2-D ``z`` (replicates run side by side, each from a fresh start; counts summed).
 
     Mirrors the detector exactly: reset on every alarm, but an alarm in the direction of
     a burst still in progress (its residual level, an EWMA spanning ``clear_points``, not yet
     back under ``clear``), or within ``cooldown`` points of the last event, is not a new event.
     """
-    shape = (len(ks), len(hs))
-    kk = np.broadcast_to(ks[:, None], shape)
-    hh = np.broadcast_to(hs[None, :], shape)
+    rows = np.atleast_2d(np.asarray(z, dtype=float))
+    shape = (rows.shape[0], len(ks), len(hs))
+    kk = np.broadcast_to(ks[None, :, None], shape)
+    hh = np.broadcast_to(hs[None, None, :], shape)
     sp = np.zeros(shape)
     sn = np.zeros(shape)
     active = np.zeros(shape)
@@ -64,7 +67,8 @@ def alarm_counts(
     up, down = direction in ("both", "up"), direction in ("both", "down")
     level = np.zeros(shape)
     lam = 2.0 / (clear_points + 1)
-    for zi in z.tolist():
+    for col in rows.T:
+        zi = np.broadcast_to(col[:, None, None], shape)
         level += lam * (zi - level)
         ended = active * level < clear
         active[ended] = 0.0
@@ -86,10 +90,10 @@ def alarm_counts(
             counts += new
             since[new] = 0
             active[new] = fired[new]
-            level[new] = zi
+            level[new] = zi[new]
             sp[hit] = 0.0
             sn[hit] = 0.0
-    return counts
+    return counts.sum(axis=0)
 
 
 def calibrate_cusum(
@@ -102,7 +106,11 @@ def calibrate_cusum(
     rng = np.random.default_rng(policy.seed)
     block = float(policy.block_length or max(4, policy.season_length // 2))
     length = int(np.clip(policy.bootstrap_arls * arl_points, MIN_BOOTSTRAP, MAX_BOOTSTRAP))
-    sample = stationary_bootstrap(z, length, block, rng)
+    # run as side-by-side replicates (each from a fresh start, as after every alarm's reset):
+    # the Python loop steps through REPLICATE_POINTS, not the whole bootstrap length
+    replicates = max(1, length // REPLICATE_POINTS)
+    length = replicates * (length // replicates)
+    sample = stationary_bootstrap(z, length, block, rng).reshape(replicates, -1)
     ks = np.asarray([policy.k] if policy.k is not None else policy.k_grid, dtype=float)
     hs = np.asarray([policy.h]) if policy.h is not None else H_GRID
     counts = alarm_counts(
