@@ -23,7 +23,13 @@ from anomaly.seasonal import robust_scale, seasonal_baseline, to_grid
 
 log = logging.getLogger(__name__)
 
-MIN_RESIDUALS = 24  # fewer residuals than this cannot say what "in control" looks like
+MIN_RESIDUALS = 24
+TIME_FIELDS = ("last_ts", "pos_start", "neg_start", "active_onset", "active_detected", "last_event", "calibrated_at")
+# what a recalibration carries over: the running statistics and the burst in progress
+RUNNING_FIELDS = (
+    "memory", "last_ts", "s_pos", "s_neg", "pos_start", "neg_start", "pos_peak", "neg_peak", "pos_peak_resid",
+    "neg_peak_resid", "active", "active_onset", "active_detected", "active_peak", "active_level", "last_event",
+)  # fewer residuals than this cannot say what "in control" looks like
 
 EVENT_COLUMNS = [
     "unique_id", "direction", "onset", "detected_at", "peak_z", "peak_residual", "detector",
@@ -50,6 +56,11 @@ class CusumPolicy:
     clear_after: str = "1h"
     direction: str = "both"  # both | up | down
     cooldown: str = "6h"  # a new alarm this soon after the last event is the same incident
+    # Scale, k and h are refitted this often on the last ``calibration_span`` of the series
+    # (None: calibrated once). A first calibration on a day or two of history misjudges the
+    # tails of the weeks after it; the running statistics carry on across a refit.
+    recalibrate_every: str | None = "1D"
+    calibration_span: str = "28D"
     block_length: int | None = None  # bootstrap block; default half a season (>= 4)
     bootstrap_arls: float = 20.0  # bootstrap length in multiples of the target ARL
     seed: int = 0
@@ -63,6 +74,10 @@ class CusumPolicy:
             raise ValueError("target_arl must be a positive duration")
         if pd.Timedelta(self.clear_after) < pd.Timedelta(0):
             raise ValueError("clear_after must be a duration >= 0")
+        if self.recalibrate_every is not None and not pd.Timedelta(self.recalibrate_every) > pd.Timedelta(0):
+            raise ValueError(f"recalibrate_every must be a positive duration or None, got {self.recalibrate_every!r}")
+        if not pd.Timedelta(self.calibration_span) > pd.Timedelta(0):
+            raise ValueError(f"calibration_span must be a positive duration, got {self.calibration_span!r}")
 
     def clear_points(self, freq: pd.Timedelta) -> int:
         """Span, in points at grid step ``freq``, of the level that ends an alarmed burst."""
@@ -101,12 +116,14 @@ class CusumState:
     active_peak: float = 0.0  # the largest |z| of the alarmed burst so far (its severity)
     clear_points: int = 1  # span (points) of the EWMA level that ends an alarmed burst
     active_level: float = 0.0  # that EWMA of the alarmed burst's residuals
+    calibrated_at: pd.Timestamp | None = None  # the last point the scale, k and h were fitted on
+    calibration_points: int = 0  # how many grid points that fit read
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe dict (timestamps as ISO strings, NaN memory as None)."""
         out = asdict(self)
         out["memory"] = [None if not math.isfinite(v) else float(v) for v in self.memory]
-        for key in ("last_ts", "pos_start", "neg_start", "active_onset", "active_detected", "last_event"):
+        for key in TIME_FIELDS:
             out[key] = None if out[key] is None else pd.Timestamp(out[key]).isoformat()
         return out
 
@@ -116,7 +133,7 @@ class CusumState:
         values = dict(data)
         memory = values["memory"]
         values["memory"] = tuple(np.nan if v is None else float(v) for v in memory)  # type: ignore[union-attr]
-        for key in ("last_ts", "pos_start", "neg_start", "active_onset", "active_detected", "last_event"):
+        for key in TIME_FIELDS:
             values[key] = None if values.get(key) is None else pd.Timestamp(values[key])  # type: ignore[arg-type]
         return cls(**values)  # type: ignore[arg-type]
 
@@ -241,19 +258,23 @@ class CusumDetector(BaseEstimator):
         """Continue from ``states`` (default: the fitted ones) over ``frame``.
 
         Returns the burst events and the new states; the detector itself is unchanged.
-        Series without a state are skipped (fit them first).
+        Series without a state are skipped (fit them first). Points a state has already
+        seen are skipped too, so ``frame`` may hold the series' history, which the
+        periodic recalibration (``CusumPolicy.recalibrate_every``) reads: give it the
+        history and the result is the same however the points are batched.
         """
         if states is None:
             check_fitted(self, "states_")
             states = self.states_
         require_columns(frame, ["unique_id", "ds", "y"], "burst frame")
+        policy = self.policy or CusumPolicy()
         new_states = dict(states)
         events: list[dict[str, object]] = []
         for uid, g in frame.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=True):
             st = states.get(str(uid))
             if st is None:
                 continue
-            ev, new_states[str(uid)] = step(st, g["ds"], g["y"])
+            ev, new_states[str(uid)] = advance(st, g["ds"], g["y"], policy)
             events.extend(ev)
         return events_frame(events), new_states
 
@@ -292,7 +313,52 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy) -> Cus
             log.warning("%s: even h=%.0f misses the target ARL %s on its history (heavy tails?)",
                         uid, h, policy.target_arl)
     return replace(blank, k=float(k), h=float(h), scale=float(scale), memory=memory,
-                   last_ts=index[-1] if len(index) else None)
+                   last_ts=index[-1] if len(index) else None,
+                   calibrated_at=index[-1] if len(index) else None, calibration_points=len(index))
+
+
+def advance(state: CusumState, ds: pd.Series, y: pd.Series, policy: CusumPolicy
+            ) -> tuple[list[dict[str, object]], CusumState]:
+    """:func:`step`, refitting scale, k and h every ``policy.recalibrate_every`` after the
+    state's last calibration, on the ``policy.calibration_span`` of ``ds, y`` up to that time
+    (the points the state has seen are skipped by the detection, not by the refit)."""
+    if policy.recalibrate_every is None or state.last_ts is None:
+        return step(state, ds, y)
+    every = pd.Timedelta(policy.recalibrate_every)
+    times = pd.DatetimeIndex(ds)
+    values = np.asarray(y, dtype=float)
+    events: list[dict[str, object]] = []
+    end = times.max() if len(times) else state.last_ts
+    while True:
+        boundary = (state.calibrated_at if state.calibrated_at is not None else state.last_ts) + every
+        if boundary >= end:
+            break
+        upto = times <= boundary
+        ev, state = step(state, pd.Series(times[upto]), pd.Series(values[upto]))
+        events.extend(ev)
+        state = recalibrate(state, times[upto], values[upto], boundary, policy)
+    ev, state = step(state, pd.Series(times), pd.Series(values))
+    return events + ev, state
+
+
+def recalibrate(state: CusumState, times: pd.DatetimeIndex, values: np.ndarray, at: pd.Timestamp,
+                policy: CusumPolicy) -> CusumState:
+    """``state`` with scale, k and h fitted on the ``calibration_span`` of the points up to
+    ``at``, its running statistics kept. A window with fewer points than the last fit read
+    (a caller that passed only new points) keeps the old calibration."""
+    inside = (times <= at) & (times > at - pd.Timedelta(policy.calibration_span))
+    span_points = int(pd.Timedelta(policy.calibration_span) / pd.Timedelta(seconds=state.freq_s))
+    kept = replace(state, calibrated_at=at)
+    if int(inside.sum()) < min(state.calibration_points, span_points):
+        return kept
+    try:
+        fresh = fit_state(state.unique_id, pd.Series(times[inside]), pd.Series(values[inside]), policy)
+    except ValueError as exc:  # too few residuals in the window: keep what we had
+        log.debug("%s: not recalibrated at %s: %s", state.unique_id, at, exc)
+        return kept
+    if fresh.freq_s != state.freq_s:
+        return kept
+    return replace(fresh, calibrated_at=at, **{f: getattr(state, f) for f in RUNNING_FIELDS})
 
 
 def events_frame(events: list[dict[str, object]]) -> pd.DataFrame:

@@ -1,10 +1,12 @@
 """End-to-end evaluations behind ``headroom {bursts,faults,spikes} evaluate`` (pure)."""
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
+from sklearn.base import clone
 from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
 
 from anomaly.base import infer_freq
@@ -60,11 +62,48 @@ def evaluate_bursts(
     cooldown = pd.Timedelta(policy.cooldown)
     rows = []
     for name, det in detectors:
-        events = det.fit(hist).predict(test)
-        if name != "cusum":
-            events = thin_events(events, cooldown)  # the CUSUM applies it itself
+        if name == "cusum":  # it skips the history it was fitted on, and recalibrates on it
+            events = det.fit(hist).detect(pd.concat([hist, test], ignore_index=True))[0]
+        else:
+            events = thin_events(_refitted_predictions(det, hist, test, policy), cooldown)
         rows.append(score_bursts(name, events, windows, spans))
     return pd.DataFrame(rows, columns=BURST_COLUMNS)
+
+
+def _refitted_predictions(det: ThresholdDetector | PeltDetector, hist: pd.DataFrame, test: pd.DataFrame,
+                          policy: CusumPolicy) -> pd.DataFrame:
+    """A baseline's events over ``test``, refitted as the CUSUM is recalibrated: every
+    ``policy.recalibrate_every`` after the end of each series' history, on the
+    ``policy.calibration_span`` before that time, so the detectors are compared under the
+    same calibration schedule (a window too short to fit keeps the last fit). Pelt keeps
+    the penalty of its first fit (refitting it, a bisection over Pelt runs, takes minutes a
+    series); its residual scale is refitted like the others'."""
+    if policy.recalibrate_every is None:
+        return det.fit(hist).predict(test)
+    every, span = pd.Timedelta(policy.recalibrate_every), pd.Timedelta(policy.calibration_span)
+    parts = []
+    for uid, h in hist.groupby("unique_id", sort=True):
+        t = test[test["unique_id"] == uid]
+        if t.empty:
+            continue
+        whole = pd.concat([h, t], ignore_index=True)
+        anchor, fit_on = h["ds"].max(), h
+        series_det = clone(det).fit(h)
+        if isinstance(series_det, PeltDetector):
+            series_det.set_params(penalty=series_det.penalties_[str(uid)])
+        while True:
+            if fit_on is not h:
+                with contextlib.suppress(ValueError):  # too short to fit: it keeps the states it had
+                    series_det.fit(fit_on)
+            end = anchor + every
+            chunk = t[(t["ds"] > anchor) & (t["ds"] <= end)]
+            if not chunk.empty:
+                parts.append(series_det.predict(chunk))
+            if end >= t["ds"].max():
+                break
+            anchor = end
+            fit_on = whole[(whole["ds"] <= anchor) & (whole["ds"] > anchor - span)]
+    return pd.concat(parts, ignore_index=True) if parts else det.fit(hist).predict(test.iloc[:0])
 
 
 def evaluate_faults(

@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="alarms this soon after an event are the same one (default 6h, as headroom detect)")
     e.add_argument("--clear-after", default="1h",
                    help="a burst ends once its residual level (an EWMA this long) is under 1 sigma (default 1h)")
+    e.add_argument("--recalibrate-every", default="1D",
+                   help="refit each detector this often on the 28 days before (default 1D, as headroom detect; "
+                   "none: calibrate once)")
     e.add_argument("--train-fraction", type=float, default=0.15, help="calibration share (default 0.15)")
     e.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
     e.set_defaults(func=run_evaluate)
@@ -48,6 +51,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
             target_arl=str(parse_duration(args.target_arl, "--target-arl")),
             cooldown=str(parse_duration(args.cooldown, "--cooldown")),
             clear_after=str(parse_duration(args.clear_after, "--clear-after")),
+            recalibrate_every=(None if args.recalibrate_every.strip().lower() == "none"
+                               else str(parse_duration(args.recalibrate_every, "--recalibrate-every"))),
         )
     except (detection_io.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc

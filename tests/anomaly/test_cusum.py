@@ -189,3 +189,82 @@ def test_one_noisy_burst_on_five_minute_data_is_one_event_and_its_state_resumes(
     rest, end = _run_cusum(replace(state(hour), **mid), index[1100:], z[1100:], z[1100:])
     assert [e["detected_at"] for e in first + rest] == [e["detected_at"] for e in whole]
     assert end == scalars
+
+
+def _turbulent_after(days_calm: int = 3, days_rough: int = 12, seed: int = 5) -> pd.DataFrame:
+    """Hourly noise, calm for ``days_calm`` then heavy-tailed and three times as wide."""
+    rng = np.random.default_rng(seed)
+    calm = rng.normal(0, 1, days_calm * 24)
+    rough = 3 * rng.standard_t(df=3, size=days_rough * 24)
+    y = 50 + np.concatenate([calm, rough])
+    return pd.DataFrame({"unique_id": "c/p/cpu", "ds": pd.date_range("2026-01-01", periods=len(y), freq="h"), "y": y})
+
+
+RECAL = CusumPolicy(season_length=1, n_seasons=24, target_arl="7D", k_grid=(0.5, 1.0))
+
+
+def test_recalibration_follows_a_series_that_turns_turbulent():
+    """Calibrated on calm days only, the CUSUM alarms all through the turbulent weeks after
+    them; refitted daily on what it has seen, it raises its scale and stays near its target."""
+    frame = _turbulent_after()
+    hist, rest = split(frame, 3)
+    once = CusumPolicy(**{**RECAL.__dict__, "recalibrate_every": None})
+    ev_once, st_once = CusumDetector(once).fit(hist).detect(frame)
+    ev_daily, st_daily = CusumDetector(RECAL).fit(hist).detect(frame)
+    assert len(ev_once) >= 3 * max(len(ev_daily), 1)
+    assert len(ev_daily) <= 8  # the first turbulent day alarms before any refit
+    assert st_daily["c/p/cpu"].scale > 2 * st_once["c/p/cpu"].scale
+    # refitted once a day after the end of the history, the last time within the last day
+    assert frame["ds"].max() - pd.Timedelta(days=1) <= st_daily["c/p/cpu"].calibrated_at < frame["ds"].max()
+    assert st_once["c/p/cpu"].calibrated_at == hist["ds"].max()
+
+
+def test_recalibrated_detection_is_the_same_however_it_is_batched_and_never_looks_ahead():
+    frame = _turbulent_after()
+    hist, _rest = split(frame, 3)
+    det = CusumDetector(RECAL).fit(hist)
+    whole, whole_states = det.detect(frame)
+    st = det.states_
+    parts = []
+    for end in pd.date_range(frame["ds"].min() + pd.Timedelta(days=4, hours=7), frame["ds"].max(), freq="17h"):
+        ev, st = det.detect(frame[frame["ds"] <= end], states=st)  # history and new points, as detect passes
+        parts.append(ev)
+    ev, st = det.detect(frame, states=st)
+    parts.append(ev)
+    resumed = pd.concat(parts, ignore_index=True)
+    assert len(whole) >= 2
+    pd.testing.assert_frame_equal(whole.reset_index(drop=True), resumed.reset_index(drop=True), check_dtype=False)
+    assert whole_states["c/p/cpu"].to_dict() == st["c/p/cpu"].to_dict()
+    # the future does not move the past: change the last week, the first ones' events stay
+    cut = frame["ds"].min() + pd.Timedelta(days=8)
+    later = frame.copy()
+    later.loc[later["ds"] > cut, "y"] *= 5
+    changed = det.detect(later)[0]
+    pd.testing.assert_frame_equal(whole[whole["detected_at"] <= cut].reset_index(drop=True),
+                                  changed[changed["detected_at"] <= cut].reset_index(drop=True))
+
+
+def test_recalibration_on_new_points_alone_keeps_the_calibration():
+    """A caller that passes only new points (no history) cannot refit on less than the
+    first calibration read: the scale stays, and the running statistics go on."""
+    frame = _turbulent_after()
+    hist, rest = split(frame, 3)
+    det = CusumDetector(RECAL).fit(hist)
+    _ev, st = det.detect(rest.iloc[:60])  # 2.5 days: fewer points than the 3 days of history
+    assert st["c/p/cpu"].scale == det.states_["c/p/cpu"].scale
+    assert st["c/p/cpu"].calibrated_at > det.states_["c/p/cpu"].calibrated_at
+    assert st["c/p/cpu"].last_ts == rest["ds"].iloc[59]
+
+
+def test_evaluation_refits_the_baselines_on_the_cusums_schedule():
+    """bursts evaluate compares the three detectors under one calibration schedule: the
+    3-sigma rule and Pelt refit their scale daily too, so on a series that turns turbulent
+    they lose false alarms as the CUSUM does."""
+    from anomaly.evaluate import evaluate_bursts
+
+    frame = _turbulent_after(days_calm=4)
+    once = evaluate_bursts(frame, {}, CusumPolicy(**{**RECAL.__dict__, "recalibrate_every": None}),
+                           train_fraction=0.25).set_index("detector")
+    daily = evaluate_bursts(frame, {}, RECAL, train_fraction=0.25).set_index("detector")
+    for det in ("cusum", "threshold_3sigma", "pelt"):
+        assert daily.loc[det, "false_alarms"] < once.loc[det, "false_alarms"], det

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from anomaly.cusum import CusumDetector, CusumPolicy
 from pipelines import alerts as alerting
 from pipelines import detect_store, warehouse
 from pipelines.flows.detect import detect_flow
@@ -94,7 +95,14 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
     with warehouse.open_warehouse(db_path) as con:
         resumed = detect_store.load_states(con, "cusum")
     assert all(st.last_ts > states[uid].last_ts for uid, st in resumed.items())
-    assert all(st.h == states[uid].h for uid, st in resumed.items())  # calibration kept
+    # continued, not started over: the states are those one pass of the detector gives from the
+    # saved ones, refitted once a day after their last calibration (the flow's default)
+    with warehouse.open_warehouse(db_path) as con:
+        series_now = detect_store.demand_series(con)
+    _ev, expected = CusumDetector(CusumPolicy(season_length=24)).detect(series_now, states=states)
+    assert {u: st.to_dict() for u, st in resumed.items()} == {u: st.to_dict() for u, st in expected.items()}
+    assert all((st.calibrated_at - states[uid].calibrated_at) in (pd.Timedelta("1D"), pd.Timedelta("2D"))
+               for uid, st in resumed.items())
     for line in jsonl.read_text().splitlines():
         assert json.loads(line)["status"] in ("firing", "resolved")
 
