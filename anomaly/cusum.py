@@ -23,13 +23,13 @@ from anomaly.seasonal import robust_scale, seasonal_baseline, to_grid
 
 log = logging.getLogger(__name__)
 
-MIN_RESIDUALS = 24
+MIN_RESIDUALS = 24  # fewer residuals than this cannot say what "in control" looks like
 TIME_FIELDS = ("last_ts", "pos_start", "neg_start", "active_onset", "active_detected", "last_event", "calibrated_at")
 # what a recalibration carries over: the running statistics and the burst in progress
 RUNNING_FIELDS = (
     "memory", "last_ts", "s_pos", "s_neg", "pos_start", "neg_start", "pos_peak", "neg_peak", "pos_peak_resid",
     "neg_peak_resid", "active", "active_onset", "active_detected", "active_peak", "active_level", "last_event",
-)  # fewer residuals than this cannot say what "in control" looks like
+)
 
 EVENT_COLUMNS = [
     "unique_id", "direction", "onset", "detected_at", "peak_z", "peak_residual", "detector",
@@ -284,8 +284,9 @@ class CusumDetector(BaseEstimator):
         return self.detect(frame)[0]
 
 
-def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy) -> CusumState:
-    """Calibrate one series on its history and return the state at its end."""
+def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy, warn: bool = True) -> CusumState:
+    """Calibrate one series on its history and return the state at its end (``warn``: say
+    so when even the largest threshold misses the target ARL; the daily refits log it at debug level)."""
     freq = infer_freq(ds)
     span = policy.season_length * policy.n_seasons
     blank = CusumState(
@@ -310,7 +311,7 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy) -> Cus
         cooldown_points = int(pd.Timedelta(policy.cooldown) / freq)
         k, h = calibrate_cusum(z[np.isfinite(z)], arl_points, policy, cooldown_points, blank.clear_points)
         if policy.h is None and h >= H_GRID[-1]:
-            log.warning("%s: even h=%.0f misses the target ARL %s on its history (heavy tails?)",
+            (log.warning if warn else log.debug)("%s: even h=%.0f misses the target ARL %s on its history (heavy tails?)",
                         uid, h, policy.target_arl)
     return replace(blank, k=float(k), h=float(h), scale=float(scale), memory=memory,
                    last_ts=index[-1] if len(index) else None,
@@ -352,7 +353,7 @@ def recalibrate(state: CusumState, times: pd.DatetimeIndex, values: np.ndarray, 
     if int(inside.sum()) < min(state.calibration_points, span_points):
         return kept
     try:
-        fresh = fit_state(state.unique_id, pd.Series(times[inside]), pd.Series(values[inside]), policy)
+        fresh = fit_state(state.unique_id, pd.Series(times[inside]), pd.Series(values[inside]), policy, warn=False)
     except ValueError as exc:  # too few residuals in the window: keep what we had
         log.debug("%s: not recalibrated at %s: %s", state.unique_id, at, exc)
         return kept
