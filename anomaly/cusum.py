@@ -325,21 +325,34 @@ def advance(state: CusumState, ds: pd.Series, y: pd.Series, policy: CusumPolicy
     (the points the state has seen are skipped by the detection, not by the refit)."""
     if policy.recalibrate_every is None or state.last_ts is None:
         return step(state, ds, y)
-    every = pd.Timedelta(policy.recalibrate_every)
     times = pd.DatetimeIndex(ds)
     values = np.asarray(y, dtype=float)
     events: list[dict[str, object]] = []
-    end = times.max() if len(times) else state.last_ts
-    while True:
-        boundary = (state.calibrated_at if state.calibrated_at is not None else state.last_ts) + every
-        if boundary >= end:
-            break
-        upto = times <= boundary
-        ev, state = step(state, pd.Series(times[upto]), pd.Series(values[upto]))
-        events.extend(ev)
-        state = recalibrate(state, times[upto], values[upto], boundary, policy)
+    if len(times):
+        anchor = state.calibrated_at if state.calibrated_at is not None else state.last_ts
+        for at in refit_times(anchor, times.max(), policy):
+            upto = times <= at
+            ev, state = step(state, pd.Series(times[upto]), pd.Series(values[upto]))
+            events.extend(ev)
+            state = recalibrate(state, times[upto], values[upto], at, policy)
     ev, state = step(state, pd.Series(times), pd.Series(values))
     return events + ev, state
+
+
+def refit_times(calibrated_at: pd.Timestamp, until: pd.Timestamp, policy: CusumPolicy) -> list[pd.Timestamp]:
+    """When a series calibrated at ``calibrated_at`` and seen up to ``until`` is refitted:
+    every ``policy.recalibrate_every`` after it, strictly before ``until`` (none without one)."""
+    if policy.recalibrate_every is None:
+        return []
+    every = pd.Timedelta(policy.recalibrate_every)
+    count = max(0, math.ceil((until - calibrated_at) / every) - 1)
+    return [calibrated_at + every * (i + 1) for i in range(count)]
+
+
+def refit_window(times: pd.DatetimeIndex | pd.Series, at: pd.Timestamp, policy: CusumPolicy) -> np.ndarray:
+    """Which of ``times`` a refit at ``at`` reads: the ``policy.calibration_span`` up to it."""
+    t = pd.DatetimeIndex(times)
+    return np.asarray((t <= at) & (t > at - pd.Timedelta(policy.calibration_span)))
 
 
 def recalibrate(state: CusumState, times: pd.DatetimeIndex, values: np.ndarray, at: pd.Timestamp,
@@ -347,7 +360,7 @@ def recalibrate(state: CusumState, times: pd.DatetimeIndex, values: np.ndarray, 
     """``state`` with scale, k and h fitted on the ``calibration_span`` of the points up to
     ``at``, its running statistics kept. A window with fewer points than the last fit read
     (a caller that passed only new points) keeps the old calibration."""
-    inside = (times <= at) & (times > at - pd.Timedelta(policy.calibration_span))
+    inside = refit_window(times, at, policy)
     span_points = int(pd.Timedelta(policy.calibration_span) / pd.Timedelta(seconds=state.freq_s))
     kept = replace(state, calibrated_at=at)
     if int(inside.sum()) < min(state.calibration_points, span_points):
@@ -357,7 +370,8 @@ def recalibrate(state: CusumState, times: pd.DatetimeIndex, values: np.ndarray, 
     except ValueError as exc:  # too few residuals in the window: keep what we had
         log.debug("%s: not recalibrated at %s: %s", state.unique_id, at, exc)
         return kept
-    if fresh.freq_s != state.freq_s:
+    if fresh.freq_s != state.freq_s:  # a gappy window reads another step: its memory would not fit
+        log.debug("%s: not recalibrated at %s: the window's step differs", state.unique_id, at)
         return kept
     return replace(fresh, calibrated_at=at, **{f: getattr(state, f) for f in RUNNING_FIELDS})
 

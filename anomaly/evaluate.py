@@ -13,7 +13,7 @@ from anomaly.base import infer_freq
 from anomaly.burst_baselines import PeltDetector, ThresholdDetector
 from anomaly.burst_eval import METRIC_COLUMNS as BURST_COLUMNS
 from anomaly.burst_eval import score_bursts, thin_events
-from anomaly.cusum import CusumDetector, CusumPolicy
+from anomaly.cusum import CusumDetector, CusumPolicy, events_frame, refit_times, refit_window
 from anomaly.fault_eval import METRIC_COLUMNS as FAULT_COLUMNS
 from anomaly.fault_eval import dedup_alerts, point_auc, score_alerts
 from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
@@ -80,30 +80,25 @@ def _refitted_predictions(det: ThresholdDetector | PeltDetector, hist: pd.DataFr
     series); its residual scale is refitted like the others'."""
     if policy.recalibrate_every is None:
         return det.fit(hist).predict(test)
-    every, span = pd.Timedelta(policy.recalibrate_every), pd.Timedelta(policy.calibration_span)
     parts = []
     for uid, h in hist.groupby("unique_id", sort=True):
         t = test[test["unique_id"] == uid]
         if t.empty:
             continue
         whole = pd.concat([h, t], ignore_index=True)
-        anchor, fit_on = h["ds"].max(), h
+        first, last = h["ds"].max(), t["ds"].max()
         series_det = clone(det).fit(h)
         if isinstance(series_det, PeltDetector):
             series_det.set_params(penalty=series_det.penalties_[str(uid)])
-        while True:
-            if fit_on is not h:
+        edges = [first, *refit_times(first, last, policy), last]
+        for start, end in zip(edges[:-1], edges[1:]):
+            if start != first:
                 with contextlib.suppress(ValueError):  # too short to fit: it keeps the states it had
-                    series_det.fit(fit_on)
-            end = anchor + every
-            chunk = t[(t["ds"] > anchor) & (t["ds"] <= end)]
+                    series_det.fit(whole[refit_window(whole["ds"], start, policy)])
+            chunk = t[(t["ds"] > start) & (t["ds"] <= end)]
             if not chunk.empty:
                 parts.append(series_det.predict(chunk))
-            if end >= t["ds"].max():
-                break
-            anchor = end
-            fit_on = whole[(whole["ds"] <= anchor) & (whole["ds"] > anchor - span)]
-    return pd.concat(parts, ignore_index=True) if parts else det.fit(hist).predict(test.iloc[:0])
+    return pd.concat(parts, ignore_index=True) if parts else events_frame([])
 
 
 def evaluate_faults(

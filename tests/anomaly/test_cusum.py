@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -144,7 +145,6 @@ def test_a_burst_that_grows_after_its_alarm_gets_the_same_severity_however_it_is
 def test_states_of_another_season_are_recalibrated(tide, caplog):
     """``detect --season-length`` after earlier runs: the stored states belong to the old
     season, so they are recalibrated under the new one (and the log says so)."""
-    from dataclasses import replace
 
     from pipelines.detect_steps import run_bursts
 
@@ -183,8 +183,6 @@ def test_one_noisy_burst_on_five_minute_data_is_one_event_and_its_state_resumes(
     whole, scalars = _run_cusum(state(hour), index, z, z)
     assert in_burst(whole) == 1
     assert scalars["active"] == 0  # ... and it did end after the burst
-    from dataclasses import replace
-
     first, mid = _run_cusum(state(hour), index[:1100], z[:1100], z[:1100])
     rest, end = _run_cusum(replace(state(hour), **mid), index[1100:], z[1100:], z[1100:])
     assert [e["detected_at"] for e in first + rest] == [e["detected_at"] for e in whole]
@@ -208,7 +206,7 @@ def test_recalibration_follows_a_series_that_turns_turbulent():
     them; refitted daily on what it has seen, it raises its scale and stays near its target."""
     frame = _turbulent_after()
     hist, rest = split(frame, 3)
-    once = CusumPolicy(**{**RECAL.__dict__, "recalibrate_every": None})
+    once = replace(RECAL, recalibrate_every=None)
     ev_once, st_once = CusumDetector(once).fit(hist).detect(frame)
     ev_daily, st_daily = CusumDetector(RECAL).fit(hist).detect(frame)
     assert len(ev_once) >= 3 * max(len(ev_daily), 1)
@@ -263,7 +261,7 @@ def test_evaluation_refits_the_baselines_on_the_cusums_schedule():
     from anomaly.evaluate import evaluate_bursts
 
     frame = _turbulent_after(days_calm=4)
-    once = evaluate_bursts(frame, {}, CusumPolicy(**{**RECAL.__dict__, "recalibrate_every": None}),
+    once = evaluate_bursts(frame, {}, replace(RECAL, recalibrate_every=None),
                            train_fraction=0.25).set_index("detector")
     daily = evaluate_bursts(frame, {}, RECAL, train_fraction=0.25).set_index("detector")
     for det in ("cusum", "threshold_3sigma", "pelt"):
