@@ -347,7 +347,9 @@ GWA_COLUMNS = ("Timestamp [ms]", "CPU cores", "CPU capacity provisioned [MHZ]", 
 def gwa_frame(path: Path, cluster: str, pool: str) -> pd.DataFrame:
     """A Grid Workloads Archive (GWA-T-12 Bitbrains/Materna) per-VM file -> utilization rows.
 
-    The VM id is the file name; CPU is converted from MHz to cores
+    The VM id is the file name, ``vm<N>`` when the name is a number ``N`` (as the archive
+    numbers its VMs, and as ``headroom convert --from bitbrains-hourly`` names the same VMs,
+    so raw and hourly files of one fleet agree); CPU is converted from MHz to cores
     (usage / (provisioned MHz / cores)) and memory from KB to GiB."""
     header = header_of(path, ";")
     missing = [c for c in GWA_COLUMNS if c not in header]
@@ -359,7 +361,8 @@ def gwa_frame(path: Path, cluster: str, pool: str) -> pd.DataFrame:
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise IngestFileError(path, f"unreadable: {exc}") from exc
     pos = {c: header.index(c) for c in GWA_COLUMNS}
-    node = path.name.split(".")[0]
+    stem = path.name.split(".")[0]
+    node = f"vm{stem}" if stem.isdigit() else stem
     rows = []
     for n, line in enumerate(text[1:], start=2):
         if not line.strip():

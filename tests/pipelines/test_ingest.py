@@ -218,18 +218,20 @@ def test_prometheus_node_exporter_cpu(con, tmp_path):
     assert u["used"].tolist() == [0.5, 0.5] and u["capacity"].tolist() == [2.0, 2.0]
 
 
-def test_gwa_t12(con, tmp_path):
+@pytest.mark.parametrize("name,node", [("7.csv.gz", "vm7"), ("host-a.csv.gz", "host-a")])
+def test_gwa_t12(con, tmp_path, name, node):
     text = ("Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"
             "Memory capacity provisioned [KB];\tMemory usage [KB];\tDisk read throughput [KB/s];\t"
             "Disk write throughput [KB/s];\tNetwork received throughput [KB/s];\tNetwork transmitted throughput [KB/s]\n"
             "1372629804;\t2;\t5851.9989;\t2925.99945;\t50.0;\t8388608.0;\t1048576.0;\t0;\t0;\t0;\t0\n"
             "1372630104;\t2;\t5851.9989;\tabc;\t0.5;\t8388608.0;\t458575.4;\t0;\t0;\t0;\t0\n")
-    p = write(tmp_path / "7.csv.gz", text, gz=True)
+    # a numbered file is VM N, named as convert --from bitbrains-hourly names it
+    p = write(tmp_path / name, text, gz=True)
     r = ingest.ingest_file(con, p, "utilization", cluster="bitbrains", pool="rnd")
     assert (r.fmt, r.rows_read, r.rows_loaded, r.rows_rejected) == ("gwa-t12", 4, 3, 1)
     u = rows(con, "utilization")
     cpu = u[(u["resource"] == "cpu")].iloc[0]
-    assert cpu["node_id"] == "7" and cpu["used"] == pytest.approx(1.0) and cpu["capacity"] == 2.0
+    assert cpu["node_id"] == node and cpu["used"] == pytest.approx(1.0) and cpu["capacity"] == 2.0
     mem = u[(u["resource"] == "mem")].iloc[0]
     assert mem["used"] == pytest.approx(1.0) and mem["capacity"] == pytest.approx(8.0)
     assert "used: not a number 'abc'" in rejects(con)[3]
