@@ -130,8 +130,14 @@ def choose_threshold(
     """The alert threshold on out-of-fold scores.
 
     With ``target_precision``: the threshold with the most recall among those whose alert
-    precision reaches the target (ties: the middle of the tied range); if none does, the one with
-    the best F1. With ``cost_ratio``: the least ``cost_ratio * missed + false alerts``.
+    precision reaches the target; if none does, the one with the best F1. With
+    ``cost_ratio``: the least ``cost_ratio * missed + false alerts``.
+
+    Many thresholds score the same on these folds; of them, the one returned sits midway
+    between the highest one (the weakest failure caught) and the next candidate below them
+    all, which scores worse (a false alert too many): the widest margin on both sides, as
+    the final model, trained on more, moves the scores a little. If that midpoint scores
+    worse itself, the lowest of the tied thresholds is returned.
     """
     period = (scored["ts"].min(), scored["ts"].max())
     devices = sorted(scored["device_id"].astype(str).unique())
@@ -148,23 +154,25 @@ def choose_threshold(
     candidates = np.unique(np.concatenate([
         np.quantile(scored["score"], 1.0 - tail), catch, [np.nextafter(top, np.inf)],
     ]))
-    keys: list[tuple[float, ...]] = []
-    for thr in candidates:
-        m = score_alerts(dedup_alerts(scored, float(thr), horizon), failures, lead, horizon, period, devices)
+    def key(thr: float) -> tuple[float, ...]:
+        m = score_alerts(dedup_alerts(scored, thr, horizon), failures, lead, horizon, period, devices)
         recall = 0.0 if np.isnan(m["recall"]) else m["recall"]
         precision = 0.0 if np.isnan(m["precision"]) else m["precision"]
         if cost_ratio is not None:
             missed = m["events"] - m["caught"]
-            keys.append((-(cost_ratio * missed + (m["alerts"] * (1 - precision))),))
-        else:
-            assert target_precision is not None
-            f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-            met = precision >= target_precision
-            keys.append((float(met), recall if met else f1))
+            return (-(cost_ratio * missed + (m["alerts"] * (1 - precision))),)
+        assert target_precision is not None
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+        met = precision >= target_precision
+        return (float(met), recall if met else f1)
+
+    keys = [key(float(thr)) for thr in candidates]
     if not keys:
         return 0.5
     best_key = max(keys)
     tied = [float(t) for t, k in zip(candidates, keys) if k == best_key]
-    # Every threshold in the tied range scores the same here; the middle of the range is
-    # the least fragile when the model is refitted on all the data.
-    return float(np.sqrt(tied[0] * tied[-1])) if tied[0] > 0 else float((tied[0] + tied[-1]) / 2)
+    below = candidates[candidates < tied[0]]
+    if not below.size:  # the lowest candidate is among the best: nothing below to keep a margin from
+        return float(np.sqrt(tied[0] * tied[-1])) if tied[0] > 0 else float((tied[0] + tied[-1]) / 2)
+    mid = float((below.max() + tied[-1]) / 2)
+    return mid if key(mid) == best_key else tied[0]

@@ -24,12 +24,43 @@ def _model(policy: FaultPolicy, pos_weight: float) -> lgb.LGBMClassifier:
     )
 
 
+def _time_folds(features: pd.DataFrame, policy: FaultPolicy) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) masks of ``policy.folds`` equal time blocks of the span, purged: a block's
+    model leaves out the rows whose labels reach into the block (the horizon before it) and
+    those whose features reach back into it (the feature memory after it)."""
+    ts = features["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    rel = ts - ts.min()
+    span = int(rel.max()) + 1
+    block = rel * policy.folds // span  # integers: float edges would drop the last row
+    before = pd.Timedelta(policy.horizon).value
+    after = policy.memory.value
+    folds = []
+    for f in range(policy.folds):
+        lo, hi = f * span // policy.folds, (f + 1) * span // policy.folds
+        folds.append(((rel < lo - before) | (rel >= hi + after), block == f))
+    return folds
+
+
+def _device_folds(features: pd.DataFrame, policy: FaultPolicy) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """(train, test) masks of ``policy.folds`` groups of devices (None for a single device)."""
+    devices = features["device_id"].astype(str).to_numpy()
+    unique = np.unique(devices)
+    folds = min(policy.folds, len(unique))
+    if folds < 2:
+        return None
+    rng = np.random.default_rng(policy.seed)
+    fold_of = dict(zip(rng.permutation(unique), np.arange(len(unique)) % folds))
+    fold = np.array([fold_of[d] for d in devices])
+    return [(fold != f, fold == f) for f in range(folds)]
+
+
 class FaultPredictor(BaseEstimator):
     """P(device fails within [t + lead, t + horizon]) from its telemetry up to t.
 
     ``fit`` trains on feature rows (see :func:`build_fault_features`) and failures, and
-    sets ``threshold_`` on out-of-fold scores from folds grouped by device, so the
-    threshold is never tuned on rows the model has seen.
+    sets ``threshold_`` on out-of-fold scores (purged time blocks, or groups of devices:
+    ``FaultPolicy.threshold_folds``), so the threshold is never tuned on rows the model
+    has seen.
     """
 
     def __init__(self, policy: FaultPolicy | None = None) -> None:
@@ -56,7 +87,7 @@ class FaultPredictor(BaseEstimator):
                 scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio
             )
         else:
-            log.warning("too few devices for grouped folds; alert threshold defaults to 0.5")
+            log.warning("one device cannot be split into device folds; alert threshold defaults to 0.5")
             self.threshold_ = 0.5
         self.model_ = _model(policy, pos_weight).fit(X, y)
         self.feature_columns_ = cols
@@ -64,21 +95,17 @@ class FaultPredictor(BaseEstimator):
 
     def _out_of_fold(self, features: pd.DataFrame, X: np.ndarray, y: np.ndarray,
                      pos_weight: float) -> np.ndarray | None:
-        devices = features["device_id"].astype(str).to_numpy()
-        unique = np.unique(devices)
-        folds = min(self._policy().folds, len(unique))
-        if folds < 2:
+        policy = self._policy()
+        folds = (_time_folds(features, policy) if policy.threshold_folds == "time"
+                 else _device_folds(features, policy))
+        if folds is None:
             return None
-        rng = np.random.default_rng(self._policy().seed)
-        fold_of = dict(zip(rng.permutation(unique), np.arange(len(unique)) % folds))
-        fold = np.array([fold_of[d] for d in devices])
         oof = np.full(len(y), np.nan)
-        for f in range(folds):
-            test = fold == f
-            if y[~test].sum() == 0:
+        for train, test in folds:
+            if y[train].sum() == 0:
                 oof[test] = 0.0
                 continue
-            m = _model(self._policy(), pos_weight).fit(X[~test], y[~test])
+            m = _model(policy, pos_weight).fit(X[train], y[train])
             oof[test] = m.predict_proba(X[test])[:, 1]
         return oof
 

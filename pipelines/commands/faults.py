@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--target-precision", type=float, default=0.8, help="alert threshold target (default 0.8)")
     e.add_argument("--cost-ratio", type=float, default=None,
                    help="instead: threshold minimising ratio x missed failures + false alerts")
+    e.add_argument("--threshold-folds", choices=("time", "device"), default="time",
+                   help="out-of-fold scores the alert threshold is set on: purged time blocks of the training "
+                   "span (the same fleet, later; default) or groups of devices (a fleet of mostly new devices)")
     e.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
     e.set_defaults(func=run_evaluate)
     s = sub.add_parser(
@@ -63,7 +66,7 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
         raise ValueError(f"--target-precision must be in (0, 1], got {target}")
     return FaultPolicy(lead=str(parse_duration(args.lead, "--lead")), horizon=str(parse_duration(args.horizon, "--horizon")),
                        windows=windows, target_precision=None if cost_ratio is not None else target,
-                       cost_ratio=cost_ratio)
+                       cost_ratio=cost_ratio, threshold_folds=getattr(args, "threshold_folds", "time"))
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

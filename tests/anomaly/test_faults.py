@@ -1,6 +1,8 @@
 """Fault predictor: labels, no look-ahead, the split's embargo, end-to-end catch."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -191,3 +193,58 @@ def test_scoring_reads_are_bounded_and_leave_out_devices_long_silent(con):
     assert set(recent["device_id"]) == {"live"}
     newest = tel["ts"].max()
     assert recent["ts"].min() >= newest - 2 * span and (recent["ts"] >= newest - span).sum() == len(recent) - 1
+
+
+def test_time_folds_are_purged_blocks():
+    """The out-of-fold threshold's time blocks: every row is scored once, and no block's model
+    trains on a row whose label reaches into the block or whose features reach back into it."""
+    from anomaly.faults import _time_folds
+
+    policy = FaultPolicy(lead="30min", horizon="6h", windows=("3h", "12h"), folds=4)
+    ts = pd.date_range("2026-01-01", periods=24 * 20, freq="h")
+    feats = pd.DataFrame({"device_id": np.repeat(["a", "b"], len(ts)), "ts": np.tile(ts, 2)})
+    folds = _time_folds(feats, policy)
+    assert len(folds) == 4
+    tested = np.sum([test for _train, test in folds], axis=0)
+    assert (tested == 1).all()
+    for train, test in folds:
+        lo, hi = feats.loc[test, "ts"].min(), feats.loc[test, "ts"].max()
+        t = feats.loc[train, "ts"]
+        assert not ((t >= lo - pd.Timedelta("6h")) & (t <= hi + pd.Timedelta("12h"))).any()
+        assert train.sum() > 0
+
+
+def test_threshold_keeps_the_widest_margin():
+    """Every threshold between a false alarm (0.2) and the failure's precursor (0.8) catches
+    it at full precision; the one chosen sits midway, not close to either (the final model,
+    trained on more, moves the scores a little)."""
+    from anomaly.fault_eval import choose_threshold
+
+    ts = pd.date_range("2026-01-01", periods=400, freq="h")
+    score = np.full(400, 0.01)
+    score[[40, 41, 42]] = 0.8  # before the failure at 45:00
+    score[[200, 300]] = 0.2  # two false alarms
+    scored = pd.DataFrame({"device_id": "d", "ts": ts, "score": score})
+    fails = pd.DataFrame({"ts": [ts[45]], "device_id": ["d"]})
+    thr = choose_threshold(scored, fails, pd.Timedelta("30min"), pd.Timedelta("6h"), 0.9, None)
+    assert 0.49 < thr < 0.51
+
+
+@pytest.mark.parametrize("bad", [dict(threshold_folds="random"), dict(folds=1)])
+def test_fold_settings_are_checked(bad):
+    with pytest.raises(ValueError):
+        FaultPolicy(**bad)
+
+
+def test_one_device_gets_a_threshold_from_time_folds(fleet):
+    """Time folds need no second device: a single GPU's threshold comes from its own earlier
+    and later blocks, not the 0.5 fallback that device folds leave it."""
+    from anomaly.faults import FaultPredictor
+
+    tel, fails = fleet
+    dev = fails["device_id"].iloc[0]
+    one = tel[tel["device_id"] == dev]
+    feats = build_fault_features(one, POLICY)
+    fitted = FaultPredictor(POLICY).fit(feats, fails)
+    by_device = FaultPredictor(dataclasses.replace(POLICY, threshold_folds="device")).fit(feats, fails)
+    assert by_device.threshold_ == 0.5 and fitted.threshold_ != 0.5

@@ -29,13 +29,14 @@ def test_bursts_evaluate_writes_the_metrics_csv(tmp_path: Path, capsys):
     assert "cusum" in capsys.readouterr().out
 
 
-def test_faults_evaluate(tmp_path: Path):
+@pytest.mark.parametrize("folds", [[], ["--threshold-folds", "device"]])
+def test_faults_evaluate(tmp_path: Path, folds: list[str]):
     tel, fails = fleet_telemetry()
     tel.to_csv(tmp_path / "t.csv", index=False)
     fails.to_csv(tmp_path / "f.csv", index=False)
     out = tmp_path / "m.csv"
     rc = main(["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
-               "--lead", "30m", "--horizon", "6h", "--out", str(out)])
+               "--lead", "30m", "--horizon", "6h", *folds, "--out", str(out)])
     assert rc == 0
     m = pd.read_csv(out)
     assert list(m.columns) == ["events", "caught", "recall", "alerts", "precision", "median_lead_hours",
