@@ -102,23 +102,27 @@ def test_evaluate_catches_precursor_failures(fleet):
     assert np.isfinite(row["false_alarms_per_device_week"])
 
 
+def one_failure(n: int, base: float, precursor: float, false_alarms: dict[int, float]):
+    """Hourly scores of one device that fails at hour 45: ``precursor`` at hours 40-42, the
+    given false alarms, ``base`` elsewhere; returns (scored, failures)."""
+    ts = pd.date_range("2026-01-01", periods=n, freq="h")
+    score = np.full(n, base)
+    score[[40, 41, 42]] = precursor
+    for at, value in false_alarms.items():
+        score[at] = value
+    return (pd.DataFrame({"device_id": "d", "ts": ts, "score": score}),
+            pd.DataFrame({"ts": [ts[45]], "device_id": ["d"]}))
+
+
 def test_threshold_for_precision_or_cost():
     from anomaly.fault_eval import choose_threshold
 
-    ts = pd.date_range("2026-01-01", periods=200, freq="h")
-    score = np.full(200, 0.05)
-    score[[40, 41, 42]] = 0.9  # before the failure at 45:00
-    score[[120, 121]] = 0.6  # a false alarm
-    scored = pd.DataFrame({"device_id": "d", "ts": ts, "score": score})
-    fails = pd.DataFrame({"ts": [ts[45]], "device_id": ["d"]})
+    scored, fails = one_failure(200, 0.05, precursor=0.9, false_alarms={120: 0.6, 121: 0.6})
     lead, horizon = pd.Timedelta("30min"), pd.Timedelta("6h")
     strict = choose_threshold(scored, fails, lead, horizon, target_precision=0.9, cost_ratio=None)
     assert 0.6 < strict <= 0.9  # above the false alarm, still catching the failure
     # a weak precursor (0.3) below a false alarm (0.6): the cost ratio decides
-    score2 = np.full(200, 0.05)
-    score2[[40, 41, 42]] = 0.3
-    score2[[120, 121]] = 0.6
-    scored2 = scored.assign(score=score2)
+    scored2, _ = one_failure(200, 0.05, precursor=0.3, false_alarms={120: 0.6, 121: 0.6})
     cheap_miss = choose_threshold(scored2, fails, lead, horizon, target_precision=None, cost_ratio=0.5)
     dear_miss = choose_threshold(scored2, fails, lead, horizon, target_precision=None, cost_ratio=5.0)
     assert cheap_miss > 0.6  # stay quiet: a miss costs less than a false alert
@@ -220,12 +224,7 @@ def test_threshold_keeps_the_widest_margin():
     trained on more, moves the scores a little)."""
     from anomaly.fault_eval import choose_threshold
 
-    ts = pd.date_range("2026-01-01", periods=400, freq="h")
-    score = np.full(400, 0.01)
-    score[[40, 41, 42]] = 0.8  # before the failure at 45:00
-    score[[200, 300]] = 0.2  # two false alarms
-    scored = pd.DataFrame({"device_id": "d", "ts": ts, "score": score})
-    fails = pd.DataFrame({"ts": [ts[45]], "device_id": ["d"]})
+    scored, fails = one_failure(400, 0.01, precursor=0.8, false_alarms={200: 0.2, 300: 0.2})
     thr = choose_threshold(scored, fails, pd.Timedelta("30min"), pd.Timedelta("6h"), 0.9, None)
     assert 0.49 < thr < 0.51
 
