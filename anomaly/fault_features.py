@@ -113,21 +113,30 @@ def _tag(w: pd.Timedelta) -> str:
     return f"{hours:g}h"
 
 
-def _rolling(wide: pd.DataFrame, w: pd.Timedelta) -> dict[str, pd.Series]:
-    """Rolling mean, std, max and slope (per hour) over a trailing time window."""
-    out: dict[str, pd.Series] = {}
-    hours = pd.Series((wide.index - wide.index[0]) / pd.Timedelta(hours=1), index=wide.index)
-    r_t = hours.rolling(w, min_periods=2)
-    mean_t, var_t = r_t.mean(), r_t.var(ddof=0)
-    for col in wide.columns:
-        x = wide[col]
-        r = x.rolling(w, min_periods=1)
-        tag = _tag(w)
-        out[f"{col}_mean_{tag}"] = r.mean()
-        out[f"{col}_std_{tag}"] = r.std()
-        out[f"{col}_max_{tag}"] = r.max()
-        cov = (x * hours).rolling(w, min_periods=2).mean() - r.mean() * mean_t
-        out[f"{col}_slope_{tag}"] = cov / var_t.where(var_t > 0)
+def _rolling(flat: pd.DataFrame, metrics: list[str], hours: pd.Series, w: pd.Timedelta) -> dict[str, np.ndarray]:
+    """Rolling mean, std, max and slope (per hour) of each metric over a trailing time
+    window, per device: ``flat`` is indexed by ts, sorted by its integer column ``_dev``
+    (the device) then ts; ``hours`` is each row's hours since its device's first row. One
+    grouped rolling call per statistic for all devices (each device's windows start at its
+    own first row, as a rolling call per device would)."""
+    tag = _tag(w)
+    by_dev = flat.groupby("_dev", sort=False)
+    r = by_dev[metrics].rolling(w, min_periods=1)
+    mean, std, top = r.mean().to_numpy(), r.std().to_numpy(), r.max().to_numpy()
+    r_t = hours.groupby(flat["_dev"].to_numpy(), sort=False).rolling(w, min_periods=2)
+    mean_t, var_t = r_t.mean().to_numpy(), r_t.var(ddof=0).to_numpy()
+    xh = flat[metrics].mul(hours.to_numpy(), axis=0).assign(_dev=flat["_dev"].to_numpy())
+    mean_xh = xh.groupby("_dev", sort=False)[metrics].rolling(w, min_periods=2).mean().to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (mean_xh - mean * mean_t[:, None]) / np.where(var_t > 0, var_t, np.nan)[:, None]
+    # one contiguous row per metric (columns of a row-major array are strided: slow to frame)
+    mean, std, top, slope = (np.ascontiguousarray(a.T) for a in (mean, std, top, slope))
+    out: dict[str, np.ndarray] = {}
+    for j, col in enumerate(metrics):
+        out[f"{col}_mean_{tag}"] = mean[j]
+        out[f"{col}_std_{tag}"] = std[j]
+        out[f"{col}_max_{tag}"] = top[j]
+        out[f"{col}_slope_{tag}"] = slope[j]
     return out
 
 
@@ -143,6 +152,8 @@ def build_fault_features(
     maintenance); ``devices`` (optional) is ``device_id, age_days``.
     """
     require_columns(telemetry, ["ts", "device_id", "metric", "value"], "telemetry")
+    if telemetry.empty:
+        raise ValueError("telemetry is empty: no device to build features for")
     windows = [pd.Timedelta(w) for w in policy.windows]
     metrics = sorted(telemetry["metric"].astype(str).unique())
     event_metrics = [m for m in metrics if _is_event_metric(m, policy.event_patterns)]
@@ -160,39 +171,61 @@ def build_fault_features(
         telemetry.dropna(subset=["node_id"]).drop_duplicates("device_id").set_index("device_id")["node_id"]
         if "node_id" in telemetry.columns else pd.Series(dtype=object)
     )
-    parts = []
-    for dev, g in telemetry.groupby(telemetry["device_id"].astype(str), sort=True):
-        wide = g.pivot_table(index="ts", columns="metric", values="value", aggfunc="mean")
-        wide = wide.reindex(columns=metrics).sort_index()
-        wide.columns = [str(c) for c in wide.columns]
-        feats: dict[str, pd.Series | np.ndarray] = {c: wide[c] for c in wide.columns}
-        for w in windows:
-            feats.update(_rolling(wide, w))
-        times = wide.index.to_numpy(dtype="datetime64[ns]")
+    # one row per device and time, sorted by device then time, a column per metric
+    long = pd.DataFrame({"device_id": telemetry["device_id"].astype(str).to_numpy(),
+                         "ts": pd.to_datetime(telemetry["ts"]).to_numpy(dtype="datetime64[ns]"),
+                         "metric": telemetry["metric"].astype(str).to_numpy(),
+                         "value": pd.to_numeric(telemetry["value"]).to_numpy(dtype=float)})
+    wide = long.pivot_table(index=["device_id", "ts"], columns="metric", values="value", aggfunc="mean")
+    if wide.empty:
+        raise ValueError("telemetry has no reading with a value: no feature row to build")
+    wide = wide.reindex(columns=metrics)
+    wide.columns = [str(c) for c in wide.columns]
+    wide = wide.sort_index()
+    dev_ids = wide.index.get_level_values("device_id").to_numpy()
+    times = wide.index.get_level_values("ts").to_numpy(dtype="datetime64[ns]")
+    dev_code = np.unique(dev_ids, return_inverse=True)[1]  # sorted ids: the rows' order
+    flat = wide.reset_index(level="device_id", drop=True).assign(_dev=dev_code)
+    first = pd.Series(times).groupby(dev_code, sort=False).transform("min").to_numpy(dtype="datetime64[ns]")
+    hours = pd.Series((times - first) / np.timedelta64(1, "h"), index=flat.index)
+    feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(wide[c].to_numpy(dtype=float)) for c in wide.columns}
+    for w in windows:
+        feats.update(_rolling(flat, list(wide.columns), hours, w))
+    # an event is a reading that differs from the one before it on its device (a counter
+    # going up, a new Xid code); a device's first reading has nothing to differ from, so it
+    # is none, which is also what a scoring window that starts mid-history sees
+    happened = {}
+    for m in event_metrics:
+        x = pd.Series(feats[m])
+        before = x.groupby(dev_code, sort=False).ffill().groupby(dev_code, sort=False).shift(1)
+        happened[m] = (x.notna() & (x > 0) & before.notna() & (x != before)).to_numpy()
+    # the event features count within each device's own rows: numpy over each device's span
+    starts = np.flatnonzero(np.r_[True, dev_code[1:] != dev_code[:-1]])
+    bounds = list(zip(starts, np.r_[starts[1:], len(dev_ids)]))
+    per_device: list[dict[str, np.ndarray]] = []
+    for a, b in bounds:
+        t, dev = times[a:b], str(dev_ids[a])
+        part: dict[str, np.ndarray] = {}
         for m in event_metrics:
-            # an event is a reading that differs from the one before it (a counter going up,
-            # a new Xid code); the first reading has nothing to differ from, so it is none,
-            # which is also what a scoring window that starts mid-history sees
-            x = wide[m]
-            before = x.ffill().shift(1)
-            happened = x.notna() & (x > 0) & before.notna() & (x != before)
-            feats.update(_event_features(times, times[happened.to_numpy()], windows, f"ev_{m}", policy.memory))
+            part.update(_event_features(t, t[happened[m][a:b]], windows, f"ev_{m}", policy.memory))
         dev_events = ev_by_dev.get(dev)
         for et in ev_types:
             et_times = (
                 dev_events.loc[dev_events["event_type"].astype(str) == et, "ts"].to_numpy(dtype="datetime64[ns]")
                 if dev_events is not None else np.array([], dtype="datetime64[ns]")
             )
-            feats.update(_event_features(times, et_times, windows, f"event_{et}", None))
-        frame = pd.DataFrame({k: np.asarray(v, dtype=float) for k, v in feats.items()}, index=wide.index)
-        frame["age_days"] = float(ages.get(dev, np.nan)) if ages is not None else np.nan
-        frame.insert(0, "device_id", dev)
-        frame.insert(1, "node_id", node_of.get(dev, None))
-        parts.append(frame.reset_index().rename(columns={"index": "ts"}))
-    if not parts:
-        raise ValueError("telemetry is empty: no device to build features for")
-    out = pd.concat(parts, ignore_index=True)
-    return out.rename(columns={out.columns[2]: "ts"}) if "ts" not in out.columns else out
+            part.update(_event_features(t, et_times, windows, f"event_{et}", None))
+        per_device.append(part)
+    for key in (per_device[0] if per_device else {}):
+        feats[key] = np.concatenate([part[key] for part in per_device]).astype(float)
+    out = pd.DataFrame(feats, copy=False)  # a block per column: stacking 100s of MB is slow
+    out["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
+                       else np.full(len(dev_ids), np.nan))
+    out.insert(0, "ts", times)
+    out.insert(1, "device_id", dev_ids)
+    out.insert(2, "node_id", pd.Series(dev_ids).map(node_of.rename(index=str)).to_numpy(dtype=object)
+               if len(node_of) else None)
+    return out
 
 
 def label_failures(features: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy) -> np.ndarray:

@@ -247,3 +247,17 @@ def test_one_device_gets_a_threshold_from_time_folds(fleet):
     fitted = FaultPredictor(POLICY).fit(feats, fails)
     by_device = FaultPredictor(dataclasses.replace(POLICY, threshold_folds="device")).fit(feats, fails)
     assert by_device.threshold_ == 0.5 and fitted.threshold_ != 0.5
+
+
+def test_each_devices_features_are_its_own(fleet):
+    """Features are built for all devices at once; a device's rows must be exactly what it
+    gets alone, whatever the others report (their windows never reach into its rows)."""
+    tel, _fails = fleet
+    one = sorted(tel["device_id"].astype(str).unique())[1]
+    noisy = tel.assign(value=np.where(tel["device_id"].astype(str) != one, tel["value"] * 1e6 + 7, tel["value"]))
+    # the other devices also report at times this one does not
+    extra = noisy[noisy["device_id"].astype(str) != one].assign(ts=lambda f: f["ts"] + pd.Timedelta("7min"))
+    together = build_fault_features(pd.concat([noisy, extra], ignore_index=True), POLICY)
+    alone = build_fault_features(tel[tel["device_id"].astype(str) == one], POLICY)
+    mine = together[together["device_id"] == one].reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine[alone.columns], alone, check_dtype=False)
