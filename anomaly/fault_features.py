@@ -108,25 +108,29 @@ def _event_features(times: np.ndarray, event_times: np.ndarray, windows: list[pd
     return out
 
 
+def _naive_utc(ts: pd.Series) -> pd.Series:
+    return ts.dt.tz_convert("UTC").dt.tz_localize(None) if ts.dt.tz is not None else ts
+
+
 def _tag(w: pd.Timedelta) -> str:
     hours = w / pd.Timedelta(hours=1)
     return f"{hours:g}h"
 
 
-def _rolling(flat: pd.DataFrame, metrics: list[str], hours: pd.Series, w: pd.Timedelta) -> dict[str, np.ndarray]:
+def _rolling(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, w: pd.Timedelta) -> dict[str, np.ndarray]:
     """Rolling mean, std, max and slope (per hour) of each metric over a trailing time
-    window, per device: ``flat`` is indexed by ts, sorted by its integer column ``_dev``
-    (the device) then ts; ``hours`` is each row's hours since its device's first row. One
-    grouped rolling call per statistic for all devices (each device's windows start at its
-    own first row, as a rolling call per device would)."""
+    window, per device: ``flat`` (a column per metric) is indexed by ts, its rows sorted
+    by ``dev`` (integer device codes) then ts; ``hours`` is each row's hours since its
+    device's first row. One grouped rolling call per statistic for all devices (each
+    device's windows start at its own first row, as a rolling call per device would)."""
     tag = _tag(w)
-    by_dev = flat.groupby("_dev", sort=False)
-    r = by_dev[metrics].rolling(w, min_periods=1)
+    metrics = list(flat.columns)
+    r = flat.groupby(dev, sort=False).rolling(w, min_periods=1)
     mean, std, top = r.mean().to_numpy(), r.std().to_numpy(), r.max().to_numpy()
-    r_t = hours.groupby(flat["_dev"].to_numpy(), sort=False).rolling(w, min_periods=2)
+    r_t = hours.groupby(dev, sort=False).rolling(w, min_periods=2)
     mean_t, var_t = r_t.mean().to_numpy(), r_t.var(ddof=0).to_numpy()
-    xh = flat[metrics].mul(hours.to_numpy(), axis=0).assign(_dev=flat["_dev"].to_numpy())
-    mean_xh = xh.groupby("_dev", sort=False)[metrics].rolling(w, min_periods=2).mean().to_numpy()
+    xh = flat.mul(hours.to_numpy(), axis=0)
+    mean_xh = xh.groupby(dev, sort=False).rolling(w, min_periods=2).mean().to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = (mean_xh - mean * mean_t[:, None]) / np.where(var_t > 0, var_t, np.nan)[:, None]
     # one contiguous row per metric (columns of a row-major array are strided: slow to frame)
@@ -163,17 +167,19 @@ def build_fault_features(
         ev_by_dev = {str(d): g for d, g in events.groupby(events["device_id"].astype(str))}
     else:
         ev_types, ev_by_dev = [], {}
-    ages = (
-        devices.assign(device_id=devices["device_id"].astype(str)).set_index("device_id")["age_days"]
+    ages = (  # a device listed twice keeps its first age
+        devices.assign(device_id=devices["device_id"].astype(str)).drop_duplicates("device_id")
+        .set_index("device_id")["age_days"]
         if devices is not None else None
     )
     node_of = (
         telemetry.dropna(subset=["node_id"]).drop_duplicates("device_id").set_index("device_id")["node_id"]
         if "node_id" in telemetry.columns else pd.Series(dtype=object)
     )
+    stamps = pd.Series(pd.to_datetime(telemetry["ts"]))  # zone-aware times come back in their zone
     # one row per device and time, sorted by device then time, a column per metric
     long = pd.DataFrame({"device_id": telemetry["device_id"].astype(str).to_numpy(),
-                         "ts": pd.to_datetime(telemetry["ts"]).to_numpy(dtype="datetime64[ns]"),
+                         "ts": _naive_utc(stamps).to_numpy(dtype="datetime64[ns]"),
                          "metric": telemetry["metric"].astype(str).to_numpy(),
                          "value": pd.to_numeric(telemetry["value"]).to_numpy(dtype=float)})
     wide = long.pivot_table(index=["device_id", "ts"], columns="metric", values="value", aggfunc="mean")
@@ -185,12 +191,12 @@ def build_fault_features(
     dev_ids = wide.index.get_level_values("device_id").to_numpy()
     times = wide.index.get_level_values("ts").to_numpy(dtype="datetime64[ns]")
     dev_code = np.unique(dev_ids, return_inverse=True)[1]  # sorted ids: the rows' order
-    flat = wide.reset_index(level="device_id", drop=True).assign(_dev=dev_code)
+    flat = wide.reset_index(level="device_id", drop=True)
     first = pd.Series(times).groupby(dev_code, sort=False).transform("min").to_numpy(dtype="datetime64[ns]")
     hours = pd.Series((times - first) / np.timedelta64(1, "h"), index=flat.index)
     feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(wide[c].to_numpy(dtype=float)) for c in wide.columns}
     for w in windows:
-        feats.update(_rolling(flat, list(wide.columns), hours, w))
+        feats.update(_rolling(flat, dev_code, hours, w))
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it
     # is none, which is also what a scoring window that starts mid-history sees
@@ -221,7 +227,8 @@ def build_fault_features(
     out = pd.DataFrame(feats, copy=False)  # a block per column: stacking 100s of MB is slow
     out["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
                        else np.full(len(dev_ids), np.nan))
-    out.insert(0, "ts", times)
+    out.insert(0, "ts", times if stamps.dt.tz is None else
+               pd.DatetimeIndex(times).tz_localize("UTC").tz_convert(stamps.dt.tz))
     out.insert(1, "device_id", dev_ids)
     out.insert(2, "node_id", pd.Series(dev_ids).map(node_of.rename(index=str)).to_numpy(dtype=object)
                if len(node_of) else None)

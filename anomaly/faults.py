@@ -10,7 +10,13 @@ from sklearn.base import BaseEstimator
 
 from anomaly.base import check_fitted, require_columns
 from anomaly.fault_eval import choose_threshold
-from anomaly.fault_features import FaultPolicy, build_fault_features, feature_columns, label_failures
+from anomaly.fault_features import (
+    FaultPolicy,
+    build_fault_features,
+    feature_columns,
+    feature_span,
+    label_failures,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +32,18 @@ def _model(policy: FaultPolicy, pos_weight: float) -> lgb.LGBMClassifier:
 
 def _time_folds(features: pd.DataFrame, policy: FaultPolicy) -> list[tuple[np.ndarray, np.ndarray]]:
     """(train, test) masks of ``policy.folds`` equal time blocks of the span, purged: a block's
-    model leaves out the rows whose labels reach into the block (the horizon before it) and
-    those whose features reach back into it (the feature memory after it)."""
+    model leaves out the rows whose labels reach into the block (the horizon before it), and
+    after it those whose features reach back into it (the feature span) or whose labels
+    share a failure with the block's last rows (the horizon)."""
     ts = features["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
     rel = ts - ts.min()
     span = int(rel.max()) + 1
-    block = rel * policy.folds // span  # integers: float edges would drop the last row
+    # block edges in Python integers: rel * folds could overflow int64 on a span of decades
+    edges = np.array([f * span // policy.folds for f in range(policy.folds + 1)], dtype=np.int64)
+    block = np.searchsorted(edges[1:-1], rel, side="right")
     before = pd.Timedelta(policy.horizon).value
-    after = policy.memory.value
-    folds = []
-    for f in range(policy.folds):
-        lo, hi = f * span // policy.folds, (f + 1) * span // policy.folds
-        folds.append(((rel < lo - before) | (rel >= hi + after), block == f))
-    return folds
+    after = max(feature_span(policy), pd.Timedelta(policy.horizon)).value
+    return [((rel < edges[f] - before) | (rel >= edges[f + 1] + after), block == f) for f in range(policy.folds)]
 
 
 def _device_folds(features: pd.DataFrame, policy: FaultPolicy) -> list[tuple[np.ndarray, np.ndarray]] | None:
@@ -102,6 +107,8 @@ class FaultPredictor(BaseEstimator):
             return None
         oof = np.full(len(y), np.nan)
         for train, test in folds:
+            if not test.any():  # a block inside a gap of the telemetry
+                continue
             if y[train].sum() == 0:
                 oof[test] = 0.0
                 continue

@@ -199,23 +199,49 @@ def test_scoring_reads_are_bounded_and_leave_out_devices_long_silent(con):
     assert recent["ts"].min() >= newest - 2 * span and (recent["ts"] >= newest - span).sum() == len(recent) - 1
 
 
-def test_time_folds_are_purged_blocks():
+@pytest.mark.parametrize("horizon", ["6h", "48h"])
+def test_time_folds_are_purged_blocks(horizon):
     """The out-of-fold threshold's time blocks: every row is scored once, and no block's model
-    trains on a row whose label reaches into the block or whose features reach back into it."""
+    trains on a row whose label reaches into the block, whose features reach back into it, or
+    whose label shares a failure with the block's last rows (a horizon longer than the
+    feature windows)."""
     from anomaly.faults import _time_folds
 
-    policy = FaultPolicy(lead="30min", horizon="6h", windows=("3h", "12h"), folds=4)
+    policy = FaultPolicy(lead="30min", horizon=horizon, windows=("3h", "12h"), folds=4)
     ts = pd.date_range("2026-01-01", periods=24 * 20, freq="h")
     feats = pd.DataFrame({"device_id": np.repeat(["a", "b"], len(ts)), "ts": np.tile(ts, 2)})
     folds = _time_folds(feats, policy)
     assert len(folds) == 4
     tested = np.sum([test for _train, test in folds], axis=0)
     assert (tested == 1).all()
+    after = max(pd.Timedelta("13h"), pd.Timedelta(horizon))  # the feature span: 12h and the reading before
     for train, test in folds:
         lo, hi = feats.loc[test, "ts"].min(), feats.loc[test, "ts"].max()
         t = feats.loc[train, "ts"]
-        assert not ((t >= lo - pd.Timedelta("6h")) & (t <= hi + pd.Timedelta("12h"))).any()
+        assert not ((t >= lo - pd.Timedelta(horizon)) & (t <= hi + after - pd.Timedelta("1h"))).any()
         assert train.sum() > 0
+
+
+def test_time_folds_span_decades_and_gaps():
+    """A stray reading decades before the rest (int64 block arithmetic would wrap) and blocks
+    that fall in a gap of the telemetry: every row still scored once, and fit still works."""
+    from anomaly.faults import FaultPredictor, _time_folds
+
+    stray = pd.DataFrame({"device_id": ["a"] * 4, "ts": pd.to_datetime(
+        ["1970-01-01", "2030-01-01", "2030-01-02", "2030-01-03"])})
+    assert (np.sum([test for _train, test in _time_folds(stray, POLICY)], axis=0) == 1).all()
+    rows, fails = [], []
+    for d in range(4):  # 10 days in January and 10 in March: the blocks between hold no row
+        for start in ("2026-01-01", "2026-03-01"):
+            ts = pd.date_range(start, periods=240, freq="h")
+            temp = np.full(240, 60.0)
+            temp[150:180] = 90.0  # overheats, then fails
+            rows.append(pd.DataFrame({"ts": ts, "device_id": f"g{d}", "node_id": "n",
+                                      "metric": "gpu_temp", "value": temp}))
+            fails.append({"ts": ts[180], "device_id": f"g{d}"})
+    feats = build_fault_features(pd.concat(rows, ignore_index=True), POLICY)
+    model = FaultPredictor(POLICY).fit(feats, pd.DataFrame(fails))
+    assert 0 < model.threshold_ < 1
 
 
 def test_threshold_keeps_the_widest_margin():
@@ -261,3 +287,22 @@ def test_each_devices_features_are_its_own(fleet):
     alone = build_fault_features(tel[tel["device_id"].astype(str) == one], POLICY)
     mine = together[together["device_id"] == one].reset_index(drop=True)
     pd.testing.assert_frame_equal(mine[alone.columns], alone, check_dtype=False)
+
+
+def test_zone_aware_times_and_a_device_listed_twice(fleet):
+    """Times in a zone come back in that zone (failures in the same zone still label them);
+    a devices table that lists a device twice gives its first age."""
+    from anomaly.faults import FaultPredictor
+
+    tel, fails = fleet
+    aware = tel.assign(ts=tel["ts"].dt.tz_localize("UTC").dt.tz_convert("Europe/Amsterdam"))
+    feats = build_fault_features(aware, POLICY)
+    assert str(feats["ts"].dt.tz) == "Europe/Amsterdam"
+    assert feats["ts"].min() == aware["ts"].min()
+    aware_fails = fails.assign(ts=fails["ts"].dt.tz_localize("UTC"))
+    assert FaultPredictor(POLICY).fit(feats, aware_fails).threshold_ > 0
+    dev = sorted(tel["device_id"].astype(str).unique())[0]
+    ages = pd.DataFrame({"device_id": [dev, dev], "age_days": [100.0, 200.0]})
+    aged = build_fault_features(tel, POLICY, devices=ages)
+    assert (aged.loc[aged["device_id"] == dev, "age_days"] == 100.0).all()
+    assert aged.loc[aged["device_id"] != dev, "age_days"].isna().all()
