@@ -144,16 +144,46 @@ def _rolling(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, w: pd.Timede
     return out
 
 
+def _latest(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, times: np.ndarray, until: np.ndarray,
+            w: pd.Timedelta) -> dict[str, np.ndarray]:
+    """What :func:`_rolling` gives at each device's latest row only (``until``: that row's
+    time, on every row of the device), from one grouped aggregation of the rows in the
+    window (T - w, T] of each device: no rolling pass over the rest."""
+    tag = _tag(w)
+    inside = times > until - np.timedelta64(w)
+    sub, code, h = flat[inside], dev[inside], hours.to_numpy()[inside]
+    g = sub.groupby(code, sort=True)  # every device's latest row is inside: one row per device
+    valid = g.count().to_numpy()
+    mean, std, top = g.mean().to_numpy(), g.std().to_numpy(), g.max().to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_xh = np.where(valid >= 2, sub.mul(h, axis=0).groupby(code, sort=True).sum().to_numpy() / valid, np.nan)
+        ht = pd.Series(h).groupby(code, sort=True)
+        rows = ht.size().to_numpy()
+        mean_t = np.where(rows >= 2, ht.mean().to_numpy(), np.nan)
+        var_t = np.where(rows >= 2, ht.var(ddof=0).to_numpy(), np.nan)
+        slope = (mean_xh - mean * mean_t[:, None]) / np.where(var_t > 0, var_t, np.nan)[:, None]
+    out: dict[str, np.ndarray] = {}
+    for j, col in enumerate(flat.columns):
+        out[f"{col}_mean_{tag}"] = mean[:, j].copy()
+        out[f"{col}_std_{tag}"] = std[:, j].copy()
+        out[f"{col}_max_{tag}"] = top[:, j].copy()
+        out[f"{col}_slope_{tag}"] = slope[:, j].copy()
+    return out
+
+
 def build_fault_features(
     telemetry: pd.DataFrame,
     policy: FaultPolicy,
     events: pd.DataFrame | None = None,
     devices: pd.DataFrame | None = None,
+    latest_only: bool = False,
 ) -> pd.DataFrame:
     """One row per (device_id, ts) of telemetry with the model's features.
 
     ``events`` (optional) is ``ts, device_id, event_type`` (e.g. error logs, past
-    maintenance); ``devices`` (optional) is ``device_id, age_days``.
+    maintenance); ``devices`` (optional) is ``device_id, age_days``. With
+    ``latest_only`` only each device's latest row is built (what scoring needs), with the
+    same features, without a rolling pass over the device's other rows.
     """
     require_columns(telemetry, ["ts", "device_id", "metric", "value"], "telemetry")
     if telemetry.empty:
@@ -194,37 +224,42 @@ def build_fault_features(
     flat = wide.reset_index(level="device_id", drop=True)
     first = pd.Series(times).groupby(dev_code, sort=False).transform("min").to_numpy(dtype="datetime64[ns]")
     hours = pd.Series((times - first) / np.timedelta64(1, "h"), index=flat.index)
-    feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(wide[c].to_numpy(dtype=float)) for c in wide.columns}
+    starts = np.flatnonzero(np.r_[True, dev_code[1:] != dev_code[:-1]])
+    ends = np.r_[starts[1:], len(dev_ids)]
+    rows = ends - 1 if latest_only else np.arange(len(dev_ids))  # the rows built
+    feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(wide[c].to_numpy(dtype=float)[rows])
+                                    for c in wide.columns}
     for w in windows:
-        feats.update(_rolling(flat, dev_code, hours, w))
+        feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], ends - starts), w)
+                     if latest_only else _rolling(flat, dev_code, hours, w))
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it
     # is none, which is also what a scoring window that starts mid-history sees
     happened = {}
     for m in event_metrics:
-        x = pd.Series(feats[m])
+        x = pd.Series(wide[m].to_numpy(dtype=float))
         before = x.groupby(dev_code, sort=False).ffill().groupby(dev_code, sort=False).shift(1)
         happened[m] = (x.notna() & (x > 0) & before.notna() & (x != before)).to_numpy()
     # the event features count within each device's own rows: numpy over each device's span
-    starts = np.flatnonzero(np.r_[True, dev_code[1:] != dev_code[:-1]])
-    bounds = list(zip(starts, np.r_[starts[1:], len(dev_ids)]))
     per_device: list[dict[str, np.ndarray]] = []
-    for a, b in bounds:
+    for a, b in zip(starts, ends):
         t, dev = times[a:b], str(dev_ids[a])
+        at = t[-1:] if latest_only else t
         part: dict[str, np.ndarray] = {}
         for m in event_metrics:
-            part.update(_event_features(t, t[happened[m][a:b]], windows, f"ev_{m}", policy.memory))
+            part.update(_event_features(at, t[happened[m][a:b]], windows, f"ev_{m}", policy.memory))
         dev_events = ev_by_dev.get(dev)
         for et in ev_types:
             et_times = (
                 dev_events.loc[dev_events["event_type"].astype(str) == et, "ts"].to_numpy(dtype="datetime64[ns]")
                 if dev_events is not None else np.array([], dtype="datetime64[ns]")
             )
-            part.update(_event_features(t, et_times, windows, f"event_{et}", None))
+            part.update(_event_features(at, et_times, windows, f"event_{et}", None))
         per_device.append(part)
     for key in (per_device[0] if per_device else {}):
         feats[key] = np.concatenate([part[key] for part in per_device]).astype(float)
     out = pd.DataFrame(feats, copy=False)  # a block per column: stacking 100s of MB is slow
+    dev_ids, times = dev_ids[rows], times[rows]
     out["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
                        else np.full(len(dev_ids), np.nan))
     out.insert(0, "ts", times if stamps.dt.tz is None else

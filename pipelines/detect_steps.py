@@ -125,8 +125,7 @@ def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPo
     """Alerts for the devices whose latest row scores at or above the model's threshold."""
     if telemetry.empty:
         return []
-    feats = build_fault_features(telemetry, policy)
-    latest = feats.sort_values("ts").groupby("device_id").tail(1)
+    latest = build_fault_features(telemetry, policy, latest_only=True).sort_values("ts", kind="stable")
     scored = model.predict(latest)
     scored["node_id"] = latest["node_id"].to_numpy() if "node_id" in latest else None
     horizon = pd.Timedelta(policy.horizon)

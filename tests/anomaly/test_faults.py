@@ -52,9 +52,12 @@ def test_latest_features_need_only_the_feature_span(fleet, memory):
         full = build_fault_features(known, policy).groupby("device_id").tail(1)
         recent = build_fault_features(known[known["ts"] >= cut - feature_span(policy)], policy)
         recent = recent.groupby("device_id").tail(1)
+        # what scoring builds: the latest rows alone, from a grouped aggregation, not rolling
+        latest = build_fault_features(known[known["ts"] >= cut - feature_span(policy)], policy, latest_only=True)
         # equal up to the float noise of rolling sums over a longer history (pandas 3: ~1e-7)
-        pd.testing.assert_frame_equal(recent.reset_index(drop=True), full.reset_index(drop=True),
-                                      check_dtype=False, check_exact=False, rtol=1e-6, atol=1e-5)
+        for got in (recent.reset_index(drop=True), latest):
+            pd.testing.assert_frame_equal(got, full.reset_index(drop=True),
+                                          check_dtype=False, check_exact=False, rtol=1e-6, atol=1e-5)
     # and the events are seen: a device that logged ECC errors within the memory says so
     feats = build_fault_features(tel, policy)
     assert (feats["ev_ecc_sbe_hours_since"] < policy.memory / pd.Timedelta(hours=1)).any()
@@ -176,7 +179,7 @@ def test_scoring_reads_what_each_devices_latest_row_needs(con):
                 "SELECT ts, device_id, node_id, metric, value FROM tel")
     recent = detect_store.recent_telemetry(con, feature_span(policy))
     assert len(recent) < len(tel)
-    got = build_fault_features(recent, policy).groupby("device_id").tail(1).reset_index(drop=True)
+    got = build_fault_features(recent, policy, latest_only=True)
     want = build_fault_features(tel, policy).groupby("device_id").tail(1).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-6, atol=1e-5)
 
@@ -306,3 +309,21 @@ def test_zone_aware_times_and_a_device_listed_twice(fleet):
     aged = build_fault_features(tel, POLICY, devices=ages)
     assert (aged.loc[aged["device_id"] == dev, "age_days"] == 100.0).all()
     assert aged.loc[aged["device_id"] != dev, "age_days"].isna().all()
+
+
+def test_latest_rows_alone_equal_the_full_build(fleet):
+    """``latest_only`` (what scoring builds) gives each device's latest row of the full
+    build, events and ages included, also for a device with a single reading."""
+    tel, _fails = fleet
+    lone = pd.DataFrame({"ts": [tel["ts"].max()], "device_id": ["solo"], "node_id": ["n9"],
+                         "metric": ["gpu_temp"], "value": [70.0]})
+    tel = pd.concat([tel, lone], ignore_index=True)
+    devs = sorted(tel["device_id"].astype(str).unique())
+    events = pd.DataFrame({"ts": [tel["ts"].min() + pd.Timedelta("30h")] * 2, "device_id": devs[:2],
+                           "event_type": ["xid_79", "maint"]})
+    ages = pd.DataFrame({"device_id": devs[:3], "age_days": [10.0, 20.0, 30.0]})
+    full = build_fault_features(tel, POLICY, events=events, devices=ages).groupby("device_id").tail(1)
+    latest = build_fault_features(tel, POLICY, events=events, devices=ages, latest_only=True)
+    assert len(latest) == len(devs) and latest.loc[latest["device_id"] == "solo", "gpu_temp"].item() == 70.0
+    pd.testing.assert_frame_equal(latest, full.reset_index(drop=True), check_dtype=False, check_exact=False,
+                                  rtol=1e-6, atol=1e-5)
