@@ -108,6 +108,38 @@ def _event_features(times: np.ndarray, event_times: np.ndarray, windows: list[pd
     return out
 
 
+def _text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of ``values`` by their text (so ``1`` and ``"1"`` are one), and the
+    texts in sorted order: code ``i`` is the ``i``-th text."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    names, inverse = np.unique(np.array([str(u) for u in uniques], dtype=object), return_inverse=True)
+    return inverse[codes], names
+
+
+def _pivot(dev: np.ndarray, ts: np.ndarray, metric: np.ndarray, value: np.ndarray, n_metrics: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Long readings -> (device code, time, values[row, metric]) per device and time, sorted
+    by device then time: the mean of the readings of a metric at that time, NaN if none, and
+    no row where no metric has a value (as ``pivot_table`` gives, in numpy)."""
+    timed = ~np.isnat(ts)  # a reading without a time belongs to no row (pivot_table drops it too)
+    dev, ts, metric, value = dev[timed], ts[timed], metric[timed], value[timed]
+    t = ts.astype(np.int64)
+    order = np.lexsort((t, dev))
+    dev, t, metric, value = dev[order], t[order], metric[order], value[order]
+    new_row = np.r_[True, (dev[1:] != dev[:-1]) | (t[1:] != t[:-1])]
+    row = np.cumsum(new_row) - 1
+    n_rows = int(row[-1]) + 1 if len(row) else 0
+    ok = ~np.isnan(value)
+    cell = row[ok] * n_metrics + metric[ok]
+    sums = np.bincount(cell, weights=value[ok], minlength=n_rows * n_metrics).reshape(n_rows, n_metrics)
+    counts = np.bincount(cell, minlength=n_rows * n_metrics).reshape(n_rows, n_metrics)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.where(counts > 0, sums / counts, np.nan)
+    keep = counts.sum(axis=1) > 0
+    starts = np.flatnonzero(new_row)
+    return dev[starts][keep], t[starts][keep].astype("datetime64[ns]"), values[keep]
+
+
 def _naive_utc(ts: pd.Series) -> pd.Series:
     return ts.dt.tz_convert("UTC").dt.tz_localize(None) if ts.dt.tz is not None else ts
 
@@ -189,7 +221,10 @@ def build_fault_features(
     if telemetry.empty:
         raise ValueError("telemetry is empty: no device to build features for")
     windows = [pd.Timedelta(w) for w in policy.windows]
-    metrics = sorted(telemetry["metric"].astype(str).unique())
+    stamps = pd.Series(pd.to_datetime(telemetry["ts"]))  # zone-aware times come back in their zone
+    dev_of_row, dev_names = _text_codes(telemetry["device_id"])
+    metric_of_row, metric_names = _text_codes(telemetry["metric"])
+    metrics = [str(m) for m in metric_names]
     event_metrics = [m for m in metrics if _is_event_metric(m, policy.event_patterns)]
     if events is not None:
         require_columns(events, ["ts", "device_id", "event_type"], "events")
@@ -202,33 +237,26 @@ def build_fault_features(
         .set_index("device_id")["age_days"]
         if devices is not None else None
     )
-    node_of = (
-        telemetry.dropna(subset=["node_id"]).drop_duplicates("device_id").set_index("device_id")["node_id"]
-        if "node_id" in telemetry.columns else pd.Series(dtype=object)
-    )
-    stamps = pd.Series(pd.to_datetime(telemetry["ts"]))  # zone-aware times come back in their zone
+    # each device's node: its first reading that names one
+    node_of_dev = np.full(len(dev_names), None, dtype=object)
+    if "node_id" in telemetry.columns:
+        named = telemetry["node_id"].notna().to_numpy()
+        seen, first = np.unique(dev_of_row[named], return_index=True)
+        node_of_dev[seen] = telemetry["node_id"].to_numpy(dtype=object)[named][first]
     # one row per device and time, sorted by device then time, a column per metric
-    long = pd.DataFrame({"device_id": telemetry["device_id"].astype(str).to_numpy(),
-                         "ts": _naive_utc(stamps).to_numpy(dtype="datetime64[ns]"),
-                         "metric": telemetry["metric"].astype(str).to_numpy(),
-                         "value": pd.to_numeric(telemetry["value"]).to_numpy(dtype=float)})
-    wide = long.pivot_table(index=["device_id", "ts"], columns="metric", values="value", aggfunc="mean")
-    if wide.empty:
+    dev_code, times, values = _pivot(dev_of_row, _naive_utc(stamps).to_numpy(dtype="datetime64[ns]"),
+                                     metric_of_row, pd.to_numeric(telemetry["value"]).to_numpy(dtype=float),
+                                     len(metrics))
+    if not len(dev_code):
         raise ValueError("telemetry has no reading with a value: no feature row to build")
-    wide = wide.reindex(columns=metrics)
-    wide.columns = [str(c) for c in wide.columns]
-    wide = wide.sort_index()
-    dev_ids = wide.index.get_level_values("device_id").to_numpy()
-    times = wide.index.get_level_values("ts").to_numpy(dtype="datetime64[ns]")
-    dev_code = np.unique(dev_ids, return_inverse=True)[1]  # sorted ids: the rows' order
-    flat = wide.reset_index(level="device_id", drop=True)
+    dev_ids = dev_names[dev_code]
+    flat = pd.DataFrame(values, index=pd.DatetimeIndex(times, name="ts"), columns=metrics)
     first = pd.Series(times).groupby(dev_code, sort=False).transform("min").to_numpy(dtype="datetime64[ns]")
     hours = pd.Series((times - first) / np.timedelta64(1, "h"), index=flat.index)
     starts = np.flatnonzero(np.r_[True, dev_code[1:] != dev_code[:-1]])
     ends = np.r_[starts[1:], len(dev_ids)]
     rows = ends - 1 if latest_only else np.arange(len(dev_ids))  # the rows built
-    feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(wide[c].to_numpy(dtype=float)[rows])
-                                    for c in wide.columns}
+    feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(values[rows, j]) for j, c in enumerate(metrics)}
     for w in windows:
         feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], ends - starts), w)
                      if latest_only else _rolling(flat, dev_code, hours, w))
@@ -237,7 +265,7 @@ def build_fault_features(
     # is none, which is also what a scoring window that starts mid-history sees
     happened = {}
     for m in event_metrics:
-        x = pd.Series(wide[m].to_numpy(dtype=float))
+        x = pd.Series(values[:, metrics.index(m)])
         before = x.groupby(dev_code, sort=False).ffill().groupby(dev_code, sort=False).shift(1)
         happened[m] = (x.notna() & (x > 0) & before.notna() & (x != before)).to_numpy()
     # the event features count within each device's own rows: numpy over each device's span
@@ -259,14 +287,13 @@ def build_fault_features(
     for key in (per_device[0] if per_device else {}):
         feats[key] = np.concatenate([part[key] for part in per_device]).astype(float)
     out = pd.DataFrame(feats, copy=False)  # a block per column: stacking 100s of MB is slow
-    dev_ids, times = dev_ids[rows], times[rows]
+    dev_ids, times, dev_code = dev_ids[rows], times[rows], dev_code[rows]
     out["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
                        else np.full(len(dev_ids), np.nan))
     out.insert(0, "ts", times if stamps.dt.tz is None else
                pd.DatetimeIndex(times).tz_localize("UTC").tz_convert(stamps.dt.tz))
     out.insert(1, "device_id", dev_ids)
-    out.insert(2, "node_id", pd.Series(dev_ids).map(node_of.rename(index=str)).to_numpy(dtype=object)
-               if len(node_of) else None)
+    out.insert(2, "node_id", node_of_dev[dev_code])
     return out
 
 

@@ -327,3 +327,19 @@ def test_latest_rows_alone_equal_the_full_build(fleet):
     assert len(latest) == len(devs) and latest.loc[latest["device_id"] == "solo", "gpu_temp"].item() == 70.0
     pd.testing.assert_frame_equal(latest, full.reset_index(drop=True), check_dtype=False, check_exact=False,
                                   rtol=1e-6, atol=1e-5)
+
+
+def test_device_ids_are_text_and_readings_need_a_time():
+    """Integer device ids are named by their text and sorted as text (``1``, ``10``, ``2``),
+    each with its node; ``2`` and ``"2"`` are one device; a reading without a time is left out."""
+    ts = pd.date_range("2026-01-01", periods=3, freq="h")
+    tel = pd.DataFrame({
+        "ts": list(ts) * 3 + [ts[0], pd.NaT],
+        "device_id": [2] * 3 + [10] * 3 + [1] * 3 + ["2", 1],
+        "node_id": ["n2"] * 3 + [None, "n10", "n10"] + ["n1"] * 3 + ["other", "n1"],
+        "metric": "gpu_temp", "value": [60.0, 61, 62, 70, 71, 72, 80, 81, 82, 64, 99],
+    }, dtype=object).astype({"value": float})
+    feats = build_fault_features(tel, POLICY)
+    assert feats["device_id"].tolist() == ["1"] * 3 + ["10"] * 3 + ["2"] * 3
+    assert feats["node_id"].tolist() == ["n1"] * 3 + ["n10"] * 3 + ["n2"] * 3
+    assert feats["gpu_temp"].tolist() == [80.0, 81, 82, 70, 71, 72, 62, 61, 62]  # 2 at ts[0]: (60 + 64) / 2
