@@ -109,11 +109,14 @@ def _event_features(times: np.ndarray, event_times: np.ndarray, windows: list[pd
 
 
 def _text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes of ``values`` by their text (so ``1`` and ``"1"`` are one), and the
-    texts in sorted order: code ``i`` is the ``i``-th text."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    """Integer codes of ``values`` by their text (so ``1`` and ``"1"`` are one, ``1`` and
+    ``1.0`` two), -1 where missing, and the texts in sorted order: code ``i`` is the
+    ``i``-th text."""
+    if values.dtype == object or isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.astype("str")  # mixed types: the text decides (missing stays missing)
+    codes, uniques = pd.factorize(values)
     names, inverse = np.unique(np.array([str(u) for u in uniques], dtype=object), return_inverse=True)
-    return inverse[codes], names
+    return np.where(codes >= 0, inverse[np.maximum(codes, 0)] if len(inverse) else 0, -1), names
 
 
 def _pivot(dev: np.ndarray, ts: np.ndarray, metric: np.ndarray, value: np.ndarray, n_metrics: int
@@ -121,8 +124,9 @@ def _pivot(dev: np.ndarray, ts: np.ndarray, metric: np.ndarray, value: np.ndarra
     """Long readings -> (device code, time, values[row, metric]) per device and time, sorted
     by device then time: the mean of the readings of a metric at that time, NaN if none, and
     no row where no metric has a value (as ``pivot_table`` gives, in numpy)."""
-    timed = ~np.isnat(ts)  # a reading without a time belongs to no row (pivot_table drops it too)
-    dev, ts, metric, value = dev[timed], ts[timed], metric[timed], value[timed]
+    # a reading without a time, device or metric belongs to no row (pivot_table drops it too)
+    known = ~np.isnat(ts) & (dev >= 0) & (metric >= 0)
+    dev, ts, metric, value = dev[known], ts[known], metric[known], value[known]
     t = ts.astype(np.int64)
     order = np.lexsort((t, dev))
     dev, t, metric, value = dev[order], t[order], metric[order], value[order]
@@ -183,17 +187,27 @@ def _latest(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, times: np.nda
     window (T - w, T] of each device: no rolling pass over the rest."""
     tag = _tag(w)
     inside = times > until - np.timedelta64(w)
-    sub, code, h = flat[inside], dev[inside], hours.to_numpy()[inside]
+    code, h = dev[inside], hours.to_numpy()[inside]
+    sub = flat[inside]
+    sub = sub.where(np.isfinite(sub.to_numpy()))  # rolling skips an infinite reading too
     g = sub.groupby(code, sort=True)  # every device's latest row is inside: one row per device
     valid = g.count().to_numpy()
     mean, std, top = g.mean().to_numpy(), g.std().to_numpy(), g.max().to_numpy()
+    ht = pd.Series(h).groupby(code, sort=True)
+    rows = ht.size().to_numpy()
+    _, at = np.unique(code, return_inverse=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_xh = np.where(valid >= 2, sub.mul(h, axis=0).groupby(code, sort=True).sum().to_numpy() / valid, np.nan)
-        ht = pd.Series(h).groupby(code, sort=True)
-        rows = ht.size().to_numpy()
-        mean_t = np.where(rows >= 2, ht.mean().to_numpy(), np.nan)
+        mh = ht.mean().to_numpy()
         var_t = np.where(rows >= 2, ht.var(ddof=0).to_numpy(), np.nan)
-        slope = (mean_xh - mean * mean_t[:, None]) / np.where(var_t > 0, var_t, np.nan)[:, None]
+        # rolling's mean(x h) - mean(x) mean(h) (x over its readings, h over all rows), centred
+        # so that a metric of 1e9 loses no digits: mean((x - mx)(h - mh)) + mx (mh_x - mh)
+        x = sub.to_numpy()
+        dh = h - mh[at]
+        xs = pd.DataFrame((x - mean[at]) * dh[:, None]).groupby(code, sort=True).sum().to_numpy()
+        h_x = pd.DataFrame(np.where(np.isnan(x), np.nan, h[:, None])).groupby(code, sort=True).mean().to_numpy()
+        cov = xs / valid + np.where(valid == rows[:, None], 0.0, mean * (h_x - mh[:, None]))
+        cov = np.where(valid >= 2, cov, np.nan)
+        slope = cov / np.where(var_t > 0, var_t, np.nan)[:, None]
     out: dict[str, np.ndarray] = {}
     for j, col in enumerate(flat.columns):
         out[f"{col}_mean_{tag}"] = mean[:, j].copy()
@@ -240,7 +254,7 @@ def build_fault_features(
     # each device's node: its first reading that names one
     node_of_dev = np.full(len(dev_names), None, dtype=object)
     if "node_id" in telemetry.columns:
-        named = telemetry["node_id"].notna().to_numpy()
+        named = telemetry["node_id"].notna().to_numpy() & (dev_of_row >= 0)
         seen, first = np.unique(dev_of_row[named], return_index=True)
         node_of_dev[seen] = telemetry["node_id"].to_numpy(dtype=object)[named][first]
     # one row per device and time, sorted by device then time, a column per metric

@@ -317,7 +317,10 @@ def test_latest_rows_alone_equal_the_full_build(fleet):
     tel, _fails = fleet
     lone = pd.DataFrame({"ts": [tel["ts"].max()], "device_id": ["solo"], "node_id": ["n9"],
                          "metric": ["gpu_temp"], "value": [70.0]})
-    tel = pd.concat([tel, lone], ignore_index=True)
+    # an infinite reading in a device's last window: rolling skips it, so must the latest build
+    spike = tel[tel["metric"] == "gpu_temp"].sort_values("ts").groupby("device_id").tail(1).head(1)
+    spike = spike.assign(ts=spike["ts"] - pd.Timedelta("1min"), value=np.inf)
+    tel = pd.concat([tel, lone, spike], ignore_index=True)
     devs = sorted(tel["device_id"].astype(str).unique())
     events = pd.DataFrame({"ts": [tel["ts"].min() + pd.Timedelta("30h")] * 2, "device_id": devs[:2],
                            "event_type": ["xid_79", "maint"]})
@@ -331,15 +334,17 @@ def test_latest_rows_alone_equal_the_full_build(fleet):
 
 def test_device_ids_are_text_and_readings_need_a_time():
     """Integer device ids are named by their text and sorted as text (``1``, ``10``, ``2``),
-    each with its node; ``2`` and ``"2"`` are one device; a reading without a time is left out."""
+    each with its node; ``2`` and ``"2"`` are one device, ``1.0`` another; a reading without
+    a time or a device is left out."""
     ts = pd.date_range("2026-01-01", periods=3, freq="h")
     tel = pd.DataFrame({
-        "ts": list(ts) * 3 + [ts[0], pd.NaT],
-        "device_id": [2] * 3 + [10] * 3 + [1] * 3 + ["2", 1],
-        "node_id": ["n2"] * 3 + [None, "n10", "n10"] + ["n1"] * 3 + ["other", "n1"],
-        "metric": "gpu_temp", "value": [60.0, 61, 62, 70, 71, 72, 80, 81, 82, 64, 99],
+        "ts": list(ts) * 3 + [ts[0], pd.NaT, ts[1], ts[2]],
+        "device_id": [2] * 3 + [10] * 3 + [1] * 3 + ["2", 1, None, 1.0],
+        "node_id": ["n2"] * 3 + [None, "n10", "n10"] + ["n1"] * 3 + ["other", "n1", "n0", "nf"],
+        "metric": "gpu_temp", "value": [60.0, 61, 62, 70, 71, 72, 80, 81, 82, 64, 99, 99, 50],
     }, dtype=object).astype({"value": float})
     feats = build_fault_features(tel, POLICY)
-    assert feats["device_id"].tolist() == ["1"] * 3 + ["10"] * 3 + ["2"] * 3
+    assert feats["device_id"].tolist() == ["1"] * 3 + ["1.0"] + ["10"] * 3 + ["2"] * 3
+    feats = feats[feats["device_id"] != "1.0"]
     assert feats["node_id"].tolist() == ["n1"] * 3 + ["n10"] * 3 + ["n2"] * 3
     assert feats["gpu_temp"].tolist() == [80.0, 81, 82, 70, 71, 72, 62, 61, 62]  # 2 at ts[0]: (60 + 64) / 2
