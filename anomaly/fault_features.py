@@ -265,14 +265,15 @@ def build_fault_features(
         raise ValueError("telemetry has no reading with a value: no feature row to build")
     dev_ids = dev_names[dev_code]
     flat = pd.DataFrame(values, index=pd.DatetimeIndex(times, name="ts"), columns=metrics)
-    first = pd.Series(times).groupby(dev_code, sort=False).transform("min").to_numpy(dtype="datetime64[ns]")
-    hours = pd.Series((times - first) / np.timedelta64(1, "h"), index=flat.index)
+    # each device's rows are one span [start, end): its first and latest times are at the ends
     starts = np.flatnonzero(np.r_[True, dev_code[1:] != dev_code[:-1]])
     ends = np.r_[starts[1:], len(dev_ids)]
+    sizes = ends - starts
+    hours = pd.Series((times - np.repeat(times[starts], sizes)) / np.timedelta64(1, "h"), index=flat.index)
     rows = ends - 1 if latest_only else np.arange(len(dev_ids))  # the rows built
     feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(values[rows, j]) for j, c in enumerate(metrics)}
     for w in windows:
-        feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], ends - starts), w)
+        feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], sizes), w)
                      if latest_only else _rolling(flat, dev_code, hours, w))
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it

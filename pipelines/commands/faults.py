@@ -66,7 +66,7 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
         raise ValueError(f"--target-precision must be in (0, 1], got {target}")
     return FaultPolicy(lead=str(parse_duration(args.lead, "--lead")), horizon=str(parse_duration(args.horizon, "--horizon")),
                        windows=windows, target_precision=None if cost_ratio is not None else target,
-                       cost_ratio=cost_ratio, threshold_folds=getattr(args, "threshold_folds", "time"))
+                       cost_ratio=cost_ratio, threshold_folds=getattr(args, "threshold_folds", FaultPolicy.threshold_folds))
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
