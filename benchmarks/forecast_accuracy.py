@@ -11,13 +11,15 @@ correlated within a day), and this shows how far it moves with the span it is me
 
 Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``), never copied.
 Data preparation, documented:
-  * cluster: ``rnd_cluster_5min_until_2013-08-01.csv.gz``, hourly mean of the 5-min
-    ``cpu_usage_mhz_sum`` (the cluster total), cut before the first hour with no data
-    (2013-07-30 22:00, a one-day hole); hours when fewer than half the usual VMs
-    reported (a 30-hour outage on 2013-07-16/17) are filled from the same hour a day
-    earlier, since the total then counts only ~33 VMs.
-  * panel: ``rnd_vm_hourly_2013-07.csv.gz``, ``cpu_usage_mhz_mean`` of the first 100 VMs
-    (by id) that report in >= 95% of hours, on the same hourly range; their missing hours
+  * cluster: ``rnd_cluster_5min*.csv.gz`` (the first such file: the July copy here,
+    ``rnd_cluster_5min_until_2013-08-01``, or the whole Jul-Sep trace), hourly mean of the
+    5-min ``cpu_usage_mhz_sum`` (the cluster total), on the longest stretch of hours without
+    a hole (an hour with no data; in July the hole at 2013-07-30 22:00 is a day long); hours
+    when fewer than half the usual VMs reported (a 30-hour outage on 2013-07-16/17) are
+    filled from the same hour a day earlier, since the total then counts only ~33 VMs.
+  * panel: every ``rnd_vm_hourly_*.csv.gz`` present (a VM-hour in two month files is their
+    mean), ``cpu_usage_mhz_mean`` of the first 100 VMs (by id) that report in >= 95% of
+    hours, on the longest stretch of hours in which some VM reports; their missing hours
     (mostly the same outage) are filled from a day earlier.
   * synthetic: ``pipelines.synth.generate_fleet`` -> DuckDB -> ``pipelines.demand``.
 """
@@ -61,24 +63,38 @@ def _fill_from_yesterday(series: pd.Series, season: int = 24) -> pd.Series:
     return out.interpolate(limit_direction="both")
 
 
+def _bitbrains_files(root: Path, pattern: str) -> list[Path]:
+    files = sorted((root / BITBRAINS).glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no {pattern} under {root / BITBRAINS}")
+    return files
+
+
+def _longest_stretch(hole: np.ndarray) -> slice:
+    """The longest run of positions where ``hole`` is False."""
+    edges = np.flatnonzero(np.diff(np.r_[1, hole.astype(np.int8), 1]))  # starts and ends of runs
+    runs = list(zip(edges[::2], edges[1::2]))  # (start, end) of each run without a hole
+    start, end = max(runs, key=lambda r: r[1] - r[0]) if runs else (0, 0)
+    return slice(int(start), int(end))
+
+
 def bitbrains_cluster(root: Path) -> pd.DataFrame:
-    raw = pd.read_csv(root / BITBRAINS / "rnd_cluster_5min_until_2013-08-01.csv.gz")
+    raw = pd.read_csv(_bitbrains_files(root, "rnd_cluster_5min*.csv.gz")[0])
     raw["ds"] = pd.to_datetime(raw["bucket_start_utc"], utc=True).dt.tz_localize(None).dt.floor("h")
     hourly = raw.groupby("ds").agg(y=("cpu_usage_mhz_sum", "mean"), vms=("n_vms", "mean"))
     hourly = hourly.reindex(pd.date_range(hourly.index.min(), hourly.index.max(), freq="h"))
-    hole = hourly["y"].isna().to_numpy()
-    hourly = hourly.iloc[: int(np.argmax(hole)) if hole.any() else len(hourly)]
+    hourly = hourly.iloc[_longest_stretch(hourly["y"].isna().to_numpy())]
     y = hourly["y"].where(hourly["vms"] >= 0.5 * hourly["vms"].median())
     return pd.DataFrame({"unique_id": "rnd_cluster", "ds": hourly.index, "y": _fill_from_yesterday(y).to_numpy()})
 
 
 def bitbrains_panel(root: Path, n_vms: int = 100) -> pd.DataFrame:
-    raw = pd.read_csv(root / BITBRAINS / "rnd_vm_hourly_2013-07.csv.gz")
+    cols = ["vm_id", "hour_utc", "cpu_usage_mhz_mean"]
+    raw = pd.concat([pd.read_csv(f, usecols=cols) for f in _bitbrains_files(root, "rnd_vm_hourly_*.csv.gz")])
     raw["ds"] = pd.to_datetime(raw["hour_utc"], utc=True).dt.tz_localize(None)
-    wide = raw.pivot_table(index="ds", columns="vm_id", values="cpu_usage_mhz_mean")
+    wide = raw.pivot_table(index="ds", columns="vm_id", values="cpu_usage_mhz_mean")  # mean of duplicates
     wide = wide.reindex(pd.date_range(wide.index.min(), wide.index.max(), freq="h"))
-    hole = wide.isna().all(axis=1).to_numpy()
-    wide = wide.iloc[: int(np.argmax(hole)) if hole.any() else len(wide)]
+    wide = wide.iloc[_longest_stretch(wide.isna().all(axis=1).to_numpy())]
     keep = [c for c in sorted(wide.columns) if wide[c].notna().mean() >= 0.95][:n_vms]
     wide = wide[keep].apply(_fill_from_yesterday)
     long = wide.stack().rename("y").reset_index()
