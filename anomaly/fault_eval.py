@@ -93,6 +93,12 @@ def point_auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 MAX_EVENT_CANDIDATES = 200
+# When no threshold reaches the target precision on the out-of-fold scores, the nearest one
+# is used, but not one under this share of the target. A best-F1 fallback trades precision
+# for recall: with a handful of training failures, whose out-of-fold scores are near zero,
+# it chose "alert on every device every day" (precision 0.01-0.03 on PdM fleets of 3 to 5
+# machines, benchmarks/detection.py --suites pdm-curve): a pager nobody would keep on.
+MIN_PRECISION_SHARE = 0.5
 
 
 def window_maxima(
@@ -130,8 +136,10 @@ def choose_threshold(
     """The alert threshold on out-of-fold scores.
 
     With ``target_precision``: the threshold with the most recall among those whose alert
-    precision reaches the target; if none does, the one with the best F1. With
-    ``cost_ratio``: the least ``cost_ratio * missed + false alerts``.
+    precision reaches the target; if none does, the most precise one (then the most recall,
+    then the fewest alerts), as long as its precision is at least ``MIN_PRECISION_SHARE`` of
+    the target, else "never alert". With ``cost_ratio``: the least ``cost_ratio * missed +
+    false alerts``.
 
     Many thresholds score the same on these folds; of them, the one returned sits midway
     between the highest one (the weakest failure caught) and the next candidate below them
@@ -162,9 +170,11 @@ def choose_threshold(
             missed = m["events"] - m["caught"]
             return (-(cost_ratio * missed + (m["alerts"] * (1 - precision))),)
         assert target_precision is not None
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-        met = precision >= target_precision
-        return (float(met), recall if met else f1)
+        if precision >= target_precision:
+            return (1.0, recall)
+        if precision < MIN_PRECISION_SHARE * target_precision:  # worse than silence: as good as no alert
+            return (0.0, 0.0, 0.0, -float(m["alerts"]))
+        return (0.0, precision, recall, -float(m["alerts"]))
 
     keys = [key(float(thr)) for thr in candidates]
     if not keys:

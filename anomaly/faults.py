@@ -9,7 +9,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from anomaly.base import check_fitted, require_columns
-from anomaly.fault_eval import choose_threshold
+from anomaly.fault_eval import choose_threshold, dedup_alerts, score_alerts, window_maxima
 from anomaly.fault_features import (
     FaultPolicy,
     build_fault_features,
@@ -65,7 +65,8 @@ class FaultPredictor(BaseEstimator):
     ``fit`` trains on feature rows (see :func:`build_fault_features`) and failures, and
     sets ``threshold_`` on out-of-fold scores (purged time blocks, or groups of devices:
     ``FaultPolicy.threshold_folds``), so the threshold is never tuned on rows the model
-    has seen.
+    has seen; ``oof_metrics_`` are those scores' alert metrics at that threshold (what to
+    expect of the alerts).
     """
 
     def __init__(self, policy: FaultPolicy | None = None) -> None:
@@ -84,19 +85,47 @@ class FaultPredictor(BaseEstimator):
         cols = feature_columns(features)
         X = features[cols].to_numpy(dtype=float)
         pos_weight = float(max((len(y) - y.sum()) / max(y.sum(), 1), 1.0)) ** 0.5
-        oof = self._out_of_fold(features, X, y, pos_weight)
-        lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
-        if oof is not None:
-            scored = features[["device_id", "ts"]].assign(score=oof)
-            self.threshold_ = choose_threshold(
-                scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio
-            )
-        else:
-            log.warning("one device cannot be split into device folds; alert threshold defaults to 0.5")
-            self.threshold_ = 0.5
+        self.threshold_, self.oof_metrics_ = self._threshold(features, failures,
+                                                             self._out_of_fold(features, X, y, pos_weight))
         self.model_ = _model(policy, pos_weight).fit(X, y)
         self.feature_columns_ = cols
         return self
+
+    def _threshold(self, features: pd.DataFrame, failures: pd.DataFrame,
+                   oof: np.ndarray | None) -> tuple[float, dict[str, float]]:
+        """The alert threshold and its out-of-fold alert metrics; 0.5 (the classifier's own
+        boundary) when the out-of-fold scores hold no failure to set it on."""
+        policy = self._policy()
+        lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
+        if oof is None:
+            log.warning("one device cannot be split into device folds; alert threshold defaults to 0.5")
+            return 0.5, {}
+        scored = features.loc[np.isfinite(oof), ["device_id", "ts"]].assign(score=oof[np.isfinite(oof)])
+        period = (scored["ts"].min(), scored["ts"].max())
+        devices = sorted(scored["device_id"].astype(str).unique())
+        if scored.empty or not len(window_maxima(scored, failures, lead, horizon, period, devices)):
+            log.warning("fault alerts: no out-of-fold model saw a failure before scoring one (the training "
+                        "failures sit in one time block); alert threshold defaults to 0.5")
+            return 0.5, {}
+        threshold = choose_threshold(scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio)
+        metrics = score_alerts(dedup_alerts(scored, threshold, horizon), failures, lead, horizon, period, devices)
+        self._warn_short_of_target(metrics)
+        return threshold, metrics
+
+    def _warn_short_of_target(self, m: dict[str, float]) -> None:
+        """Say so when the out-of-fold alerts miss the target precision (too few failures to
+        learn from, usually): the user asked for alerts that are right that often."""
+        target = self._policy().target_precision
+        if target is None or not m.get("events"):
+            return
+        if m["alerts"] == 0:
+            log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
+                        "to learn from), nor half of it: the predictor will not alert until it has seen more "
+                        "failures", target, m["events"])
+        elif m["precision"] < target:
+            log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
+                        "to learn from); the most precise one gives %.2f at recall %.2f", target, m["events"],
+                        m["precision"], m["recall"])
 
     def _out_of_fold(self, features: pd.DataFrame, X: np.ndarray, y: np.ndarray,
                      pos_weight: float) -> np.ndarray | None:
@@ -109,8 +138,7 @@ class FaultPredictor(BaseEstimator):
         for train, test in folds:
             if not test.any():  # a block inside a gap of the telemetry
                 continue
-            if y[train].sum() == 0:
-                oof[test] = 0.0
+            if y[train].sum() == 0:  # a model without a failure to learn from: its block stays unscored
                 continue
             m = _model(policy, pos_weight).fit(X[train], y[train])
             oof[test] = m.predict_proba(X[test])[:, 1]

@@ -1,7 +1,7 @@
 """Detection benchmark: the three ``headroom ... evaluate`` commands on the public traces
 and on the synthetic fleet.
 
-    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,spot,synthetic]
+    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,pdm-curve,spot,synthetic]
                                    [--out bench-out/detection] [--nodes 12 --days 28 --seed 0]
 
 Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``); conversions go to a
@@ -24,6 +24,10 @@ temporary folder, never into the repository. Data preparation, documented:
     10 machines leaves only 4 failures in a 30% test span: test fractions 0.25-0.45, and
     a 30% test span with 3 of the machines also held out of training (4 draws). Each
     split trains its own model and sets its own threshold on its own training span.
+  * pdm-curve: a learning curve over fleet size: ``faults evaluate`` (30% and 40% time
+    splits) on a fleet of a random 30%, 50% or 70% of the machines (5 draws each) or of all
+    of them, trained on the fleet's early span and scored on its late span: whether the PdM
+    figure is limited by how many failures 10 machines give to train on.
   * spot: ``aws_spot_price_history_*.csv.gz`` -> the spot-prices contract (provider aws,
     zone = availability_zone, product = product_description); ``on_demand_prices.csv`` ->
     ``provider,region,instance_type,on_demand_price``.
@@ -164,40 +168,94 @@ def pdm(datasets: Path, out: Path) -> None:
 PDM_SPLITS = [(tf, None) for tf in (0.25, 0.3, 0.35, 0.4, 0.45)] + [(0.3, draw) for draw in range(4)]
 
 
+def _pdm_inputs(datasets: Path) -> dict[str, pd.DataFrame]:
+    from pipelines import detection_io
+
+    root = datasets / PDM
+    return {
+        "telemetry": detection_io.read_telemetry(sorted(root.glob("PdM_telemetry*.csv*"))[0]),
+        "failures": detection_io.read_failures(root / "PdM_failures.csv"),
+        "events": pd.concat([detection_io.read_events(root / "PdM_errors.csv"),
+                             detection_io.read_events(root / "PdM_maint.csv")], ignore_index=True),
+        "devices": detection_io.read_devices(root / "PdM_machines.csv"),
+    }
+
+
+def _pooled(table: pd.DataFrame, **labels: object) -> dict:
+    """Events, catches and alerts summed over ``table``'s runs (precision over all alerts)."""
+    correct = (table["precision"].fillna(0) * table["alerts"]).round().sum()
+    pooled = {**labels, "events": table["events"].sum(), "caught": table["caught"].sum(),
+              "alerts": table["alerts"].sum(), "auc": table["auc"].mean()}
+    pooled["recall"] = pooled["caught"] / max(pooled["events"], 1)
+    pooled["precision"] = correct / pooled["alerts"] if pooled["alerts"] else float("nan")
+    return pooled
+
+
 def pdm_splits(datasets: Path, out: Path) -> None:
     """``faults evaluate`` over several time (and time-and-device) splits, events pooled."""
     import numpy as np
 
     from anomaly.evaluate import evaluate_faults
     from anomaly.fault_features import FaultPolicy
-    from pipelines import detection_io
 
-    root = datasets / PDM
-    telemetry = detection_io.read_telemetry(sorted(root.glob("PdM_telemetry*.csv*"))[0])
-    failures = detection_io.read_failures(root / "PdM_failures.csv")
-    events = pd.concat([detection_io.read_events(root / "PdM_errors.csv"),
-                        detection_io.read_events(root / "PdM_maint.csv")], ignore_index=True)
-    devices = detection_io.read_devices(root / "PdM_machines.csv")
-    ids = np.sort(telemetry["device_id"].unique())
+    data = _pdm_inputs(datasets)
+    ids = np.sort(data["telemetry"]["device_id"].unique())
     policy = FaultPolicy(lead="30min", horizon="24h", windows=("3h", "24h"))
     t0 = time.perf_counter()
     rows = []
     for tf, draw in PDM_SPLITS:
         held = None if draw is None else sorted(np.random.default_rng(draw).choice(ids, 3, replace=False))
-        m = evaluate_faults(telemetry, failures, policy, tf, events, devices, held).iloc[0].to_dict()
+        m = evaluate_faults(data["telemetry"], data["failures"], policy, tf, data["events"], data["devices"],
+                            held).iloc[0].to_dict()
         rows.append({"test_fraction": tf, "held_devices": " ".join(held) if held else "", **m})
     table = pd.DataFrame(rows)
-    correct = (table["precision"].fillna(0) * table["alerts"]).round().sum()
-    pooled = {"test_fraction": "pooled", "held_devices": "", "events": table["events"].sum(),
-              "caught": table["caught"].sum(), "alerts": table["alerts"].sum(),
-              "auc": table["auc"].mean()}
-    pooled["recall"] = pooled["caught"] / max(pooled["events"], 1)
-    pooled["precision"] = correct / pooled["alerts"] if pooled["alerts"] else float("nan")
+    pooled = _pooled(table, test_fraction="pooled", held_devices="")
     table = pd.concat([table, pd.DataFrame([pooled])], ignore_index=True)
     table.to_csv(out / "faults_pdm_splits.csv", index=False)
     with pd.option_context("display.width", 250):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"({time.perf_counter() - t0:.1f} s, {len(PDM_SPLITS)} splits; auc pooled = mean)\n", flush=True)
+
+
+PDM_CURVE_SHARES = (0.3, 0.5, 0.7, 1.0)
+PDM_CURVE_DRAWS = 5
+
+
+def pdm_curve(datasets: Path, out: Path) -> None:
+    """Recall and precision against fleet size: ``faults evaluate`` on a random share of the
+    machines (30% and 40% splits), pooled over draws and splits."""
+    import numpy as np
+
+    from anomaly.evaluate import evaluate_faults
+    from anomaly.fault_features import FaultPolicy
+
+    data = _pdm_inputs(datasets)
+    ids = np.sort(data["telemetry"]["device_id"].unique())
+    policy = FaultPolicy(lead="30min", horizon="24h", windows=("3h", "24h"))
+    t0 = time.perf_counter()
+    runs, rows = [], []
+    for share in PDM_CURVE_SHARES:
+        k = max(int(round(share * len(ids))), 2)
+        draws = 1 if k >= len(ids) else PDM_CURVE_DRAWS
+        part = []
+        for tf in (0.3, 0.4):
+            for draw in range(draws):
+                fleet = ids if k >= len(ids) else np.random.default_rng(draw).choice(ids, k, replace=False)
+                telemetry = data["telemetry"][data["telemetry"]["device_id"].isin(fleet)]
+                try:
+                    m = evaluate_faults(telemetry, data["failures"], policy, tf, data["events"],
+                                        data["devices"]).iloc[0].to_dict()
+                except ValueError as exc:  # these machines had no failure in the training span
+                    print(f"  {k} machines, draw {draw}, test {tf}: skipped ({exc})")
+                    continue
+                part.append({"train_machines": k, "test_fraction": tf, "draw": draw, **m})
+        runs += part
+        rows.append(_pooled(pd.DataFrame(part), train_machines=k, runs=len(part)))
+    pd.DataFrame(runs).to_csv(out / "faults_pdm_curve_runs.csv", index=False)
+    table = pd.DataFrame(rows)[["train_machines", "runs", "events", "caught", "recall", "alerts", "precision", "auc"]]
+    table.to_csv(out / "faults_pdm_curve.csv", index=False)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"({time.perf_counter() - t0:.1f} s; events and alerts summed over the runs, auc = mean)\n", flush=True)
 
 
 def spot(datasets: Path, tmp: Path, out: Path) -> None:
@@ -257,7 +315,7 @@ def main() -> int:
     args = ap.parse_args()
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
-    public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "spot")]
+    public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-curve", "spot")]
     if public and (args.datasets is None or not Path(args.datasets).is_dir()):
         print(f"skipping {public}: pass --datasets or set HEADROOM_DATASETS", file=sys.stderr)
         suites = [s for s in suites if s not in public]
@@ -273,6 +331,8 @@ def main() -> int:
                 pdm(Path(args.datasets), args.out)
             elif suite == "pdm-splits":
                 pdm_splits(Path(args.datasets), args.out)
+            elif suite == "pdm-curve":
+                pdm_curve(Path(args.datasets), args.out)
             elif suite == "spot":
                 spot(Path(args.datasets), tmp, args.out)
             elif suite == "synthetic":

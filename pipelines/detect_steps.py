@@ -160,7 +160,10 @@ def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params
     model, cutoff = train()
     if model is None or cutoff is None:
         return False
-    metrics = json.dumps({"threshold": model.threshold_})
+    # with the out-of-fold alert metrics the threshold was set on (what to expect of the alerts)
+    oof = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+           for k, v in getattr(model, "oof_metrics_", {}).items()}
+    metrics = json.dumps({"threshold": model.threshold_, **({"out_of_fold": oof} if oof else {})})
     # pickle: our own estimator, stored in and read back from our own warehouse only
     detect_store.save_model(con, kind, target, params, cutoff.to_pydatetime(), pickle.dumps(model), metrics, now)
     return True

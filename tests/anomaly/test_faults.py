@@ -247,6 +247,40 @@ def test_time_folds_span_decades_and_gaps():
     assert 0 < model.threshold_ < 1
 
 
+def test_threshold_short_of_the_target_is_the_most_precise_or_none():
+    """No threshold reaches the target precision: the most precise one is used while it gets
+    at least half the target; below that the predictor stays quiet rather than alert on every
+    device (what a best-F1 choice did with a handful of training failures)."""
+    from anomaly.fault_eval import choose_threshold
+
+    lead, horizon = pd.Timedelta("30min"), pd.Timedelta("6h")
+    # one false alarm (0.9) above the precursor (0.8): catching it costs one false alert, 0.5
+    scored, fails = one_failure(400, 0.01, precursor=0.8, false_alarms={200: 0.9})
+    thr = choose_threshold(scored, fails, lead, horizon, target_precision=0.9, cost_ratio=None)
+    alerts = dedup_alerts(scored, thr, horizon)
+    m = score_alerts(alerts, fails, lead, horizon, (scored["ts"].min(), scored["ts"].max()), ["d"])
+    assert (m["caught"], m["alerts"]) == (1, 2)
+    # a precursor no higher than the background: catching it means alerting everywhere
+    scored, fails = one_failure(400, 0.3, precursor=0.3, false_alarms={100: 0.5, 200: 0.6, 300: 0.7})
+    thr = choose_threshold(scored, fails, lead, horizon, target_precision=0.8, cost_ratio=None)
+    assert thr > scored["score"].max()  # never alert
+
+
+def test_threshold_without_a_scored_failure_is_the_classifiers_own(fleet, caplog):
+    """When every training failure sits in one time block, the model scoring that block has
+    seen none (its rows stay unscored) and the others have no failure to catch: the threshold
+    cannot be set on these folds, so it is 0.5, and the log says why."""
+    from anomaly.faults import FaultPredictor
+
+    tel, fails = fleet
+    early = fails[fails["ts"] < pd.Timestamp("2026-01-08")]  # the three failures of 5 January
+    feats = build_fault_features(tel, POLICY)
+    with caplog.at_level("WARNING", logger="anomaly.faults"):
+        model = FaultPredictor(POLICY).fit(feats, early)
+    assert model.threshold_ == 0.5 and model.oof_metrics_ == {}
+    assert "no out-of-fold model saw a failure" in caplog.text
+
+
 def test_threshold_keeps_the_widest_margin():
     """Every threshold between a false alarm (0.2) and the failure's precursor (0.8) catches
     it at full precision; the one chosen sits midway, not close to either (the final model,

@@ -48,9 +48,13 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
         series = detect_store.demand_series(con)
         n_alerts = con.execute("SELECT count(*) FROM alerts").fetchone()[0]
         n_models = con.execute("SELECT count(*) FROM models WHERE kind = 'fault_predictor'").fetchone()[0]
+        fault_metrics = json.loads(con.execute("SELECT metrics FROM models WHERE kind = 'fault_predictor'").fetchone()[0])
         n_spike_models = con.execute("SELECT count(*) FROM models WHERE kind = 'spike_predictor'").fetchone()[0]
     assert n_models == out["faults"]["trained"] == 1  # the fleet has failures to learn from
     assert n_spike_models == out["spikes"]["trained"] == 1  # ... and spikes
+    # the fault model says what its threshold gave on out-of-fold scores: what to expect of its alerts
+    assert {"threshold", "out_of_fold"} <= set(fault_metrics)
+    assert fault_metrics["out_of_fold"]["events"] > 0 and 0 <= fault_metrics["out_of_fold"]["recall"] <= 1
     assert set(states) == set(series["unique_id"])
     assert all(st.last_ts == series["ds"].max() for st in states.values())
     lines = jsonl.read_text().splitlines() if jsonl.exists() else []
