@@ -115,7 +115,7 @@ def _text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype == object or isinstance(values.dtype, pd.CategoricalDtype):
         # mixed types: the text decides; missing stays missing (pandas 2's astype(str) would
         # name it 'None' or 'nan', pandas 3's keeps it missing: do not rely on either)
-        values = values.astype(object).where(values.notna(), None).map(str, na_action="ignore")
+        values = values.astype(object).map(str, na_action="ignore")
     codes, uniques = pd.factorize(values)
     names, inverse = np.unique(np.array([str(u) for u in uniques], dtype=object), return_inverse=True)
     return np.where(codes >= 0, inverse[np.maximum(codes, 0)] if len(inverse) else 0, -1), names
