@@ -118,6 +118,33 @@ def test_lstm_is_seeded(panel: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a, b)
 
 
+@pytest.mark.slow
+def test_lstm_forecast_is_the_mean_of_its_networks(panel: pd.DataFrame) -> None:
+    """n_networks=2 forecasts the mean of the networks seeded 0 and 1, each trained as it
+    would be alone; an artifact of one network (its weights alone, as saved before
+    n_networks) still predicts."""
+    from forecasters.base import Context, series_arrays, windows_at
+
+    def points(model: forecasters.BaseForecaster) -> np.ndarray:
+        uids, ys, starts = series_arrays(model.history_)
+        ctx = Context(uids, np.vstack([windows_at(y, model._context_length(), [len(y)]) for y in ys]),
+                      np.array([s + len(y) - 1 for y, s in zip(ys, starts)]))
+        return model._predict_points(ctx, H)
+
+    def lstm(**params: object) -> forecasters.BaseForecaster:
+        base = make_model("lstm")
+        return type(base)(**{**base.get_params(), **params}).fit(panel)
+
+    both, first, second = lstm(n_networks=2), lstm(n_networks=1), lstm(n_networks=1, seed=1)
+    np.testing.assert_allclose(points(both), (points(first) + points(second)) / 2, rtol=1e-5, atol=1e-6)
+    assert len(both.weights_) == 2 and len(both.epochs_) == 2
+    old = lstm(n_networks=1)
+    old.weights_ = old.weights_[0]
+    np.testing.assert_allclose(points(old), points(first))
+    with pytest.raises(ValueError, match="n_networks"):
+        lstm(n_networks=0)
+
+
 def test_lstm_trains_when_the_validation_stretch_is_longer_than_max_train_points() -> None:
     """A long season makes the validation stretch (7 seasons) long; max_train_points then
     counts training targets before it, not the whole tail (which left none to train on)."""
