@@ -104,8 +104,8 @@ class FaultPredictor(BaseEstimator):
         period = (scored["ts"].min(), scored["ts"].max())
         devices = sorted(scored["device_id"].astype(str).unique())
         if scored.empty or not len(window_maxima(scored, failures, lead, horizon, period, devices)):
-            log.warning("fault alerts: no out-of-fold model saw a failure before scoring one (the training "
-                        "failures sit in one time block); alert threshold defaults to 0.5")
+            log.warning("fault alerts: no out-of-fold model that had a failure to learn from scored one (too "
+                        "few training failures, or all in one fold); alert threshold defaults to 0.5")
             return 0.5, {}
         threshold = choose_threshold(scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio)
         metrics = score_alerts(dedup_alerts(scored, threshold, horizon), failures, lead, horizon, period, devices)

@@ -278,7 +278,7 @@ def test_threshold_without_a_scored_failure_is_the_classifiers_own(fleet, caplog
     with caplog.at_level("WARNING", logger="anomaly.faults"):
         model = FaultPredictor(POLICY).fit(feats, early)
     assert model.threshold_ == 0.5 and model.oof_metrics_ == {}
-    assert "no out-of-fold model saw a failure" in caplog.text
+    assert "no out-of-fold model that had a failure to learn from scored one" in caplog.text
 
 
 def test_threshold_keeps_the_widest_margin():
