@@ -121,11 +121,24 @@ def train_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultP
     return FaultPredictor(policy).fit(feats[known], failures), cutoff
 
 
-def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPolicy) -> list[Alert]:
-    """Alerts for the devices whose latest row scores at or above the model's threshold."""
+def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPolicy,
+                 failures: pd.DataFrame | None = None) -> list[Alert]:
+    """Alerts for the devices whose latest row scores at or above the model's threshold,
+    leaving out a device with a failure recorded at or after that row: what the row would
+    predict has happened (a GPU that failed stops reporting, and its last row, just before
+    the failure, scores high: it would be announced as about to fail for a day after it did)."""
     if telemetry.empty:
         return []
     latest = build_fault_features(telemetry, policy, latest_only=True).sort_values("ts", kind="stable")
+    if failures is not None and not failures.empty:
+        last_failure = failures.groupby(failures["device_id"].astype(str))["ts"].max()
+        failed = (latest["device_id"].astype(str).map(last_failure) >= latest["ts"]).to_numpy()
+        if failed.any():
+            log.info("fault scoring: %d device(s) failed after their latest reading, not scored (such as %s)",
+                     int(failed.sum()), ", ".join(latest.loc[failed, "device_id"].astype(str).head(3)))
+            latest = latest[~failed]
+            if latest.empty:
+                return []
     scored = model.predict(latest)
     scored["node_id"] = latest["node_id"].to_numpy() if "node_id" in latest else None
     horizon = pd.Timedelta(policy.horizon)
@@ -148,7 +161,7 @@ def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPo
 def run_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy) -> list[Alert]:
     """Train on the labelled history, then score each device's latest row."""
     model, _cutoff = train_faults(telemetry, failures, policy)
-    return [] if model is None else score_faults(model, telemetry, policy)
+    return [] if model is None else score_faults(model, telemetry, policy, failures)
 
 
 def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str, now: datetime,
@@ -186,7 +199,7 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> 
     recent = detect_store.recent_telemetry(con, feature_span(policy))
     if recent.empty:
         return []
-    return score_faults(pickle.loads(blob), recent, policy)
+    return score_faults(pickle.loads(blob), recent, policy, detect_store.failures(con))
 
 
 def _spike_params(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> str:

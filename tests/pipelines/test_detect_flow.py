@@ -157,6 +157,28 @@ def test_fault_alerts_name_the_node_and_cover_the_predicted_day():
     assert a.window_start <= last and a.window_end >= last + pd.Timedelta("24h")
 
 
+def test_a_device_that_failed_after_its_latest_reading_is_not_announced():
+    """A GPU that failed stops reporting, and its last row (just before the failure) scores
+    high: it is not announced as about to fail. One that failed before its latest reading
+    (repaired, back in service) is scored as any other."""
+    from anomaly.faults import FaultPolicy
+    from pipelines import detect_steps
+
+    class Scores:  # every device alarming
+        def predict(self, features: pd.DataFrame) -> pd.DataFrame:
+            return features[["device_id", "ts"]].assign(score=0.9, alert=True)
+
+    ts = pd.date_range("2026-01-14 22:00", periods=24, freq="5min")
+    telemetry = pd.concat([pd.DataFrame({"ts": ts, "device_id": dev, "node_id": "n1", "metric": "gpu_temp",
+                                         "value": 60.0}) for dev in ("gone", "back", "fine")])
+    failures = pd.DataFrame({"ts": [ts[-1] + pd.Timedelta("2min"), ts[3]], "device_id": ["gone", "back"],
+                             "node_id": "n1", "failure_type": "dbe_ecc"})
+    alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy(), failures)
+    assert sorted(a.entity for a in alerts) == ["back", "fine"]
+    only_gone = telemetry[telemetry["device_id"] == "gone"]
+    assert detect_steps.score_faults(Scores(), only_gone, FaultPolicy(), failures) == []
+
+
 def test_detect_exits_1_when_a_detector_is_skipped(prefect_harness, db_path: Path, fleet, monkeypatch, capsys):
     """Spot prices too many to rate hourly: the other detectors still run and deliver, and the
     command says so and exits 1, so a scheduler sees it."""
