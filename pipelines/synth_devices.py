@@ -71,23 +71,28 @@ class DeviceSim:
     failures: pd.DataFrame
 
 
-def _schedule(cfg: FleetConfig, n_dev: int, fm: FaultModel, rng: np.random.Generator) -> list[tuple]:
-    """Failures as (device, step, type, lead_steps, repair_steps), precursors fully in range."""
+def _schedule(cfg: FleetConfig, n_dev: int, fm: FaultModel, rng: np.random.Generator
+              ) -> tuple[list[tuple], list[tuple[int, int]]]:
+    """Failures as (device, step, type, lead_steps, repair_steps), precursors fully in range,
+    and the next failure of each device when it falls within a precursor's length after the
+    data end, as (device, step): it has not happened yet, but its precursor may have begun."""
     rate = fm.failures_per_device_day / STEPS_PER_DAY
     max_lead = int(fm.lead_hours[1] * STEPS_PER_HOUR)
-    out = []
+    out, pending = [], []
     for d in range(n_dev):
         t = max_lead + STEPS_PER_HOUR * 2
         while True:
             t += int(rng.exponential(1.0 / rate))
             if t >= cfg.steps:
+                if t < cfg.steps + max_lead:
+                    pending.append((d, t))
                 break
             kind = FAILURE_TYPES[int(rng.choice(len(FAILURE_TYPES), p=fm.failure_mix))]
             lead = int(rng.uniform(*fm.lead_hours) * STEPS_PER_HOUR)
             repair = int(rng.uniform(*fm.repair_hours) * STEPS_PER_HOUR)
             out.append((d, t, kind, lead, repair))
             t += repair + max_lead + 1  # back in service, and the next precursor starts after
-    return out
+    return out, pending
 
 
 def _bump(steps: int, start: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +121,7 @@ def simulate_devices(
         [f"{fleet[i].node_id}-gpu{k}" for i in gpu_nodes for k in range(fleet[i].spec.gpus)], dtype=object
     )
     n_dev = len(device_ids)
-    schedule = _schedule(cfg, n_dev, fm, rng)
+    schedule, pending = _schedule(cfg, n_dev, fm, rng)
 
     up = np.ones((steps, n_dev), dtype=bool)
     returns: list[tuple[int, int]] = []
@@ -159,23 +164,38 @@ def simulate_devices(
     forced_xid = crash[:, device_node]
 
     # Precursors: drift that grows as p = ((t - start) / lead) ** gamma towards the failure.
-    final_xid = np.zeros((steps, n_dev))
-    dbe_inc = np.zeros((steps, n_dev))
-    failure_rows = []
-    for d, t, kind, lead, _ in schedule:
-        strength = rng.uniform(0.3, 0.5) if rng.random() < fm.weak_precursor_share else rng.uniform(0.6, 1.3)
-        gamma = rng.uniform(1.0, 2.0)
-        idx = np.arange(t - lead, t + 1)
+    def precursor(d: int, t: int, kind: str, lead: int, draw: np.random.Generator,
+                  sbe_rate: np.ndarray, xid_p: np.ndarray) -> None:
+        strength = draw.uniform(0.3, 0.5) if draw.random() < fm.weak_precursor_share else draw.uniform(0.6, 1.3)
+        gamma = draw.uniform(1.0, 2.0)
+        idx = np.arange(max(t - lead, 0), min(t + 1, steps))
         p = ((idx - (t - lead)) / lead) ** gamma
         d_temp, d_sbe, d_xid, d_jit = PRECURSOR[kind]
         temp_add[idx, d] += d_temp * strength * p
         sbe_rate[idx, d] += d_sbe * strength * p
         xid_p[idx, d] += d_xid * strength * p
         jitter[idx, d] += d_jit * p
-        xid_code[idx, d] = rng.choice(PRECURSOR_XID[kind], size=len(idx))
+        xid_code[idx, d] = draw.choice(PRECURSOR_XID[kind], size=len(idx))
+
+    final_xid = np.zeros((steps, n_dev))
+    dbe_inc = np.zeros((steps, n_dev))
+    failure_rows = []
+    for d, t, kind, lead, _ in schedule:
+        precursor(d, t, kind, lead, rng, sbe_rate, xid_p)
         final_xid[t, d] = FINAL_XID[kind]
         dbe_inc[t, d] = 1.0 if kind == "dbe_ecc" else 0.0
         failure_rows.append((d, t, kind, int(rng.integers(0, STEP_MINUTES * 60))))
+    # A failure still to come: a fleet is never between failures everywhere at once, so a
+    # device whose next failure follows the data end may already drift (its failure is in no
+    # table). Drawn from a child generator, its SBE and Xid from rates of their own: the rest
+    # of the fleet is the same with or without it.
+    later = rng.spawn(1)[0]
+    sbe_later, xid_later = np.zeros((steps, n_dev)), np.zeros((steps, n_dev))
+    for d, t in pending:
+        kind = FAILURE_TYPES[int(later.choice(len(FAILURE_TYPES), p=fm.failure_mix))]
+        lead = int(later.uniform(*fm.lead_hours) * STEPS_PER_HOUR)
+        if t - lead < steps:
+            precursor(d, t, kind, lead, later, sbe_later, xid_later)
 
     temp = (
         ambient[:, None] + node_offset + dev_offset + slope * util + temp_add
@@ -183,8 +203,8 @@ def simulate_devices(
     )
     power = idle + (peak - idle) * util**0.9
     power = np.clip(power * (1.0 + jitter * rng.standard_normal((steps, n_dev))), 0.5 * idle, 1.05 * peak)
-    sbe = rng.poisson(sbe_rate).astype(float)
-    events = (rng.random((steps, n_dev)) < xid_p) | forced_xid
+    sbe = rng.poisson(sbe_rate).astype(float) + later.poisson(sbe_later)
+    events = (rng.random((steps, n_dev)) < xid_p) | forced_xid | (later.random((steps, n_dev)) < xid_later)
     xid = np.where(events, xid_code, 0.0)
     xid = np.where(final_xid > 0, final_xid, xid)
     sbe_cum = _counter(np.where(up, sbe, 0.0), returns)
