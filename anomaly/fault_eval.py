@@ -99,6 +99,26 @@ MAX_EVENT_CANDIDATES = 200
 # it chose "alert on every device every day" (precision 0.01-0.03 on PdM fleets of 3 to 5
 # machines, benchmarks/detection.py --suites pdm-curve): a pager nobody would keep on.
 MIN_PRECISION_SHARE = 0.5
+# "never alert": above any probability, so the final model (trained on more failures than
+# the fold models, so scoring higher) stays quiet too
+NEVER = float(np.nextafter(1.0, 2.0))
+
+
+def scorable_failures(scored: pd.DataFrame, failures: pd.DataFrame, lead: pd.Timedelta,
+                      horizon: pd.Timedelta) -> pd.DataFrame:
+    """The failure events (``device_id, ts``) whose alert window ``[f - horizon, f - lead]``
+    holds a finite score of their device: the ones some threshold could catch."""
+    ev = failure_events(failures)
+    ok = np.isfinite(scored["score"].to_numpy(dtype=float))
+    times = {d: np.sort(g.to_numpy(dtype="datetime64[ns]"))
+             for d, g in scored.loc[ok, "ts"].groupby(scored.loc[ok, "device_id"].astype(str).to_numpy())}
+    keep = np.zeros(len(ev), dtype=bool)
+    for i, (dev, f) in enumerate(zip(ev["device_id"], ev["ts"].to_numpy(dtype="datetime64[ns]"))):
+        t = times.get(dev)
+        if t is not None:
+            first = np.searchsorted(t, f - np.timedelta64(horizon), side="left")
+            keep[i] = first < len(t) and t[first] <= f - np.timedelta64(lead)
+    return ev[keep].reset_index(drop=True)
 
 
 def window_maxima(
@@ -145,7 +165,8 @@ def choose_threshold(
     between the highest one (the weakest failure caught) and the next candidate below them
     all, which scores worse (a false alert too many): the widest margin on both sides, as
     the final model, trained on more, moves the scores a little. If that midpoint scores
-    worse itself, the lowest of the tied thresholds is returned.
+    worse itself, the lowest of the tied thresholds is returned. A choice that raises no
+    alert on these scores is ``NEVER``, above any probability.
     """
     period = (scored["ts"].min(), scored["ts"].max())
     devices = sorted(scored["device_id"].astype(str).unique())
@@ -183,6 +204,8 @@ def choose_threshold(
     tied = [float(t) for t, k in zip(candidates, keys) if k == best_key]
     below = candidates[candidates < tied[0]]
     if not below.size:  # the lowest candidate is among the best: nothing below to keep a margin from
-        return float(np.sqrt(tied[0] * tied[-1])) if tied[0] > 0 else float((tied[0] + tied[-1]) / 2)
-    mid = float((below.max() + tied[-1]) / 2)
-    return mid if key(mid) == best_key else tied[0]
+        chosen = float(np.sqrt(tied[0] * tied[-1])) if tied[0] > 0 else float((tied[0] + tied[-1]) / 2)
+    else:
+        mid = float((below.max() + tied[-1]) / 2)
+        chosen = mid if key(mid) == best_key else tied[0]
+    return chosen if (scored["score"] >= chosen).any() else NEVER

@@ -9,7 +9,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from anomaly.base import check_fitted, require_columns
-from anomaly.fault_eval import choose_threshold, dedup_alerts, score_alerts, window_maxima
+from anomaly.fault_eval import choose_threshold, dedup_alerts, scorable_failures, score_alerts
 from anomaly.fault_features import (
     FaultPolicy,
     build_fault_features,
@@ -101,14 +101,20 @@ class FaultPredictor(BaseEstimator):
             log.warning("one device cannot be split into device folds; alert threshold defaults to 0.5")
             return 0.5, {}
         scored = features.loc[np.isfinite(oof), ["device_id", "ts"]].assign(score=oof[np.isfinite(oof)])
-        period = (scored["ts"].min(), scored["ts"].max())
-        devices = sorted(scored["device_id"].astype(str).unique())
-        if scored.empty or not len(window_maxima(scored, failures, lead, horizon, period, devices)):
+        catchable = scorable_failures(scored, failures, lead, horizon)
+        if catchable.empty:
             log.warning("fault alerts: no out-of-fold model that had a failure to learn from scored one (too "
                         "few training failures, or all in one fold); alert threshold defaults to 0.5")
             return 0.5, {}
         threshold = choose_threshold(scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio)
-        metrics = score_alerts(dedup_alerts(scored, threshold, horizon), failures, lead, horizon, period, devices)
+        period = (scored["ts"].min(), scored["ts"].max())
+        devices = sorted(scored["device_id"].astype(str).unique())
+        alerts = dedup_alerts(scored, threshold, horizon)
+        # alerts are judged against every failure; recall counts only those some score could catch
+        # (a failure in an unscored block sits inside the scored span too)
+        metrics = score_alerts(alerts, failures, lead, horizon, period, devices)
+        caught = score_alerts(alerts, catchable, lead, horizon, period, devices)
+        metrics.update({k: caught[k] for k in ("events", "caught", "recall", "median_lead_hours")})
         self._warn_short_of_target(metrics)
         return threshold, metrics
 

@@ -245,12 +245,15 @@ def pdm_curve(datasets: Path, out: Path) -> None:
                 try:
                     m = evaluate_faults(telemetry, data["failures"], policy, tf, data["events"],
                                         data["devices"]).iloc[0].to_dict()
-                except ValueError as exc:  # these machines had no failure in the training span
-                    print(f"  {k} machines, draw {draw}, test {tf}: skipped ({exc})")
+                except ValueError as exc:
+                    if "nothing to learn" not in str(exc):
+                        raise
+                    print(f"  {k} machines, draw {draw}, test {tf}: skipped (no failure in the training span)")
                     continue
                 part.append({"train_machines": k, "test_fraction": tf, "draw": draw, **m})
         runs += part
-        rows.append(_pooled(pd.DataFrame(part), train_machines=k, runs=len(part)))
+        if part:
+            rows.append(_pooled(pd.DataFrame(part), train_machines=k, runs=len(part)))
     pd.DataFrame(runs).to_csv(out / "faults_pdm_curve_runs.csv", index=False)
     table = pd.DataFrame(rows)[["train_machines", "runs", "events", "caught", "recall", "alerts", "precision", "auc"]]
     table.to_csv(out / "faults_pdm_curve.csv", index=False)

@@ -145,6 +145,12 @@ class LSTMForecaster(BaseForecaster):
         self.n_threads = n_threads
         self.seed = seed
 
+    def __setstate__(self, state: dict) -> None:
+        # an artifact saved before n_networks holds one network, its weights alone
+        if "n_networks" not in state:
+            state = {**state, "n_networks": len(state["weights_"]) if isinstance(state.get("weights_"), list) else 1}
+        self.__dict__.update(state)
+
     def _seasons(self) -> tuple[int, ...]:
         return default_seasons(self.freq, self.season_length)
 

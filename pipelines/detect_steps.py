@@ -124,14 +124,17 @@ def train_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultP
 def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPolicy,
                  failures: pd.DataFrame | None = None) -> list[Alert]:
     """Alerts for the devices whose latest row scores at or above the model's threshold,
-    leaving out a device with a failure recorded at or after that row: what the row would
-    predict has happened (a GPU that failed stops reporting, and its last row, just before
-    the failure, scores high: it would be announced as about to fail for a day after it did)."""
+    leaving out a device with a failure recorded at or after that row, up to the fleet's
+    newest reading: what the row would predict has happened (a GPU that failed stops
+    reporting, and its last row, just before the failure, scores high: it would be announced
+    as about to fail for a day after it did). A failure recorded beyond the newest reading
+    (history loaded whole) is what the row should predict, and does not hide it."""
     if telemetry.empty:
         return []
     latest = build_fault_features(telemetry, policy, latest_only=True).sort_values("ts", kind="stable")
     if failures is not None and not failures.empty:
-        last_failure = failures.groupby(failures["device_id"].astype(str))["ts"].max()
+        seen = failures[failures["ts"] <= latest["ts"].max()]
+        last_failure = seen.groupby(seen["device_id"].astype(str))["ts"].max()
         failed = (latest["device_id"].astype(str).map(last_failure) >= latest["ts"]).to_numpy()
         if failed.any():
             log.info("fault scoring: %d device(s) failed after their latest reading, not scored (such as %s)",
@@ -199,7 +202,7 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> 
     recent = detect_store.recent_telemetry(con, feature_span(policy))
     if recent.empty:
         return []
-    return score_faults(pickle.loads(blob), recent, policy, detect_store.failures(con))
+    return score_faults(pickle.loads(blob), recent, policy, detect_store.last_failures(con))
 
 
 def _spike_params(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> str:

@@ -77,6 +77,16 @@ def failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures ORDER BY ts")
 
 
+def last_failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """``device_id, ts``: each device's latest failure up to the newest telemetry reading
+    (what fault scoring needs to leave out devices that failed since their last reading)."""
+    return query(con, """
+        SELECT device_id, max(ts) AS ts FROM failures
+        WHERE ts <= (SELECT max(ts) FROM device_telemetry)
+        GROUP BY device_id ORDER BY device_id
+    """)
+
+
 def spot_prices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Spot price change events."""
     return query(con, "SELECT ts, provider, region, zone, instance_type, product, price FROM spot_prices")

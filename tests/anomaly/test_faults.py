@@ -263,7 +263,20 @@ def test_threshold_short_of_the_target_is_the_most_precise_or_none():
     # a precursor no higher than the background: catching it means alerting everywhere
     scored, fails = one_failure(400, 0.3, precursor=0.3, false_alarms={100: 0.5, 200: 0.6, 300: 0.7})
     thr = choose_threshold(scored, fails, lead, horizon, target_precision=0.8, cost_ratio=None)
-    assert thr > scored["score"].max()  # never alert
+    assert thr > 1.0  # never alert: above any probability, so the final model stays quiet too
+
+
+def test_recall_counts_the_failures_some_score_could_catch():
+    """A failure whose alert window holds no finite score (a block left unscored) is not one
+    any threshold could catch."""
+    from anomaly.fault_eval import scorable_failures
+
+    ts = pd.date_range("2026-01-01", periods=48, freq="h")
+    score = np.where((ts >= "2026-01-01 12:00") & (ts < "2026-01-02 00:00"), np.nan, 0.1)
+    scored = pd.DataFrame({"device_id": "d", "ts": ts, "score": score})
+    fails = pd.DataFrame({"ts": [ts[20], ts[40], ts[45]], "device_id": ["d", "d", "e"]})
+    kept = scorable_failures(scored, fails, pd.Timedelta("30min"), pd.Timedelta("6h"))
+    assert kept["ts"].tolist() == [ts[40]]  # ts[20]: its window 14:00-19:30 is unscored; e: no scores
 
 
 def test_threshold_without_a_scored_failure_is_the_classifiers_own(fleet, caplog):

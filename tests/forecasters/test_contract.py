@@ -140,6 +140,9 @@ def test_lstm_forecast_is_the_mean_of_its_networks(panel: pd.DataFrame) -> None:
     assert len(both.weights_) == 2 and len(both.epochs_) == 2
     old = lstm(n_networks=1)
     old.weights_ = old.weights_[0]
+    del old.n_networks  # as pickled before n_networks existed
+    old = loads(dumps(old))
+    assert old.get_params()["n_networks"] == 1 and "n_networks=1" in repr(old.clone())
     np.testing.assert_allclose(points(old), points(first))
     with pytest.raises(ValueError, match="n_networks"):
         lstm(n_networks=0)

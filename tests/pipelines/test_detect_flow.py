@@ -169,14 +169,17 @@ def test_a_device_that_failed_after_its_latest_reading_is_not_announced():
             return features[["device_id", "ts"]].assign(score=0.9, alert=True)
 
     ts = pd.date_range("2026-01-14 22:00", periods=24, freq="5min")
-    telemetry = pd.concat([pd.DataFrame({"ts": ts, "device_id": dev, "node_id": "n1", "metric": "gpu_temp",
-                                         "value": 60.0}) for dev in ("gone", "back", "fine")])
-    failures = pd.DataFrame({"ts": [ts[-1] + pd.Timedelta("2min"), ts[3]], "device_id": ["gone", "back"],
+    telemetry = pd.concat([pd.DataFrame({"ts": ts[:12] if dev == "gone" else ts, "device_id": dev, "node_id": "n1",
+                                         "metric": "gpu_temp", "value": 60.0}) for dev in ("gone", "back", "fine")])
+    failures = pd.DataFrame({"ts": [ts[11] + pd.Timedelta("2min"), ts[3]], "device_id": ["gone", "back"],
                              "node_id": "n1", "failure_type": "dbe_ecc"})
     alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy(), failures)
     assert sorted(a.entity for a in alerts) == ["back", "fine"]
-    only_gone = telemetry[telemetry["device_id"] == "gone"]
-    assert detect_steps.score_faults(Scores(), only_gone, FaultPolicy(), failures) == []
+    # a failure beyond the fleet's newest reading (a failures file loaded whole) is what the
+    # latest rows should predict: it hides nothing
+    later = failures.assign(ts=[ts[-1] + pd.Timedelta("20h"), ts[3]])
+    alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy(), later)
+    assert sorted(a.entity for a in alerts) == ["back", "fine", "gone"]
 
 
 def test_detect_exits_1_when_a_detector_is_skipped(prefect_harness, db_path: Path, fleet, monkeypatch, capsys):
