@@ -228,16 +228,45 @@ def _commitment(committed: pd.Series, monthly: pd.Series, hours_per_month: float
 PDM_METRICS = ("volt", "rotate", "pressure", "vibration")
 
 
+TELEMETRY_OUT = ["ts", "device_id", "node_id", "metric", "value"]
+
+
+def _pdm_error_counters(f: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
+    """Each error type of ``PdM_errors.csv`` as a counter metric (``error1`` ...: that
+    machine's errors of the type since the telemetry began) at every telemetry hour of the
+    machine: the contract's way to hold an error log, read by the fault predictor as events,
+    as ECC and Xid counters are (a metric named ``error...`` is an event counter)."""
+    errors = errors.assign(_t=pd.to_datetime(_iso(errors["datetime"])))
+    parts = []
+    for machine, hours in f.groupby("machineID", sort=True)["datetime"]:
+        t = pd.to_datetime(hours).to_numpy(dtype="datetime64[ns]")
+        mine = errors[errors["machineID"] == machine]
+        for kind, g in mine.groupby(mine["errorID"].astype(str), sort=True):
+            at = np.sort(g["_t"].to_numpy(dtype="datetime64[ns]"))
+            count = np.searchsorted(at, t, side="right") - np.searchsorted(at, t.min(), side="left")
+            parts.append(pd.DataFrame({"ts": hours.to_numpy(), "device_id": f"machine{machine}",
+                                       "node_id": f"machine{machine}", "metric": kind, "value": count.astype(float)}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TELEMETRY_OUT)
+
+
 def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
-    """PdM telemetry (wide, hourly) -> telemetry; ``PdM_failures.csv`` beside it -> failures
-    (limited to the machines and span of the telemetry)."""
+    """PdM telemetry (wide, hourly) -> telemetry; ``PdM_errors.csv`` beside it -> an error
+    counter per type in that telemetry; ``PdM_failures.csv`` beside it -> failures (each
+    limited to the machines and span of the telemetry)."""
     f = pd.read_csv(path)
     f["datetime"] = _iso(f["datetime"])  # before the melt, so an error names the file's line
     long = f.melt(id_vars=["datetime", "machineID"], value_vars=list(PDM_METRICS), var_name="metric")
-    out = {"telemetry": pd.DataFrame({
+    telemetry = pd.DataFrame({
         "ts": long["datetime"], "device_id": "machine" + long["machineID"].astype(str),
         "node_id": "machine" + long["machineID"].astype(str), "metric": long["metric"], "value": long["value"],
-    })}
+    })
+    err_path = path.parent / "PdM_errors.csv"
+    if err_path.is_file():
+        counters = _pdm_error_counters(f, read_sidecar(err_path, ["datetime", "machineID", "errorID"]))
+        log.warning("%s: %d error counter reading(s) of %s added to the telemetry (metrics %s)", path, len(counters),
+                    err_path.name, ", ".join(sorted(counters["metric"].unique())) or "none")
+        telemetry = pd.concat([telemetry, counters], ignore_index=True)
+    out = {"telemetry": telemetry}
     fail_path = path.parent / "PdM_failures.csv"
     if fail_path.is_file():
         fails = read_sidecar(fail_path, ["datetime", "machineID", "failure"])

@@ -128,3 +128,33 @@ def test_convert_errors_name_the_file_and_line_and_leave_nothing(tmp_path, capsy
     assert cli.main(["convert", "--from", "aws-spot", "--out", str(out), str(tmp_path / "cut.csv.gz")]) == 2
     assert "cut.csv.gz: unreadable (Compressed file ended" in capsys.readouterr().err
     assert not out.exists()  # a failed conversion leaves no folder behind
+
+
+def test_azure_pdm_error_log_becomes_event_counters(tmp_path) -> None:
+    """PdM errors beside the telemetry become a counter per error type at every hour of the
+    machine (errors so far since the telemetry began), which the fault features read as
+    events; an error before the telemetry began is not counted."""
+    from anomaly.fault_features import FaultPolicy, build_fault_features
+
+    hours = pd.date_range("2015-01-01 06:00", periods=6, freq="h")
+    tel = pd.DataFrame({"datetime": [h.strftime("%Y-%m-%d %H:%M:%S") for h in hours] * 2,
+                        "machineID": [1] * 6 + [2] * 6, "volt": 170.0, "rotate": 450.0, "pressure": 100.0,
+                        "vibration": 40.0})
+    given = tmp_path / "PdM_telemetry.csv"
+    tel.to_csv(given, index=False)
+    (tmp_path / "PdM_errors.csv").write_text(
+        "datetime,machineID,errorID\n"
+        "2014-12-31T06:00:00.000000,1,error1\n"  # before the telemetry: not counted
+        "2015-01-01T08:00:00.000000,1,error1\n2015-01-01T10:00:00.000000,1,error1\n"
+        "2015-01-01T09:00:00.000000,2,error5\n")
+    assert cli.main(["convert", "--from", "azure-pdm", "--out", str(tmp_path / "out"), str(given)]) == 0
+    out = pd.read_csv(tmp_path / "out" / "telemetry.csv")
+    e1 = out[(out["device_id"] == "machine1") & (out["metric"] == "error1")]
+    assert e1["value"].tolist() == [0, 0, 1, 1, 2, 2]
+    e5 = out[(out["device_id"] == "machine2") & (out["metric"] == "error5")]
+    assert e5["value"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert set(out["metric"]) == {"volt", "rotate", "pressure", "vibration", "error1", "error5"}
+    out["ts"] = pd.to_datetime(out["ts"])
+    feats = build_fault_features(out, FaultPolicy(windows=("3h",))).set_index(["device_id", "ts"])
+    assert feats.loc[("machine1", hours[4]), "ev_error1_count_3h"] == 2  # the errors at 08:00 and 10:00
+    assert feats.loc[("machine2", hours[5]), "ev_error5_hours_since"] == 2
