@@ -231,12 +231,20 @@ PDM_METRICS = ("volt", "rotate", "pressure", "vibration")
 TELEMETRY_OUT = ["ts", "device_id", "node_id", "metric", "value"]
 
 
+def _sidecar_iso(path: Path, ts: pd.Series) -> pd.Series:
+    """:func:`_iso` of a sidecar's column: a bad timestamp names the sidecar, not the input."""
+    try:
+        return _iso(ts)
+    except ValueError as exc:
+        raise SidecarError(path, str(exc)) from exc
+
+
 def _pdm_error_counters(f: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
     """Each error type of ``PdM_errors.csv`` as a counter metric (``error1`` ...: that
     machine's errors of the type since the telemetry began) at every telemetry hour of the
     machine: the contract's way to hold an error log, read by the fault predictor as events,
     as ECC and Xid counters are (a metric named ``error...`` is an event counter)."""
-    errors = errors.assign(_t=pd.to_datetime(_iso(errors["datetime"])))
+    errors = errors.assign(_t=pd.to_datetime(errors["datetime"]))
     parts = []
     for machine, hours in f.groupby("machineID", sort=True)["datetime"]:
         t = pd.to_datetime(hours).to_numpy(dtype="datetime64[ns]")
@@ -262,7 +270,8 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     })
     err_path = path.parent / "PdM_errors.csv"
     if err_path.is_file():
-        counters = _pdm_error_counters(f, read_sidecar(err_path, ["datetime", "machineID", "errorID"]))
+        errors = read_sidecar(err_path, ["datetime", "machineID", "errorID"])
+        counters = _pdm_error_counters(f, errors.assign(datetime=_sidecar_iso(err_path, errors["datetime"])))
         log.warning("%s: %d error counter reading(s) of %s added to the telemetry (metrics %s)", path, len(counters),
                     err_path.name, ", ".join(sorted(counters["metric"].unique())) or "none")
         telemetry = pd.concat([telemetry, counters], ignore_index=True)
@@ -270,12 +279,13 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     fail_path = path.parent / "PdM_failures.csv"
     if fail_path.is_file():
         fails = read_sidecar(fail_path, ["datetime", "machineID", "failure"])
+        fails["datetime"] = _sidecar_iso(fail_path, fails["datetime"])  # an error names that file's line
         t = pd.to_datetime(fails["datetime"])
         span = pd.to_datetime(f["datetime"])
         keep = fails["machineID"].isin(f["machineID"].unique()) & (t >= span.min()) & (t <= span.max() + pd.Timedelta(hours=1))
         fails = fails[keep]
         out["failures"] = pd.DataFrame({
-            "ts": _iso(fails["datetime"]), "device_id": "machine" + fails["machineID"].astype(str),
+            "ts": fails["datetime"], "device_id": "machine" + fails["machineID"].astype(str),
             "node_id": "machine" + fails["machineID"].astype(str), "failure_type": fails["failure"],
         })
     return out

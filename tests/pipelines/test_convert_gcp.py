@@ -158,3 +158,15 @@ def test_azure_pdm_error_log_becomes_event_counters(tmp_path) -> None:
     feats = build_fault_features(out, FaultPolicy(windows=("3h",))).set_index(["device_id", "ts"])
     assert feats.loc[("machine1", hours[4]), "ev_error1_count_3h"] == 2  # the errors at 08:00 and 10:00
     assert feats.loc[("machine2", hours[5]), "ev_error5_hours_since"] == 2
+
+
+def test_azure_pdm_bad_time_in_a_sidecar_names_that_file(tmp_path, capsys) -> None:
+    given = tmp_path / "PdM_telemetry.csv"
+    given.write_text("datetime,machineID,volt,rotate,pressure,vibration\n2015-01-01 06:00:00,1,170,450,100,40\n")
+    for name, header in (("PdM_errors.csv", "errorID"), ("PdM_failures.csv", "failure")):
+        (tmp_path / name).write_text(f"datetime,machineID,{header}\n2015-01-01T06:00:00,1,x\nnot a time,1,x\n")
+        assert cli.main(["convert", "--from", "azure-pdm", "--out", str(tmp_path / "out"), str(given)]) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name}: line 3, column 'datetime': unparseable timestamp 'not a time'" in err
+        (tmp_path / name).unlink()
+    assert not (tmp_path / "out").exists()
