@@ -4,6 +4,7 @@ plus the 100-series speed check.
 
     python benchmarks/forecast_accuracy.py [--datasets ../shared/datasets] [--suites cluster,panel,synthetic,speed]
     python benchmarks/forecast_accuracy.py --suites cluster-windows   # coverage vs number of windows
+    python benchmarks/forecast_accuracy.py --suites panel --models lstm --no-peers --seed 3   # another seed
 
 ``cluster-windows`` backtests headroom's models on the cluster series with 3, 5, 7, 10 and 14
 windows: one series' coverage over a few days is a noisy figure (its errors are strongly
@@ -133,10 +134,10 @@ def speed_panel(n_series: int = 100, days: int = 60, seed: int = 0) -> pd.DataFr
     return pd.concat(frames, ignore_index=True)
 
 
-def run_ours(data: pd.DataFrame, names: list[str], h: int, windows: int) -> list[dict]:
+def run_ours(data: pd.DataFrame, names: list[str], h: int, windows: int, seed: int = 0) -> list[dict]:
     rows = []
     for name in names:
-        model = forecasters.create(name, horizon=h, freq="h", season_length=24)
+        model = forecasters.create(name, horizon=h, freq="h", season_length=24, seed=seed)
         wall, cpu = time.perf_counter(), cpu_seconds()
         cv = forecasters.cross_validation(model, data, h=h, n_windows=windows, step=h)
         row = forecasters.evaluate(cv, data, 24).iloc[0].to_dict()
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--horizon", type=int, default=24)
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--seed", type=int, default=0, help="the models' seed (lstm: its first network's)")
     parser.add_argument("--nodes", type=int, default=48, help="synthetic fleet nodes")
     parser.add_argument("--days", type=int, default=42, help="synthetic fleet days")
     parser.add_argument("--out", default=str(ROOT / "bench-out" / "forecast_accuracy.csv"))
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             data = bitbrains_cluster(root)
             for windows in CLUSTER_WINDOWS:
-                table = pd.DataFrame(run_ours(data, names, args.horizon, windows))
+                table = pd.DataFrame(run_ours(data, names, args.horizon, windows, args.seed))
                 table.insert(0, "dataset", f"cluster_{windows}w")
                 table["windows"] = windows
                 rows += table.to_dict("records")
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         data = {"cluster": lambda: bitbrains_cluster(root), "panel": lambda: bitbrains_panel(root),
                 "synthetic": lambda: synthetic_demand(args.nodes, args.days, 0)}[suite]()
         log.info("%s: %d series x %d hours", suite, data["unique_id"].nunique(), data.groupby("unique_id").size().max())
-        found = run_ours(data, names, args.horizon, args.windows)
+        found = run_ours(data, names, args.horizon, args.windows, args.seed)
         if not args.no_peers:
             found += run_peers(data, args.horizon, args.windows)
         table = pd.DataFrame(found)
