@@ -104,20 +104,27 @@ MIN_PRECISION_SHARE = 0.5
 NEVER = float(np.nextafter(1.0, 2.0))
 
 
+def _window_scores(scored: pd.DataFrame, ev: pd.DataFrame, lead: pd.Timedelta,
+                   horizon: pd.Timedelta) -> list[np.ndarray]:
+    """For each failure event of ``ev``: the finite scores of its device in its alert window
+    ``[f - horizon, f - lead]``."""
+    rows = {d: (g["ts"].to_numpy(dtype="datetime64[ns]"), g["score"].to_numpy(dtype=float))
+            for d, g in scored.assign(device_id=scored["device_id"].astype(str)).groupby("device_id")}
+    empty = (np.array([], dtype="datetime64[ns]"), np.array([]))
+    out = []
+    for dev, f in zip(ev["device_id"], ev["ts"].to_numpy(dtype="datetime64[ns]")):
+        ts, sc = rows.get(dev, empty)
+        inside = (ts >= f - np.timedelta64(horizon)) & (ts <= f - np.timedelta64(lead)) & np.isfinite(sc)
+        out.append(sc[inside])
+    return out
+
+
 def scorable_failures(scored: pd.DataFrame, failures: pd.DataFrame, lead: pd.Timedelta,
                       horizon: pd.Timedelta) -> pd.DataFrame:
     """The failure events (``device_id, ts``) whose alert window ``[f - horizon, f - lead]``
     holds a finite score of their device: the ones some threshold could catch."""
     ev = failure_events(failures)
-    ok = np.isfinite(scored["score"].to_numpy(dtype=float))
-    times = {d: np.sort(g.to_numpy(dtype="datetime64[ns]"))
-             for d, g in scored.loc[ok, "ts"].groupby(scored.loc[ok, "device_id"].astype(str).to_numpy())}
-    keep = np.zeros(len(ev), dtype=bool)
-    for i, (dev, f) in enumerate(zip(ev["device_id"], ev["ts"].to_numpy(dtype="datetime64[ns]"))):
-        t = times.get(dev)
-        if t is not None:
-            first = np.searchsorted(t, f - np.timedelta64(horizon), side="left")
-            keep[i] = first < len(t) and t[first] <= f - np.timedelta64(lead)
+    keep = np.array([w.size > 0 for w in _window_scores(scored, ev, lead, horizon)], dtype=bool)
     return ev[keep].reset_index(drop=True)
 
 
@@ -134,15 +141,7 @@ def window_maxima(
     ev = failure_events(failures)
     start, end = period
     ev = ev[ev["device_id"].isin(devices) & (ev["ts"] - lead >= start) & (ev["ts"] - lead <= end)]
-    rows = {d: (g["ts"].to_numpy(dtype="datetime64[ns]"), g["score"].to_numpy(dtype=float))
-            for d, g in scored.assign(device_id=scored["device_id"].astype(str)).groupby("device_id")}
-    out = []
-    for dev, f in zip(ev["device_id"], ev["ts"].to_numpy(dtype="datetime64[ns]")):
-        ts, sc = rows.get(dev, (np.array([], dtype="datetime64[ns]"), np.array([])))
-        inside = (ts >= f - np.timedelta64(horizon)) & (ts <= f - np.timedelta64(lead)) & np.isfinite(sc)
-        if inside.any():
-            out.append(float(sc[inside].max()))
-    return np.asarray(out, dtype=float)
+    return np.asarray([float(w.max()) for w in _window_scores(scored, ev, lead, horizon) if w.size], dtype=float)
 
 
 def choose_threshold(
