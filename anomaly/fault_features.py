@@ -13,6 +13,7 @@ maintenance) are not capped.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +87,20 @@ def feature_span(policy: FaultPolicy) -> pd.Timedelta:
 def _is_event_metric(metric: str, patterns: tuple[str, ...]) -> bool:
     name = metric.lower()
     return any(p in name for p in patterns)
+
+
+def _families(names: list[str]) -> dict[str, list[str]]:
+    """Event kinds that share a family, by the letters their name starts with (``error1`` ..
+    ``error5`` -> ``error``, ``xid_48`` and ``xid_79`` -> ``xid``, ``maint_comp1`` -> ``maint``):
+    only families of two or more kinds. Each kind alone may be too rare to learn from (PdM's
+    error5 comes a few times a quarter), while "some error in the last day" is common enough,
+    and precedes every PdM failure."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        head = re.match(r"[A-Za-z]*", name).group(0).lower()
+        if head:
+            out.setdefault(head, []).append(name)
+    return {f: members for f, members in out.items() if len(members) >= 2}
 
 
 def _event_features(times: np.ndarray, event_times: np.ndarray, windows: list[pd.Timedelta],
@@ -285,7 +300,9 @@ def build_fault_features(
         x = pd.Series(values[:, metrics.index(m)])
         before = x.groupby(dev_code, sort=False).ffill().groupby(dev_code, sort=False).shift(1)
         happened[m] = (x.notna() & (x > 0) & before.notna() & (x != before)).to_numpy()
-    # the event features count within each device's own rows: numpy over each device's span
+    # the event features count within each device's own rows: numpy over each device's span;
+    # per kind, and per family of kinds (any error, any Xid)
+    metric_families, type_families = _families(event_metrics), _families(ev_types)
     per_device: list[dict[str, np.ndarray]] = []
     for a, b in zip(starts, ends):
         t, dev = times[a:b], str(dev_ids[a])
@@ -300,6 +317,17 @@ def build_fault_features(
                 if dev_events is not None else np.array([], dtype="datetime64[ns]")
             )
             part.update(_event_features(at, et_times, windows, f"event_{et}", None))
+        for fam, members in metric_families.items():
+            mask = np.zeros(b - a, dtype=bool)
+            for m in members:
+                mask |= happened[m][a:b]
+            part.update(_event_features(at, t[mask], windows, f"ev_{fam}_all", policy.memory))
+        for fam, members in type_families.items():
+            fam_times = (
+                dev_events.loc[dev_events["event_type"].astype(str).isin(members), "ts"].to_numpy(dtype="datetime64[ns]")
+                if dev_events is not None else np.array([], dtype="datetime64[ns]")
+            )
+            part.update(_event_features(at, fam_times, windows, f"event_{fam}_all", None))
         per_device.append(part)
     for key in (per_device[0] if per_device else {}):
         feats[key] = np.concatenate([part[key] for part in per_device]).astype(float)

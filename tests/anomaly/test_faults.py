@@ -9,7 +9,7 @@ import pytest
 
 from anomaly.evaluate import evaluate_faults
 from anomaly.fault_eval import dedup_alerts, score_alerts
-from anomaly.fault_features import FaultPolicy, build_fault_features, feature_span, label_failures
+from anomaly.fault_features import NEVER_HOURS, FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import time_split
 
 POLICY = FaultPolicy(lead="30min", horizon="6h", n_estimators=60, min_child_samples=5, folds=3)
@@ -79,6 +79,29 @@ def test_event_features_count_ecc_changes(fleet):
     assert {"ev_ecc_sbe_count_3h", "ev_ecc_sbe_hours_since", "gpu_temp_slope_24h"} <= set(feats.columns)
     healthy = feats[feats["device_id"] == "n0-gpu1"]
     assert (healthy["ev_ecc_sbe_count_24h"] == 0).all()
+
+
+def test_event_kinds_of_one_family_are_also_counted_together():
+    """error1 and error5 are one family: "some error" is counted across them (PdM's error5
+    alone is too rare to learn from), a kind without a sibling (maint) gets no family
+    feature, and telemetry counters of one family (ecc_sbe, ecc_dbe) are pooled alike."""
+    ts = pd.date_range("2026-01-01", periods=48, freq="h")
+    tel = pd.DataFrame({"ts": ts, "device_id": "d", "metric": "temp", "value": 60.0})
+    counters = pd.concat([
+        pd.DataFrame({"ts": ts, "device_id": "d", "metric": "ecc_sbe", "value": (np.arange(48) >= 10).astype(float)}),
+        pd.DataFrame({"ts": ts, "device_id": "d", "metric": "ecc_dbe", "value": (np.arange(48) >= 20).astype(float)}),
+    ])
+    events = pd.DataFrame({"ts": [ts[5], ts[30], ts[40]], "device_id": "d",
+                           "event_type": ["error1", "error5", "maint_comp1"]})
+    feats = build_fault_features(pd.concat([tel, counters], ignore_index=True), POLICY, events=events)
+    assert "event_maint_all_count_24h" not in feats.columns
+    at = feats.set_index("ts")
+    assert at.loc[ts[31], "event_error_all_count_24h"] == 1  # error5 at 30; error1 at 5 is > 24 h before
+    assert at.loc[ts[28], "event_error_all_count_24h"] == 1  # error1 at 5 only
+    assert at.loc[ts[31], "event_error_all_hours_since"] == 1.0
+    assert at.loc[ts[4], "event_error_all_hours_since"] == NEVER_HOURS
+    assert at.loc[ts[21], "ev_ecc_all_count_24h"] == 2  # the sbe counter's step at 10, the dbe's at 20
+    assert at.loc[ts[21], "ev_ecc_all_hours_since"] == 1.0
 
 
 def test_dedup_and_scoring():
