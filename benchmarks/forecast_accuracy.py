@@ -6,6 +6,11 @@ plus the 100-series speed check.
     python benchmarks/forecast_accuracy.py --suites cluster-windows   # coverage vs number of windows
     python benchmarks/forecast_accuracy.py --suites panel --models lstm --no-peers --seed 3   # another seed
 
+The backtests use 7 rolling origins a day apart (``--windows``; the issue asks for at least 3):
+a week, so each weekday is forecast once, and 7 days rather than 3 to measure coverage on.
+``coverage_80_se`` and ``coverage_95_se`` are the coverages' standard errors with each window
+as one independent block (hours of a day, and VMs on one day, miss together).
+
 ``cluster-windows`` backtests headroom's models on the cluster series with 3, 5, 7, 10 and 14
 windows: one series' coverage over a few days is a noisy figure (its errors are strongly
 correlated within a day), and this shows how far it moves with the span it is measured on.
@@ -134,6 +139,21 @@ def speed_panel(n_series: int = 100, days: int = 60, seed: int = 0) -> pd.DataFr
     return pd.concat(frames, ignore_index=True)
 
 
+def coverage_se(cv: pd.DataFrame) -> dict[str, float]:
+    """Standard error of each interval's coverage, with the windows (cutoffs) as independent
+    blocks: within a window the errors of an hour and the next, and of VMs on the same day, move
+    together, so the points themselves are far from independent. NaN with one window."""
+    out = {}
+    for lv in (80, 95):
+        if f"lo_{lv}" not in cv:
+            continue
+        inside = (cv["y"] >= cv[f"lo_{lv}"]) & (cv["y"] <= cv[f"hi_{lv}"])
+        per_window = inside.groupby(cv["cutoff"].to_numpy()).mean()
+        n = len(per_window)
+        out[f"coverage_{lv}_se"] = float(per_window.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    return out
+
+
 def run_ours(data: pd.DataFrame, names: list[str], h: int, windows: int, seed: int = 0) -> list[dict]:
     rows = []
     for name in names:
@@ -141,6 +161,7 @@ def run_ours(data: pd.DataFrame, names: list[str], h: int, windows: int, seed: i
         wall, cpu = time.perf_counter(), cpu_seconds()
         cv = forecasters.cross_validation(model, data, h=h, n_windows=windows, step=h)
         row = forecasters.evaluate(cv, data, 24).iloc[0].to_dict()
+        row.update(coverage_se(cv))
         row.update(seconds=time.perf_counter() - wall, cpu_seconds=cpu_seconds() - cpu, source="headroom")
         rows.append(row)
         log.info("%s: wape %.4f in %.1fs", name, row["wape"], row["seconds"])
@@ -190,7 +211,9 @@ def run_peers(data: pd.DataFrame, h: int, windows: int) -> list[dict]:
     except ImportError:
         log.warning("mlforecast not installed: no mlforecast peer")
     for name, cv, wall, cpu in frames:
-        row = forecasters.evaluate(_peer_frame(cv, name), data, 24).iloc[0].to_dict()
+        frame = _peer_frame(cv, name)
+        row = forecasters.evaluate(frame, data, 24).iloc[0].to_dict()
+        row.update(coverage_se(frame))
         row.update(seconds=wall, cpu_seconds=cpu, source="peer")
         rows.append(row)
         log.info("%s: wape %.4f in %.1fs", name, row["wape"], wall)
@@ -212,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default=default_root)
     parser.add_argument("--suites", default="cluster,panel,synthetic,speed")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--windows", type=int, default=7,
+                        help="rolling origins a day apart (7: each weekday once; the issue asks for >= 3)")
     parser.add_argument("--horizon", type=int, default=24)
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--seed", type=int, default=0, help="the models' seed (lstm: its first network's)")
@@ -265,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += table.to_dict("records")
     out = pd.DataFrame(rows)
     cols = [c for c in ["dataset", "windows", "model", "source", "wape", "smape", "mase", "msis", "coverage_80", "coverage_95",
-                        "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "seconds", "cpu_seconds",
+                        "coverage_80_se", "coverage_95_se", "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "seconds", "cpu_seconds",
                         "rows"] if c in out.columns]
     out = out[cols]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
