@@ -233,7 +233,11 @@ class LSTMForecaster(BaseForecaster):
             for epoch in range(self.max_epochs):
                 epochs = epoch + 1
                 net.train()
-                pick = rng.choice(len(train[0]), size=min(self.samples_per_epoch, len(train[0])), replace=False)
+                # an epoch is samples_per_epoch draws however few windows there are (with
+                # replacement then): a single series of a month has ~400, and epochs of two
+                # batches left early stopping's patience too few steps to leave the anchor
+                n = len(train[0])
+                pick = rng.choice(n, size=self.samples_per_epoch, replace=n < self.samples_per_epoch)
                 for b in range(0, len(pick), self.batch_size):
                     idx = pick[b:b + self.batch_size]
                     seq, static, base, target, weight = (torch.from_numpy(a[idx]).to(dev) for a in train)

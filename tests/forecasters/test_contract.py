@@ -240,3 +240,23 @@ def test_too_few_calibration_origins_are_said(caplog) -> None:
     with caplog.at_level("WARNING"):
         model.fit(make_panel(n_series=1, length=24 * 10))
     assert "calibration origin" not in caplog.text
+
+
+def test_lstm_epoch_is_samples_per_epoch_draws_however_few_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One short series has fewer training windows than samples_per_epoch: an epoch still
+    draws samples_per_epoch of them (with replacement), so early stopping's patience, in
+    epochs, gives the network as many steps as on a panel (it used to get a batch or two)."""
+    import torch
+
+    from tests.forecasters.conftest import make_panel
+
+    steps = []
+    real_step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **k: (steps.append(1), real_step(self, *a, **k))[1])
+    panel = make_panel(n_series=1, length=200)
+    model = forecasters.get("lstm")(horizon=12, freq="h", season_length=24, max_epochs=2, patience=10,
+                                    hidden_size=8, samples_per_epoch=512, batch_size=64, input_length=24,
+                                    val_points=24, n_networks=1, calibration_origins=4)
+    model._fit_points(model._validate(panel, 1))
+    assert model.epochs_ == [2]
+    assert len(steps) == 2 * 512 // 64
