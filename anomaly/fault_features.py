@@ -331,15 +331,14 @@ def build_fault_features(
         per_device.append(part)
     for key in (per_device[0] if per_device else {}):
         feats[key] = np.concatenate([part[key] for part in per_device]).astype(float)
-    out = pd.DataFrame(feats, copy=False)  # a block per column: stacking 100s of MB is slow
     dev_ids, times, dev_code = dev_ids[rows], times[rows], dev_code[rows]
-    out["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
-                       else np.full(len(dev_ids), np.nan))
-    out.insert(0, "ts", times if stamps.dt.tz is None else
-               pd.DatetimeIndex(times).tz_localize("UTC").tz_convert(stamps.dt.tz))
-    out.insert(1, "device_id", dev_ids)
-    out.insert(2, "node_id", node_of_dev[dev_code])
-    return out
+    feats["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
+                         else np.full(len(dev_ids), np.nan))
+    ids = {"ts": times if stamps.dt.tz is None else pd.DatetimeIndex(times).tz_localize("UTC").tz_convert(stamps.dt.tz),
+           "device_id": dev_ids, "node_id": node_of_dev[dev_code]}
+    # built at once, a block per column (stacking 100s of MB is slow); inserting the ids after
+    # would warn of a fragmented frame once there are 100 feature columns
+    return pd.DataFrame({**ids, **feats}, copy=False)
 
 
 def label_failures(features: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy) -> np.ndarray:
