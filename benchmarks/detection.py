@@ -1,7 +1,7 @@
 """Detection benchmark: the three ``headroom ... evaluate`` commands on the public traces
 and on the synthetic fleet.
 
-    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,pdm-curve,spot,synthetic]
+    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,pdm-converted,pdm-curve,spot,synthetic]
                                    [--out bench-out/detection] [--nodes 12 --days 28 --seed 0]
 
 Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``); conversions go to a
@@ -24,6 +24,9 @@ temporary folder, never into the repository. Data preparation, documented:
     10 machines leaves only 4 failures in a 30% test span: test fractions 0.25-0.45, and
     a 30% test span with 3 of the machines also held out of training (4 draws). Each
     split trains its own model and sets its own threshold on its own training span.
+  * pdm-converted: the pdm-splits splits on the output of ``headroom convert --from azure-pdm``
+    (telemetry with a counter per error type, failures; no maintenance log, no ages): the
+    warehouse path, what the ``detect`` flow learns from.
   * pdm-curve: a learning curve over fleet size: ``faults evaluate`` (30% and 40% time
     splits) on a fleet of a random 30%, 50% or 70% of the machines (5 draws each) or of all
     of them, trained on the fleet's early span and scored on its late span: whether the PdM
@@ -193,12 +196,32 @@ def _pooled(table: pd.DataFrame, **labels: object) -> dict:
 
 def pdm_splits(datasets: Path, out: Path) -> None:
     """``faults evaluate`` over several time (and time-and-device) splits, events pooled."""
+    _splits(_pdm_inputs(datasets), out / "faults_pdm_splits.csv")
+
+
+def pdm_converted(datasets: Path, tmp: Path, out: Path) -> None:
+    """The same splits on what ``headroom convert --from azure-pdm`` writes for the warehouse
+    (telemetry with error counters, failures; no maintenance log or ages): the data the
+    ``detect`` flow's fault predictor sees."""
+    from pipelines import detection_io
+
+    root = datasets / PDM
+    conv = tmp / "pdm-converted"
+    cmd = [sys.executable, "-m", "pipelines.cli", "convert", "--from", "azure-pdm", "--out", str(conv),
+           str(sorted(root.glob("PdM_telemetry*.csv*"))[0])]
+    print("$ headroom " + " ".join(cmd[3:]), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    data = {"telemetry": detection_io.read_telemetry(conv / "telemetry.csv"),
+            "failures": detection_io.read_failures(conv / "failures.csv"), "events": None, "devices": None}
+    _splits(data, out / "faults_pdm_converted_splits.csv")
+
+
+def _splits(data: dict, out_csv: Path) -> None:
     import numpy as np
 
     from anomaly.evaluate import evaluate_faults
     from anomaly.fault_features import FaultPolicy
 
-    data = _pdm_inputs(datasets)
     ids = np.sort(data["telemetry"]["device_id"].unique())
     policy = FaultPolicy(lead="30min", horizon="24h", windows=("3h", "24h"))
     t0 = time.perf_counter()
@@ -211,7 +234,7 @@ def pdm_splits(datasets: Path, out: Path) -> None:
     table = pd.DataFrame(rows)
     pooled = _pooled(table, test_fraction="pooled", held_devices="")
     table = pd.concat([table, pd.DataFrame([pooled])], ignore_index=True)
-    table.to_csv(out / "faults_pdm_splits.csv", index=False)
+    table.to_csv(out_csv, index=False)
     with pd.option_context("display.width", 250):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"({time.perf_counter() - t0:.1f} s, {len(PDM_SPLITS)} splits; auc pooled = mean)\n", flush=True)
@@ -318,7 +341,8 @@ def main() -> int:
     args = ap.parse_args()
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
-    public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-curve", "spot")]
+    public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-converted",
+                                          "pdm-curve", "spot")]
     if public and (args.datasets is None or not Path(args.datasets).is_dir()):
         print(f"skipping {public}: pass --datasets or set HEADROOM_DATASETS", file=sys.stderr)
         suites = [s for s in suites if s not in public]
@@ -334,6 +358,8 @@ def main() -> int:
                 pdm(Path(args.datasets), args.out)
             elif suite == "pdm-splits":
                 pdm_splits(Path(args.datasets), args.out)
+            elif suite == "pdm-converted":
+                pdm_converted(Path(args.datasets), tmp, args.out)
             elif suite == "pdm-curve":
                 pdm_curve(Path(args.datasets), args.out)
             elif suite == "spot":
