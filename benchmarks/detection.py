@@ -210,7 +210,9 @@ def pdm_converted(datasets: Path, tmp: Path, out: Path) -> None:
     cmd = [sys.executable, "-m", "pipelines.cli", "convert", "--from", "azure-pdm", "--out", str(conv),
            str(sorted(root.glob("PdM_telemetry*.csv*"))[0])]
     print("$ headroom " + " ".join(cmd[3:]), flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"convert failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     data = {"telemetry": detection_io.read_telemetry(conv / "telemetry.csv"),
             "failures": detection_io.read_failures(conv / "failures.csv"), "events": None, "devices": None}
     _splits(data, out / "faults_pdm_converted_splits.csv")
