@@ -311,22 +311,19 @@ def build_fault_features(
         for m in event_metrics:
             part.update(_event_features(at, t[happened[m][a:b]], windows, f"ev_{m}", policy.memory))
         dev_events = ev_by_dev.get(dev)
+        kinds = dev_events["event_type"].astype(str).to_numpy() if dev_events is not None else np.array([])
+        stamps_of = dev_events["ts"].to_numpy(dtype="datetime64[ns]") if dev_events is not None else None
+        kind_times = {et: stamps_of[kinds == et] if stamps_of is not None else np.array([], dtype="datetime64[ns]")
+                      for et in ev_types}
         for et in ev_types:
-            et_times = (
-                dev_events.loc[dev_events["event_type"].astype(str) == et, "ts"].to_numpy(dtype="datetime64[ns]")
-                if dev_events is not None else np.array([], dtype="datetime64[ns]")
-            )
-            part.update(_event_features(at, et_times, windows, f"event_{et}", None))
+            part.update(_event_features(at, kind_times[et], windows, f"event_{et}", None))
         for fam, members in metric_families.items():
             mask = np.zeros(b - a, dtype=bool)
             for m in members:
                 mask |= happened[m][a:b]
             part.update(_event_features(at, t[mask], windows, f"ev_{fam}_all", policy.memory))
         for fam, members in type_families.items():
-            fam_times = (
-                dev_events.loc[dev_events["event_type"].astype(str).isin(members), "ts"].to_numpy(dtype="datetime64[ns]")
-                if dev_events is not None else np.array([], dtype="datetime64[ns]")
-            )
+            fam_times = np.concatenate([kind_times[et] for et in members])
             part.update(_event_features(at, fam_times, windows, f"event_{fam}_all", None))
         per_device.append(part)
     for key in (per_device[0] if per_device else {}):
