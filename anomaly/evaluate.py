@@ -125,7 +125,9 @@ def evaluate_faults(
     devs = sorted(test_rows["device_id"].astype(str).unique())
     row = score_alerts(alerts, failures, lead, horizon, (test_rows["ts"].min(), test_rows["ts"].max()), devs)
     row["auc"] = point_auc(label_failures(test_rows, failures, policy), scored["score"].to_numpy())
-    return pd.DataFrame([row], columns=FAULT_COLUMNS)
+    out = pd.DataFrame([row], columns=FAULT_COLUMNS)
+    out.attrs["censored_alerts"] = int(row["censored_alerts"])  # left out of alerts and precision
+    return out
 
 
 def evaluate_spikes(

@@ -53,6 +53,12 @@ def score_alerts(
 
     Failures count when their whole alert window ``[f - horizon, f - lead]`` could be
     scored, i.e. ``f - lead`` falls inside ``period``, on one of ``devices``.
+
+    An alert that no known failure confirms, and whose window ``[a + lead, a + horizon]``
+    runs past the end of what is known (the later of ``period``'s end and the last failure
+    in ``failures``: a log that goes on past the telemetry is known that far), cannot be
+    judged: the device may fail after the data stop. Such alerts are ``censored_alerts``,
+    left out of ``alerts``, precision and the false-alarm rate, rather than counted false.
     """
     start, end = period
     ev = failure_events(failures)
@@ -68,13 +74,16 @@ def score_alerts(
         if hit.size:
             caught += 1
             leads.append((f - hit[0]) / np.timedelta64(1, "h"))
-    correct = 0
+    known_until = np.datetime64(max(pd.Timestamp(end), all_fail["ts"].max()) if len(all_fail) else end, "ns")
+    correct = censored = 0
     for dev, a in by_dev.items():
         f = fail_by_dev.get(dev, np.array([], dtype="datetime64[ns]"))
         for t in a:
             if ((f >= t + np.timedelta64(lead)) & (f <= t + np.timedelta64(horizon))).any():
                 correct += 1
-    n_alerts = int(sum(len(a) for a in by_dev.values()))
+            elif t + np.timedelta64(horizon) > known_until:
+                censored += 1
+    n_alerts = int(sum(len(a) for a in by_dev.values())) - censored
     weeks = (end - start) / pd.Timedelta(days=7) * max(len(devices), 1)
     return {
         "events": int(len(ev)),
@@ -84,6 +93,7 @@ def score_alerts(
         "precision": correct / n_alerts if n_alerts else float("nan"),
         "median_lead_hours": float(np.median(leads)) if leads else float("nan"),
         "false_alarms_per_device_week": (n_alerts - correct) / weeks if weeks else float("nan"),
+        "censored_alerts": censored,
     }
 
 

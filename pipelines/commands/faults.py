@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="time-split evaluation of the fault predictor",
         description="Train on the early span, alert on the late span. A failure is caught when an alert "
         "fired between --horizon and --lead before it; precision is over alerts, deduplicated per device "
-        "and horizon. Azure PdM files (telemetry, failures, errors, maint, machines) are recognised and "
+        "and horizon; an alert in the last horizon of the data that no known failure confirms cannot be "
+        "judged and is left out. Azure PdM files (telemetry, failures, errors, maint, machines) are recognised and "
         "mapped onto the contract.",
     )
     e.add_argument("--telemetry", required=True, type=Path, help="ts,device_id,node_id,metric,value (or PdM)")
@@ -101,6 +102,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     report_metrics(metrics, args.out)
+    censored = int(metrics.attrs.get("censored_alerts", 0))
+    if censored:
+        print(f"note: {censored} alert(s) in the last {args.horizon} no known failure confirms cannot be judged "
+              f"(the device may fail after the data stop); they are left out of alerts and precision",
+              file=sys.stderr)
     if int(metrics["events"].iloc[0]) == 0:
         print("warning: no failure falls in the test span (of the held-out devices): recall and AUC are "
               "undefined, and every alert counts as false; use a larger --test-fraction", file=sys.stderr)

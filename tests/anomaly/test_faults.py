@@ -106,8 +106,8 @@ def test_event_kinds_of_one_family_are_also_counted_together():
 
 def test_dedup_and_scoring():
     scored = pd.DataFrame({
-        "device_id": "d", "ts": pd.date_range("2026-01-01", periods=10, freq="h"),
-        "score": [0, 0.9, 0.9, 0.9, 0, 0, 0, 0.9, 0.9, 0],
+        "device_id": "d", "ts": pd.date_range("2026-01-01", periods=16, freq="h"),
+        "score": [0, 0.9, 0.9, 0.9, 0, 0, 0, 0.9, 0.9] + [0] * 7,
     })
     alerts = dedup_alerts(scored, 0.5, pd.Timedelta("6h"))
     assert list(alerts["ts"].dt.hour) == [1, 7]
@@ -117,6 +117,28 @@ def test_dedup_and_scoring():
     assert (m["events"], m["caught"], m["alerts"]) == (1, 1, 2)
     assert m["precision"] == pytest.approx(0.5)
     assert m["median_lead_hours"] == pytest.approx(4.0)
+    assert m["censored_alerts"] == 0
+
+
+def test_an_alert_whose_window_outruns_the_data_is_censored_not_false():
+    """An unconfirmed alert whose [a + lead, a + horizon] reaches past the end of the data
+    cannot be judged (the device may fail after it): it leaves precision alone. A failure
+    log that goes on past the telemetry judges it, either way."""
+    lead, horizon = pd.Timedelta("30min"), pd.Timedelta("6h")
+    ts = pd.date_range("2026-01-01", periods=12, freq="h")
+    alerts = pd.DataFrame({"device_id": ["d", "d"], "ts": [ts[1], ts[9]]})
+    fails = pd.DataFrame({"ts": [ts[5]], "device_id": ["d"]})
+    m = score_alerts(alerts, fails, lead, horizon, (ts[0], ts[-1]), ["d"])
+    assert (m["alerts"], m["censored_alerts"], m["precision"]) == (1, 1, 1.0)
+    assert m["false_alarms_per_device_week"] == 0
+    # the log runs on past the telemetry: the late alert is judged, false here ...
+    later = pd.concat([fails, pd.DataFrame({"ts": [ts[-1] + pd.Timedelta("2D")], "device_id": ["e"]})])
+    m = score_alerts(alerts, later, lead, horizon, (ts[0], ts[-1]), ["d"])
+    assert (m["alerts"], m["censored_alerts"], m["precision"]) == (2, 0, 0.5)
+    # ... and right when the device fails after the data stop
+    after = pd.concat([fails, pd.DataFrame({"ts": [ts[-1] + pd.Timedelta("2h")], "device_id": ["d"]})])
+    m = score_alerts(alerts, after, lead, horizon, (ts[0], ts[-1]), ["d"])
+    assert (m["alerts"], m["censored_alerts"], m["precision"]) == (2, 0, 1.0)
 
 
 def test_evaluate_catches_precursor_failures(fleet):
