@@ -17,7 +17,9 @@ stretches of one series, can be pooled: normalised (locally weighted) split
 conformal. The interval half-width at step ``j`` is the conformal quantile of
 the pooled normalised errors at step ``j`` times the series' volatility at the
 forecast origin, so intervals widen when a series turns turbulent and narrow
-when it calms down. Then the model is fit on all data.
+when it calms down. The model itself is fit on all data (first, so that a model
+whose training length is chosen on data can give its copy the same, see
+``_calibration_copy``).
 """
 from __future__ import annotations
 
@@ -137,7 +139,7 @@ class BaseForecaster:
         return frame
 
     def fit(self, history: pd.DataFrame) -> Self:
-        """Calibrate the intervals on held-out origins, then fit on all of ``history``."""
+        """Fit on all of ``history``, then calibrate the intervals on held-out origins."""
         if self.horizon < 1:
             raise ValueError(f"{self.name}: horizon must be >= 1")
         frame = self._validate(history, self._min_length() + 1)
@@ -154,16 +156,22 @@ class BaseForecaster:
             log.warning("%s: only %d calibration origin(s) fit before the horizon; intervals at 95%% (and at "
                         "80%% below 4) are the widest calibration error, so their coverage is loose: give "
                         "the series more history", self.name, n_cal)
-        self._calibrate(frame, n_cal)
         self._fit_points(frame)
+        self._calibrate(frame, n_cal)
         self.history_ = frame
         self.nonnegative_ = bool((frame["y"] >= 0).all())
         return self
 
+    def _calibration_copy(self) -> Self:
+        """The unfitted model whose errors on the held-out origins calibrate the intervals:
+        a plain copy; a model whose training stops on data can make its copy train alike
+        (``fit`` has fitted ``self`` on all data by then)."""
+        return self.clone()
+
     def _calibrate(self, frame: pd.DataFrame, n_cal: int) -> None:
         span = self.horizon + n_cal - 1
         keep = frame.groupby("unique_id", sort=False).cumcount(ascending=False) >= span
-        calib = self.clone()
+        calib = self._calibration_copy()
         calib._fit_points(frame.loc[keep].reset_index(drop=True))
         uids, ys, starts = series_arrays(frame)
         length = self._context_length()

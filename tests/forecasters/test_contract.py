@@ -260,3 +260,26 @@ def test_lstm_epoch_is_samples_per_epoch_draws_however_few_windows(monkeypatch: 
     model._fit_points(model._validate(panel, 1))
     assert model.epochs_ == [2]
     assert len(steps) == 2 * 512 // 64
+
+
+def test_lstm_calibration_copy_trains_the_epochs_the_fitted_networks_kept() -> None:
+    """The intervals come from a copy fit on less data; it trains exactly as many epochs as
+    each fitted network kept (0: the untrained anchor), instead of early-stopping on its own
+    shorter validation, which kept the anchor while the fitted networks had trained."""
+    from tests.forecasters.conftest import make_panel
+
+    panel = make_panel(n_series=2, length=240)
+    model = forecasters.get("lstm")(horizon=12, freq="h", season_length=24, max_epochs=3, patience=10,
+                                    min_improvement=0.0, hidden_size=8, samples_per_epoch=256, batch_size=64,
+                                    input_length=24, val_points=24, n_networks=2, calibration_origins=24)
+    model.fit(panel)
+    assert len(model.best_epochs_) == 2 and all(0 <= b <= e for b, e in zip(model.best_epochs_, model.epochs_))
+    frame = model._validate(panel, 1)
+    for kept in ([2, 3], [0, 1]):
+        model.best_epochs_ = kept
+        copy = model._calibration_copy()
+        copy._fit_points(frame)
+        assert copy.epochs_ == kept and copy.best_epochs_ == kept
+    # no epoch: the untrained network, whose last layer starts at zero (the anchor)
+    assert not copy.weights_[0]["head.2.weight"].any()
+    assert copy.weights_[1]["head.2.weight"].any()
