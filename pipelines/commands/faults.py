@@ -109,7 +109,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if int(metrics["events"].iloc[0]) == 0:
         print("warning: no failure falls in the test span (of the held-out devices): recall and AUC are "
-              "undefined, and every alert counts as false; use a larger --test-fraction", file=sys.stderr)
+              "undefined, and every alert judged counts as false; use a larger --test-fraction", file=sys.stderr)
     return 0
 
 
