@@ -74,7 +74,10 @@ def score_alerts(
         if hit.size:
             caught += 1
             leads.append((f - hit[0]) / np.timedelta64(1, "h"))
-    known_until = np.datetime64(max(pd.Timestamp(end), all_fail["ts"].max()) if len(all_fail) else end, "ns")
+    # in numpy's naive UTC, as the alert and failure times above (a tz-aware end would warn)
+    known_until = pd.Series([end]).to_numpy(dtype="datetime64[ns]")[0]
+    if len(all_fail):
+        known_until = max(known_until, all_fail["ts"].to_numpy(dtype="datetime64[ns]").max())
     correct = censored = 0
     for dev, a in by_dev.items():
         f = fail_by_dev.get(dev, np.array([], dtype="datetime64[ns]"))

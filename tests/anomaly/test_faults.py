@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -139,6 +140,14 @@ def test_an_alert_whose_window_outruns_the_data_is_censored_not_false():
     after = pd.concat([fails, pd.DataFrame({"ts": [ts[-1] + pd.Timedelta("2h")], "device_id": ["d"]})])
     m = score_alerts(alerts, after, lead, horizon, (ts[0], ts[-1]), ["d"])
     assert (m["alerts"], m["censored_alerts"], m["precision"]) == (2, 0, 1.0)
+    # times with a zone judge alike, without numpy's timezone warning
+    utc = {name: frame.assign(ts=frame["ts"].dt.tz_localize("UTC")) for name, frame in
+           (("alerts", alerts), ("fails", fails))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = score_alerts(utc["alerts"], utc["fails"], lead, horizon,
+                         (ts[0].tz_localize("UTC"), ts[-1].tz_localize("UTC")), ["d"])
+    assert (m["alerts"], m["censored_alerts"], m["precision"]) == (1, 1, 1.0)
 
 
 def test_evaluate_catches_precursor_failures(fleet):
