@@ -97,6 +97,9 @@ class BaseForecaster:
     """Shared fit/predict plumbing: validation, contexts, conformal intervals, the frame."""
 
     name: ClassVar[str] = "base"
+    # copies fit to calibrate the intervals (see _calibrate): one, unless a model's forecast
+    # from an origin does not read the data up to it
+    calibration_refits: ClassVar[int] = 1
 
     # --- parameters -------------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
@@ -170,27 +173,36 @@ class BaseForecaster:
 
     def _calibrate(self, frame: pd.DataFrame, n_cal: int) -> None:
         span = self.horizon + n_cal - 1
-        keep = frame.groupby("unique_id", sort=False).cumcount(ascending=False) >= span
-        calib = self._calibration_copy()
-        calib._fit_points(frame.loc[keep].reset_index(drop=True))
+        from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
         uids, ys, starts = series_arrays(frame)
         length = self._context_length()
-        rows, truths, ends = [], [], []
         # at most MAX_CAL_ORIGINS origins, spread evenly over the calibration stretch:
         # neighbouring origins give nearly the same errors, a long stretch gives variety
         offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, MAX_CAL_ORIGINS)).round().astype(np.int64))
-        n_cal = len(offsets)
-        for y, start in zip(ys, starts):
-            known = len(y) - span + offsets
-            rows.append(windows_at(y, length, known))
-            truths.append(sliding_window_view(y, self.horizon)[known])
-            ends.append(start + known - 1)
-        ctx = Context(np.repeat(uids, n_cal), np.vstack(rows), np.concatenate(ends))
-        pred = calib._predict_points(ctx, self.horizon)
-        err = np.abs(np.vstack(truths) - pred)
+        # the origins in ``calibration_refits`` consecutive blocks, each forecast by a copy fit
+        # on the data before the block's first origin
+        refits = max(1, min(int(self.calibration_refits), len(offsets)))
+        edges = np.linspace(0, n_cal, refits + 1).round().astype(np.int64)
+        errs, locals_ = [], []
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            block = offsets[(offsets >= lo) & (offsets < hi)]
+            if block.size == 0:
+                continue
+            calib = self._calibration_copy()
+            calib._fit_points(frame.loc[from_end >= span - block[0]].reset_index(drop=True))
+            rows, truths, ends = [], [], []
+            for y, start in zip(ys, starts):
+                known = len(y) - span + block
+                rows.append(windows_at(y, length, known))
+                truths.append(sliding_window_view(y, self.horizon)[known])
+                ends.append(start + known - 1)
+            ctx = Context(np.repeat(uids, len(block)), np.vstack(rows), np.concatenate(ends))
+            errs.append(np.abs(np.vstack(truths) - calib._predict_points(ctx, self.horizon)))
+            locals_.append((ys, block))
         self.scale_floor_ = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
-        local = np.concatenate([self._local_scale(y, len(y) - span + offsets) for y in ys])
-        self.conformal_scores_ = (err / local[:, None]).astype(np.float64)
+        local = np.concatenate([self._local_scale(y, len(y) - span + block)
+                                for ys_, block in locals_ for y in ys_])
+        self.conformal_scores_ = (np.vstack(errs) / local[:, None]).astype(np.float64)
         self.conformal_scale_ = {u: float(self._local_scale(y, [len(y)])[0]) for u, y in zip(uids.tolist(), ys)}
 
     def _local_scale(self, y: np.ndarray, known: np.ndarray | list[int]) -> np.ndarray:

@@ -114,6 +114,13 @@ class ProphetForecaster(BaseForecaster):
     """Prophet alone, one model per series."""
 
     name = "prophet"
+    # Prophet's forecast is a curve in time that never reads the data after its fit, so one
+    # calibration copy fit before the stretch would forecast its last origin two weeks past
+    # its data: errors at leads up to 2 weeks, not the horizon's (on the 100-VM panel 80%
+    # intervals covered 0.94, on the synthetic fleet 0.91). Seven copies, each fit before its
+    # block of origins, keep the lead within two days of the step (0.84 and 0.74) for seven
+    # times the calibration fits; fourteen (a day) measured within 2 points of seven.
+    calibration_refits = 7
 
     def __init__(
         self,

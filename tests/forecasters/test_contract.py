@@ -283,3 +283,41 @@ def test_lstm_calibration_copy_trains_the_epochs_the_fitted_networks_kept() -> N
     # no epoch: the untrained network, whose last layer starts at zero (the anchor)
     assert not copy.weights_[0]["head.2.weight"].any()
     assert copy.weights_[1]["head.2.weight"].any()
+
+
+def test_calibration_refits_fit_each_block_of_origins_on_the_data_before_it() -> None:
+    """A model whose forecast does not read the data after its fit (as Prophet's) is
+    calibrated by copies fit before each block of origins, so a calibration error's lead
+    stays near its step instead of growing over the whole calibration stretch."""
+    from forecasters.base import BaseForecaster
+
+    class LastFitValue(BaseForecaster):
+        """Forecasts the last value it was fit on, whatever the origin."""
+
+        name = "last_fit_value"
+
+        def __init__(self, horizon: int = 6, freq: str | None = "h", season_length: int = 4,
+                     calibration_origins: int = 40) -> None:
+            self.horizon, self.freq = horizon, freq
+            self.season_length, self.calibration_origins = season_length, calibration_origins
+
+        def _fit_points(self, frame: pd.DataFrame) -> None:
+            self.fits_ = getattr(self, "fits_", []) + [len(frame)]
+            self.last_ = frame.groupby("unique_id")["y"].last().to_dict()
+
+        def _predict_points(self, ctx, h: int) -> np.ndarray:
+            return np.array([[self.last_[u]] * h for u in ctx.uids], dtype=float)
+
+    n = 120
+    data = pd.DataFrame({"unique_id": "up", "ds": pd.date_range("2024-01-01", periods=n, freq="h"),
+                         "y": np.arange(n, dtype=float)})  # a ramp: the error is the lead
+    span = 6 + 40 - 1
+    for refits, worst_lead in ((1, 40 + 6 - 1), (4, 10 + 6 - 1)):
+        LastFitValue.calibration_refits = refits
+        copies: list[BaseForecaster] = []
+        LastFitValue._calibration_copy = lambda self, made=copies: made.append(self.clone()) or made[-1]
+        model = LastFitValue().fit(data)
+        assert [c.fits_ for c in copies] == [[n - span + k * 40 // refits] for k in range(refits)]
+        # the ramp's seasonal difference is the season length: scores are leads / 4
+        assert model.conformal_scores_.max() * 4 == pytest.approx(worst_lead)
+        assert model.conformal_scores_.min() * 4 == pytest.approx(1)
