@@ -35,17 +35,21 @@ def cross_validation(
     """
     if n_windows < 1 or h < 1:
         raise ValueError("cross_validation needs h >= 1 and n_windows >= 1")
+    if step is not None and int(step) != step:
+        raise ValueError(f"cross_validation needs a whole number of steps between origins, got {step}")
     step = h if step is None else int(step)
     if step < 1:
         raise ValueError(f"cross_validation needs step >= 1 (origins {step} apart), got {step}")
     frame = validate_history(history, model.freq)
     lengths = frame.groupby("unique_id", sort=False).size()
     held_out = h + (n_windows - 1) * step
-    if int(lengths.min()) <= held_out:
+    need = with_horizon(model, h).min_points()
+    if int(lengths.min()) < need + held_out:
         uid = lengths.idxmin()
         raise HistoryError(
-            f"series {uid!r}: {int(lengths.min())} points, but {n_windows} window(s) of {h} steps "
-            f"{step} apart hold out the last {held_out}; use fewer windows or a shorter horizon"
+            f"series {uid!r}: {int(lengths.min())} points, need at least {need + held_out}: {n_windows} "
+            f"window(s) of {h} steps {step} apart hold out the last {held_out}, and {model.name} needs "
+            f"{need} before them to fit and calibrate; use fewer windows or a shorter horizon"
         )
     from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
     parts, seconds = [], 0.0

@@ -7,9 +7,13 @@ raises :class:`NotFittedError`.
 
 Intervals are split-conformal, per horizon step: ``fit`` first fits a copy of
 the model on each series minus its last ``horizon + calibration_origins - 1``
-points, forecasts from rolling origins in that held-out stretch (all of the
-``calibration_origins``, or 168 of them spread evenly when there are more; each
-forecast sees only data up to its origin), and keeps the absolute errors.
+points (fewer origins when the shortest series is short: the stretch takes at
+most half of it), forecasts from rolling origins in that held-out stretch (all of
+the ``calibration_origins``, or 168 of them spread evenly when there are more; each
+forecast sees only data up to its origin), and keeps the absolute errors. A model
+whose forecast does not read the data after its fit (Prophet) sets
+``calibration_refits``: the origins then come in that many blocks, each forecast by
+a copy fit on the data before it.
 Each error is normalised by the series' volatility at its origin (the mean
 absolute seasonal difference over the week of seasons before it, see
 ``_local_scale``), so that series of different scale, and calm and turbulent
@@ -145,9 +149,17 @@ class BaseForecaster:
         """Fit on all of ``history``, then calibrate the intervals on held-out origins."""
         if self.horizon < 1:
             raise ValueError(f"{self.name}: horizon must be >= 1")
-        frame = self._validate(history, self._min_length() + 1)
+        if int(getattr(self, "season_length", 1)) < 1:
+            raise ValueError(f"{self.name}: season_length must be >= 1 (1: no season), got {self.season_length}")
+        # the model's own minimum, and a horizon more for at least one calibration origin
+        frame = self._validate(history, self.min_points())
         lengths = frame.groupby("unique_id", sort=False).size()
-        n_cal = min(self.calibration_origins, int(lengths.min()) - self._min_length() - self.horizon + 1)
+        shortest = int(lengths.min())
+        # the calibration stretch takes at most half of the shortest series, so that the copy
+        # whose errors it measures is fit on as much as it is tested on (or more), not on the
+        # model's bare minimum: a short series would leave the copy too little to learn
+        n_cal = min(self.calibration_origins, shortest - self._min_length() - self.horizon + 1,
+                    max((shortest - self.horizon + 1) // 2, 1))
         if n_cal < 1:
             uid = lengths.idxmin()
             need = self._min_length() + self.horizon
@@ -164,6 +176,12 @@ class BaseForecaster:
         self.history_ = frame
         self.nonnegative_ = bool((frame["y"] >= 0).all())
         return self
+
+    def min_points(self) -> int:
+        """Points each series needs for ``fit``: the model's own minimum plus a horizon, so
+        that one calibration origin fits before it (19 or more give intervals that are not
+        the widest error seen)."""
+        return self._min_length() + self.horizon
 
     def _calibration_copy(self) -> Self:
         """The unfitted model whose errors on the held-out origins calibrate the intervals:
@@ -242,6 +260,9 @@ class BaseForecaster:
         """Forecast ``h`` steps after the end of the fitted history (or of ``history``,
         with the learned parameters and no refit) as a forecast frame."""
         self._check_fitted()
+        bad = [lv for lv in level if not 0 < lv < 100]
+        if bad:
+            raise ValueError(f"{self.name}: interval levels are percentages between 0 and 100, got {bad}")
         h = self.horizon if h is None else int(h)
         if not 1 <= h <= self.horizon:
             raise ValueError(f"{self.name}: h must be in 1..{self.horizon} (the fitted horizon), got {h}")

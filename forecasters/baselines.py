@@ -67,7 +67,8 @@ class ETS(BaseForecaster):
         self.window_seasons = window_seasons
 
     def _context_length(self) -> int:
-        return self.window_seasons * self.season_length
+        # without a season (length 1) six steps are too few to settle level and trend on
+        return self.window_seasons * self.season_length if self.season_length >= 2 else 48
 
     def _min_length(self) -> int:
         return self._context_length()
@@ -82,18 +83,24 @@ class ETS(BaseForecaster):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
+                    # a season of one step is no season: a damped Holt trend (its seasonal
+                    # term stays zero in _predict_points with no seasonal smoothing)
+                    seasonal = self.season_length >= 2
                     res = ExponentialSmoothing(
-                        tail, trend="add", damped_trend=True, seasonal="add",
-                        seasonal_periods=self.season_length, initialization_method="heuristic",
+                        tail, trend="add", damped_trend=True, seasonal="add" if seasonal else None,
+                        seasonal_periods=self.season_length if seasonal else None,
+                        initialization_method="heuristic" if seasonal else "estimated",
                     ).fit(use_brute=False)
                     p = res.params
                     vec = np.array([p["smoothing_level"], p["smoothing_trend"],
-                                    p["smoothing_seasonal"], p["damping_trend"]], dtype=float)
+                                    p["smoothing_seasonal"] if seasonal else 0.0, p["damping_trend"]], dtype=float)
                 except (ValueError, np.linalg.LinAlgError) as exc:
                     log.warning("ets: series %s fell back to default smoothing (%s)", uid, exc)
                     vec = np.array([0.3, 0.01, 0.1, 0.95])
             # a level that never moves cannot follow the re-run window; keep it adaptive
             params[str(uid)] = np.clip(np.nan_to_num(vec, nan=0.1), [0.01, 0.0, 0.0, 0.8], [1.0, 1.0, 1.0, 1.0])
+            if self.season_length < 2:
+                params[str(uid)][2] = 0.0
         self.params_ = params
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
@@ -102,10 +109,16 @@ class ETS(BaseForecaster):
         y = ctx.values
         if np.isnan(y).any():
             raise HistoryError(f"ets needs {self._context_length()} points of context per series")
-        level = y[:, :m].mean(axis=1)
-        trend = (y[:, m:2 * m].mean(axis=1) - level) / m
-        season = y[:, :m] - level[:, None]  # season[:, t % m]
-        for t in range(m, y.shape[1]):
+        # the start: the first season's mean level and the mean change to the next; with no
+        # season (m = 1) the first quarter of the context stands in for a season, and the
+        # level is moved to its last step, where the run starts
+        k = m if m >= 2 else max(y.shape[1] // 4, 1)
+        level = y[:, :k].mean(axis=1)
+        trend = (y[:, k:2 * k].mean(axis=1) - level) / k
+        if m < 2:
+            level = level + trend * (k - 1) / 2
+        season = y[:, :m] - level[:, None] if m >= 2 else np.zeros((len(y), 1))  # season[:, t % m]
+        for t in range(k, y.shape[1]):
             k = t % m
             prev_l, prev_b = level, trend
             level = a * (y[:, t] - season[:, k]) + (1 - a) * (prev_l + phi * prev_b)

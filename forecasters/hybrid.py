@@ -19,7 +19,7 @@ import pandas as pd
 from forecasters.base import BaseForecaster, Context, series_arrays
 from forecasters.features import FeatureSpec
 from forecasters.lgbm import BoostCore
-from forecasters.prophet_model import ProphetCore
+from forecasters.prophet_model import PROPHET_MIN_POINTS, ProphetCore
 from forecasters.registry import register
 from forecasters.validation import default_seasons
 
@@ -84,7 +84,7 @@ class ProphetLGBM(BaseForecaster):
                          residual=self.boost_target == "residual")
 
     def _min_length(self) -> int:
-        return 2 * self.season_length
+        return max(2 * self.season_length, PROPHET_MIN_POINTS)
 
     def _context_length(self) -> int:
         return self._boost().spec.window

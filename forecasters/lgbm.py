@@ -2,6 +2,8 @@
 (origin, step) pairs, so no forecast is fed back into the features."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
@@ -10,6 +12,8 @@ from forecasters.features import EPS, FeatureSpec, build_features
 from forecasters.registry import register
 from forecasters.validation import default_seasons
 
+log = logging.getLogger(__name__)
+MIN_BOOST_ROWS = 20  # fewer training rows than this: no booster, the anchor alone
 
 class BoostCore:
     """Training rows, training and the direct multi-horizon forecast (shared with the hybrid)."""
@@ -80,6 +84,11 @@ class BoostCore:
         absolute error in the series' own units (WAPE's numerator)."""
         import lightgbm as lgb
 
+        if len(target) < MIN_BOOST_ROWS:
+            # too few (origin, step) rows to boost on, as a calibration copy of a short series
+            # can have: no correction, the forecast is the anchor (documented fallback)
+            log.info("lgbm: %d training row(s), fewer than %d: the anchor alone", len(target), MIN_BOOST_ROWS)
+            return None
         params = {
             "objective": self.objective, "learning_rate": self.learning_rate,
             "num_leaves": self.num_leaves,
@@ -114,7 +123,8 @@ class BoostCore:
             btarget = None if base_future is None else base_future[:, j]
             k = np.full(len(ctx.uids), j + 1)
             x, scale, anchor = build_features(ctx.values, ctx.end, k, self.spec, base_win, btarget)
-            pred = booster.predict(x, num_threads=self.n_jobs)  # type: ignore[attr-defined]
+            pred = (np.zeros(len(x)) if booster is None
+                    else booster.predict(x, num_threads=self.n_jobs))  # type: ignore[attr-defined]
             if btarget is not None and self.residual:
                 out[:, j] = pred * scale + btarget
             else:

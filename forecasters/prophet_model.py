@@ -14,11 +14,12 @@ import pandas as pd
 
 from forecasters.base import BaseForecaster, Context, series_arrays
 from forecasters.registry import register
-from forecasters.validation import default_seasons, freq_offset
+from forecasters.validation import HistoryError, default_seasons, freq_offset
 
 log = logging.getLogger(__name__)
 _EPOCH = pd.Timestamp("1970-01-05")
 COMPONENTS = ("yhat", "trend")
+PROPHET_MIN_POINTS = 8  # Prophet's optimiser fails on 2-4 points of a trend
 
 
 # prophet.plot logs an ERROR at import when plotly is absent (also when a stored model is
@@ -70,11 +71,20 @@ class ProphetCore:
         for s in self.seasons():
             if len(y) >= 2 * s:
                 model.add_seasonality(name=f"s{s}", period=s * step_days, fourier_order=min(10, max(s // 4, 1)))
-        model.fit(pd.DataFrame({"ds": self.to_ds(start + np.arange(len(y))), "y": y}))
+        try:
+            model.fit(pd.DataFrame({"ds": self.to_ds(start + np.arange(len(y))), "y": y}))
+        except RuntimeError as exc:  # cmdstan's optimiser failed: say which series, not its console log
+            raise HistoryError(f"prophet could not fit a series of {len(y)} points (its optimiser failed: "
+                               f"{str(exc).splitlines()[0][:120]}); give it more history") from exc
         # prediction reads model.params only; the optimiser's run record holds temporary file
         # names and times, so keeping it would make every refit's artifact differ (and larger)
         model.stan_fit = None
         model.stan_backend = None
+        # its changepoints are a view into a frame of the fit, whose leftover rows pickle with
+        # it and differ run to run: a copy of their own makes a refit's artifact bit-identical
+        cp = model.changepoints
+        model.changepoints = pd.Series(np.array(cp.to_numpy(), dtype="datetime64[ns]"),
+                                       index=np.array(cp.index, dtype=np.int64), name=cp.name)
         return model
 
     def fit(self, frame: pd.DataFrame) -> dict[str, object]:
@@ -147,7 +157,7 @@ class ProphetForecaster(BaseForecaster):
                            self.changepoint_prior_scale, self.max_fit_points, self.n_jobs)
 
     def _min_length(self) -> int:
-        return 2 * self.season_length
+        return max(2 * self.season_length, PROPHET_MIN_POINTS)
 
     def _context_length(self) -> int:
         return 1

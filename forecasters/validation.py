@@ -6,6 +6,8 @@ timezone-naive datetime on a regular grid of ``freq``, or an integer step
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -21,7 +23,9 @@ def freq_offset(freq: str | None) -> pd.Timedelta | None:
     if freq is None:
         return None
     try:
-        offset = pd.tseries.frequencies.to_offset(freq)
+        with warnings.catch_warnings():  # 'H', 'T': deprecated aliases still mean what they said
+            warnings.simplefilter("ignore", FutureWarning)
+            offset = pd.tseries.frequencies.to_offset(freq)
     except (ValueError, TypeError) as exc:
         raise HistoryError(f"freq {freq!r} is not a pandas frequency") from exc
     if isinstance(offset, pd.offsets.Week) and offset.n >= 1:
@@ -29,7 +33,9 @@ def freq_offset(freq: str | None) -> pd.Timedelta | None:
     try:
         step = pd.Timedelta(offset)
     except (ValueError, TypeError) as exc:
-        raise HistoryError(f"freq {freq!r} is not a fixed-length pandas frequency") from exc
+        raise HistoryError(f"freq {freq!r} is not a fixed-length pandas frequency (months, quarters, years and "
+                           "business days vary in length): give ds as integer steps 0, 1, 2, ... and no freq "
+                           "(--freq omitted)") from exc
     if step <= pd.Timedelta(0):
         raise HistoryError(f"freq {freq!r} must be positive")
     return step
@@ -77,6 +83,9 @@ def validate_history(
     if history.empty:
         raise HistoryError("history is empty")
     frame = history.loc[:, list(REQUIRED)].copy()
+    if frame["unique_id"].isna().any():
+        raise HistoryError(f"unique_id has {int(frame['unique_id'].isna().sum())} missing value(s): "
+                           "every row must name its series")
     frame["unique_id"] = frame["unique_id"].astype(str)
     step = freq_offset(freq)
     if step is None:

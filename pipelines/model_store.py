@@ -43,7 +43,7 @@ def min_points(names: list[str], spec: TrainSpec) -> int:
     """The fewest points a series needs for every model in ``names`` to be backtested with
     ``spec`` (held-out windows, then the model's own history and one calibration origin)."""
     held_out = spec.horizon + (spec.windows - 1) * spec.horizon  # windows step one horizon apart
-    return held_out + max(make_model(n, spec)._min_length() + spec.horizon for n in names)
+    return held_out + max(make_model(n, spec).min_points() for n in names)
 
 
 def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.DataFrame:

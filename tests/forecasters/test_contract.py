@@ -321,3 +321,35 @@ def test_calibration_refits_fit_each_block_of_origins_on_the_data_before_it() ->
         # the ramp's seasonal difference is the season length: scores are leads / 4
         assert model.conformal_scores_.max() * 4 == pytest.approx(worst_lead)
         assert model.conformal_scores_.min() * 4 == pytest.approx(1)
+
+
+def test_without_a_season_ets_is_a_damped_trend_and_short_data_fit() -> None:
+    """season_length 1 (no season): ets follows a trend instead of falling back to fixed
+    smoothing, and the boosted and Prophet models fit the small copies calibration makes."""
+    rng = np.random.default_rng(0)
+    t = np.arange(120)
+    data = pd.DataFrame({"unique_id": "a", "ds": t, "y": 5 + 0.5 * t + rng.normal(0, 1, len(t))})
+    for name in ("ets", "lgbm", "prophet_lgbm"):
+        model = forecasters.create(name, horizon=6, freq=None, season_length=1)
+        cv = cross_validation(model, data, h=6, n_windows=3)
+        assert forecasters.evaluate(cv, data, 1).iloc[0]["mase"] < 2.5, name
+
+
+def test_bad_parameters_are_clear_errors(panel: pd.DataFrame) -> None:
+    with pytest.raises(ValueError, match="season_length must be >= 1"):
+        forecasters.create("seasonal_naive", horizon=H, season_length=0).fit(panel)
+    model = forecasters.create("seasonal_naive", horizon=H).fit(panel)
+    with pytest.raises(ValueError, match="between 0 and 100"):
+        model.predict(level=(0,))
+    with pytest.raises(ValueError, match="whole number"):
+        cross_validation(model, panel, h=H, n_windows=2, step=2.5)
+    with pytest.raises(forecasters.HistoryError, match="unique_id has 1 missing"):
+        model.fit(panel.astype({"unique_id": object}).assign(unique_id=lambda f: f["unique_id"].where(f.index > 0)))
+
+
+def test_prophet_refits_give_the_same_artifact(panel: pd.DataFrame) -> None:
+    """The registry keeps a model's row when a refit gives the same bytes: Prophet's
+    changepoints must not drag a frame's leftovers (different each fit) into its pickle."""
+    small = panel[panel["unique_id"] == panel["unique_id"].iloc[0]]
+    first = dumps(forecasters.create("prophet", horizon=H).fit(small))
+    assert dumps(forecasters.create("prophet", horizon=H).fit(small)) == first
