@@ -32,3 +32,13 @@ def infer_freq(ds: pd.Series) -> pd.Timedelta:
     if diffs.empty:
         raise ValueError("cannot infer a frequency from fewer than two distinct timestamps")
     return pd.Timedelta(diffs.mode().iloc[0])
+
+
+def short_duration(value: str | pd.Timedelta) -> str:
+    """A duration as a person writes it (``90min``, ``24h``, ``2d``), for messages."""
+    td = pd.Timedelta(value)
+    for unit, size in (("d", pd.Timedelta(days=1)), ("h", pd.Timedelta(hours=1)),
+                       ("min", pd.Timedelta(minutes=1)), ("s", pd.Timedelta(seconds=1))):
+        if td % size == pd.Timedelta(0) and td != pd.Timedelta(0):
+            return f"{td // size}{unit}"
+    return str(td)

@@ -98,6 +98,7 @@ def _refitted_predictions(det: ThresholdDetector | PeltDetector, hist: pd.DataFr
             chunk = t[(t["ds"] > start) & (t["ds"] <= end)]
             if not chunk.empty:
                 parts.append(series_det.predict(chunk))
+    parts = [p for p in parts if len(p)]  # concat warns of (and will change for) empty frames
     return pd.concat(parts, ignore_index=True) if parts else events_frame([])
 
 

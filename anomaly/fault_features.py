@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from anomaly.base import require_columns
+from anomaly.base import require_columns, short_duration
 
 NEVER_HOURS = 24.0 * 365  # "time since last event" of an event table when there was none
 
@@ -57,7 +57,8 @@ class FaultPolicy:
         if pd.Timedelta(self.lead) < pd.Timedelta(0):
             raise ValueError("lead must be >= 0")
         if pd.Timedelta(self.horizon) <= pd.Timedelta(self.lead):
-            raise ValueError(f"horizon ({self.horizon}) must be longer than lead ({self.lead})")
+            raise ValueError(f"horizon ({short_duration(self.horizon)}) must be longer than lead "
+                             f"({short_duration(self.lead)})")
         if self.target_precision is None and self.cost_ratio is None:
             raise ValueError("set target_precision or cost_ratio to choose the alert threshold")
         if not self.windows or min(pd.Timedelta(w) for w in self.windows) <= pd.Timedelta(0):

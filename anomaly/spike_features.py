@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from anomaly.base import require_columns
+from anomaly.base import require_columns, short_duration
 
 SERIES_KEY = ["provider", "zone", "instance_type", "product"]
 NEVER_HOURS = 24.0 * 90
@@ -42,9 +42,11 @@ class SpikePolicy:
         if pd.isna(step) or step <= pd.Timedelta(0):
             raise ValueError(f"the grid step must be positive, got {self.freq!r}")
         if pd.isna(horizon) or horizon < step:
-            raise ValueError(f"horizon {self.horizon!r} must be at least one grid step ({self.freq})")
+            shown = repr(self.horizon) if pd.isna(horizon) else short_duration(horizon)
+            raise ValueError(f"horizon {shown} must be at least one grid step ({short_duration(step)})")
         if horizon % step != pd.Timedelta(0):
-            raise ValueError(f"horizon {self.horizon!r} is not a whole number of grid steps ({self.freq})")
+            raise ValueError(f"horizon {short_duration(horizon)} is not a whole number of grid steps "
+                             f"({short_duration(step)})")
 
 
 MAX_GRID_ROWS = 5_000_000  # about 1 GB of features; beyond it, a coarser grid is the answer

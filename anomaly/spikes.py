@@ -40,7 +40,9 @@ class SpikePredictor(BaseEstimator):
         p = self.policy or SpikePolicy()
         rows = frame[frame["label"].notna()]
         if rows["label"].nunique() < 2:
-            raise ValueError("spike labels have a single class: nothing to learn")
+            every = "a spike ahead" if rows["label"].iloc[0] == 1 else "no spike ahead"
+            raise ValueError(f"spike labels have a single class: every training hour has {every} (price >= "
+                             f"{p.k:g} x its trailing median, or >= the on-demand price): nothing to learn")
         cols = spike_feature_columns(rows)
         X, y = rows[cols].to_numpy(dtype=float), rows["label"].to_numpy(dtype=int)
         start, end = rows["ts"].min(), rows["ts"].max()

@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
+    from pipelines.outputs import OutputError
     from pipelines.settings import SettingsError
     from pipelines.warehouse import NotAWarehouseError
 
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
-    except (SettingsError, NotAWarehouseError) as exc:
+    except (SettingsError, NotAWarehouseError, OutputError) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

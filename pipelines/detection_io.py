@@ -20,25 +20,52 @@ import numpy as np
 import pandas as pd
 
 PDM_METRICS = ("volt", "rotate", "pressure", "vibration")
+# what read_csv reads as missing by default (its documented na_values), kept for the other columns
+PANDAS_NA_TEXT = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                  "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
 
 
 class InputError(ValueError):
     """A file that cannot be used: the message names the file and the problem."""
 
 
-def read_table(path: str | Path, allow_empty: bool = False) -> pd.DataFrame:
+def read_csv_text(path: Path, text: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A CSV (optionally .gz) or Parquet file as a frame, the CSV's ``text`` columns read as
+    written: an id such as ``007`` or ``NA`` stays that text (not the number 7 or a missing
+    value), and an empty one is ``""``."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    header = list(pd.read_csv(path, nrows=0).columns)
+    text = tuple(c for c in text if c in header)
+    if not text:
+        return pd.read_csv(path, low_memory=False)
+    na = {c: PANDAS_NA_TEXT for c in header if c not in text}
+    return pd.read_csv(path, dtype={c: str for c in text}, keep_default_na=False, na_values=na, low_memory=False)
+
+
+def read_table(path: str | Path, allow_empty: bool = False, text: tuple[str, ...] = (),
+               required_text: tuple[str, ...] = ()) -> pd.DataFrame:
     """A CSV (optionally .gz) or Parquet file as a frame; one with no rows is an error
-    unless ``allow_empty``."""
+    unless ``allow_empty``. ``text`` columns of a CSV are read as written (see
+    :func:`read_csv_text`); an empty value in one of ``required_text`` is an error that
+    names its line."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
     try:
-        f = pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq") else pd.read_csv(p)
+        f = read_csv_text(p, tuple(text) + tuple(required_text))
     except Exception as exc:  # any parse failure is the same user error
         raise InputError(f"{p}: cannot read ({exc})") from exc
     if f.empty and not allow_empty:
         raise InputError(f"{p}: no rows")
-    return f.reset_index(drop=True)
+    f = f.reset_index(drop=True)
+    for col in required_text:
+        if col in f.columns:
+            empty = (f[col].isna() | (f[col].astype(str).str.strip() == "")).to_numpy()
+            if empty.any():
+                raise InputError(f"{_at(p, _first_bad(empty))}, column {col!r}: empty ({int(empty.sum())} such "
+                                 "value(s))")
+    return f
 
 
 def row_label(path: str | Path, i: int) -> str:
@@ -119,7 +146,7 @@ def _unique_keys(frame: pd.DataFrame, key: list[str], values: list[str], path: s
 
 def read_series(path: str | Path) -> pd.DataFrame:
     """Long ``unique_id, ds, y`` (sorted, one value per series and time)."""
-    f = read_table(path)
+    f = read_table(path, required_text=("unique_id",))
     _need(f, ["unique_id", "ds", "y"], path)
     out = pd.DataFrame({
         "unique_id": f["unique_id"].astype(str),
@@ -131,7 +158,8 @@ def read_series(path: str | Path) -> pd.DataFrame:
 
 
 def _window_bound(value: object) -> pd.Timestamp:
-    if not isinstance(value, str):
+    # a date, not a word pandas also reads ('now', 'today': a different time at every run)
+    if not isinstance(value, str) or not value.strip()[:1].isdigit():
         raise ValueError(f"{value!r} is not a timestamp string such as '2014-02-26 13:45:00'")
     ts = pd.Timestamp(value)
     if pd.isna(ts):
@@ -154,7 +182,11 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
         try:
             if not isinstance(wins, list):
                 raise TypeError("expected a list of [start, end] pairs")
-            out[str(uid)] = [(_window_bound(a), _window_bound(b)) for a, b in wins]
+            pairs = [w for w in wins if isinstance(w, list) and len(w) == 2]
+            if len(pairs) < len(wins):
+                bad = next(w for w in wins if not (isinstance(w, list) and len(w) == 2))
+                raise TypeError(f"expected [start, end] pairs, got {bad!r}")
+            out[str(uid)] = [(_window_bound(a), _window_bound(b)) for a, b in pairs]
         except (TypeError, ValueError) as exc:
             raise InputError(f"{p}: bad window list for {uid!r} ({exc})") from exc
         for a, b in out[str(uid)]:
@@ -166,7 +198,7 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
 def read_telemetry(path: str | Path) -> pd.DataFrame:
     """Contract telemetry, or Azure PdM wide telemetry mapped onto it; empty values are
     left out, one value per device, metric and time."""
-    f = read_table(path)
+    f = read_table(path, text=("node_id",), required_text=("device_id", "metric"))
     if {"machineID", "datetime"} <= set(f.columns) and set(PDM_METRICS) & set(f.columns):
         metrics = [m for m in PDM_METRICS if m in f.columns]
         wide = pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"),
@@ -189,7 +221,7 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
 
 def read_failures(path: str | Path) -> pd.DataFrame:
     """Contract failures, or Azure PdM failures mapped onto it (exact repeats collapse)."""
-    f = read_table(path)
+    f = read_table(path, text=("node_id", "failure_type"), required_text=("device_id",))
     if {"machineID", "datetime", "failure"} <= set(f.columns):
         dev = "machine" + f["machineID"].astype(str)
         out = pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"), "device_id": dev,
@@ -207,7 +239,7 @@ def read_failures(path: str | Path) -> pd.DataFrame:
 def read_events(path: str | Path) -> pd.DataFrame:
     """``ts, device_id, event_type``; PdM errors or maintenance files are mapped onto it.
     A file with no rows is allowed (no events happened)."""
-    f = read_table(path, allow_empty=True)
+    f = read_table(path, allow_empty=True, required_text=("device_id", "event_type"))
     if {"machineID", "datetime"} <= set(f.columns) and ({"errorID"} & set(f.columns) or {"comp"} & set(f.columns)):
         kind = f["errorID"].astype(str) if "errorID" in f.columns else "maint_" + f["comp"].astype(str)
         return pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"),
@@ -219,7 +251,7 @@ def read_events(path: str | Path) -> pd.DataFrame:
 
 def read_devices(path: str | Path) -> pd.DataFrame:
     """``device_id, age_days``; PdM machines (age in years) are mapped onto it."""
-    f = read_table(path)
+    f = read_table(path, required_text=("device_id",))
     if {"machineID", "age"} <= set(f.columns):
         return pd.DataFrame({"device_id": "machine" + f["machineID"].astype(str),
                              "age_days": _numeric(f, "age", path) * 365.0})
@@ -230,7 +262,7 @@ def read_devices(path: str | Path) -> pd.DataFrame:
 def read_spot_prices(path: str | Path) -> pd.DataFrame:
     """Spot-prices contract ``ts, provider, region, zone, instance_type, product, price``
     (one price per series and time; a bad price names its line)."""
-    f = read_table(path)
+    f = read_table(path, text=("provider", "region", "zone", "instance_type", "product"))
     _need(f, ["ts", "provider", "region", "zone", "instance_type", "product", "price"], path)
     out = f[["provider", "region", "zone", "instance_type", "product"]].astype(str)
     out.insert(0, "ts", to_utc_naive(f["ts"], path))
@@ -238,7 +270,7 @@ def read_spot_prices(path: str | Path) -> pd.DataFrame:
     negative = (out["price"] < 0).to_numpy()
     if negative.any():
         i = _first_bad(negative)
-        raise InputError(f"{_at(path, i)}, column 'price': negative price {f['price'].iloc[i]!r} "
+        raise InputError(f"{_at(path, i)}, column 'price': negative price {f['price'].iloc[i]} "
                          f"({int(negative.sum())} such value(s))")
     key = ["ts", "provider", "zone", "instance_type", "product"]
     return _unique_keys(out, key, ["price"], path, "spot price").reset_index(drop=True)
@@ -246,8 +278,14 @@ def read_spot_prices(path: str | Path) -> pd.DataFrame:
 
 def read_on_demand(path: str | Path) -> pd.DataFrame:
     """``provider, region, instance_type, on_demand_price``."""
-    f = read_table(path)
+    f = read_table(path, text=("provider", "region", "instance_type"))
     _need(f, ["provider", "region", "instance_type", "on_demand_price"], path)
     out = f[["provider", "region", "instance_type"]].astype(str)
-    out["on_demand_price"] = pd.to_numeric(f["on_demand_price"], errors="coerce")
-    return out.dropna(subset=["on_demand_price"])
+    out["on_demand_price"] = _numeric(f, "on_demand_price", path, required=True)
+    bad = (out["on_demand_price"] <= 0).to_numpy()
+    if bad.any():
+        i = _first_bad(bad)
+        raise InputError(f"{_at(path, i)}, column 'on_demand_price': {f['on_demand_price'].iloc[i]} is not a "
+                         f"positive price ({int(bad.sum())} such value(s))")
+    key = ["provider", "region", "instance_type"]
+    return _unique_keys(out, key, ["on_demand_price"], path, "on-demand price").reset_index(drop=True)

@@ -9,14 +9,37 @@ from pathlib import Path
 import pandas as pd
 
 
-def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
-    """Call ``write(tmp)`` on a temp file beside ``path``, then rename it into place."""
+class OutputError(OSError):
+    """A result file that cannot be written: the message names the path and why."""
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail early, before any work, when a file cannot be written at ``path``: it is a
+    folder, or its folder cannot be made or written to."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        raise OutputError(f"{target}: cannot write, it is a folder (give a file name)")
+    parent = next((p for p in (target.parent, *target.parent.parents) if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise OutputError(f"{target}: cannot write, {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{target}: cannot write in {parent} (permission denied)")
+    return target
+
+
+def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Call ``write(tmp)`` on a temp file beside ``path``, then rename it into place; a
+    path that cannot be written is an :class:`OutputError` naming it."""
+    target = check_writable(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
         tmp.replace(target)
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
     finally:
         tmp.unlink(missing_ok=True)
     return target

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines.outputs import write_csv
+from pipelines.outputs import check_writable, write_csv
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     """Read a long-format CSV/Parquet file into unique_id (str), ds, y (float)."""
     from pipelines.cli import CliError
+    from pipelines.detection_io import read_csv_text
 
     if not path.is_file():
         raise CliError(f"{path}: no such file", 2)
     try:
-        frame = pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else pd.read_csv(path)
+        frame = read_csv_text(path, ("unique_id",))
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise CliError(f"{path}: cannot read ({exc})", 2) from exc
     missing = {"unique_id", "ds", "y"} - set(frame.columns)
@@ -124,6 +125,8 @@ def backtest_models(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before the work, not after it
+        check_writable(args.out)
     import forecasters
     from pipelines.cli import CliError
 

@@ -5,7 +5,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipelines.outputs import report_metrics
+from pipelines.outputs import check_writable, report_metrics
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before the work, not after it
+        check_writable(args.out)
+    if not 0 < args.train_fraction < 1:
+        from pipelines.cli import CliError
+
+        raise CliError(f"--train-fraction must be between 0 and 1 (the share of each series that calibrates), got {args.train_fraction}", 2)
     from anomaly.cusum import CusumPolicy
-    from anomaly.evaluate import evaluate_bursts, parse_duration
+    from anomaly.evaluate import evaluate_bursts, parse_duration, split_history
     from pipelines import detection_io
     from pipelines.cli import CliError
 
@@ -71,9 +77,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
         uid, a, b = outside[0]
         log.warning("%d window(s) lie outside their series' time span and cannot be detected (such as %s "
                     "[%s, %s])", len(outside), uid, a, b)
+    hist, _test = split_history(series, args.train_fraction)
+    scored_from = hist.groupby("unique_id")["ds"].max()
+    early = [(uid, a, b) for uid, wins in windows.items() if uid in scored_from.index
+             for a, b in wins if b <= scored_from.at[uid] and a >= spans.at[uid, "min"]]
+    if early:
+        uid, a, b = early[0]
+        log.warning("%d window(s) lie in the first --train-fraction %g of their series, which calibrates the "
+                    "detectors and is not scored (such as %s [%s, %s])", len(early), args.train_fraction, uid, a, b)
     try:
         metrics = evaluate_bursts(series, windows, policy, train_fraction=args.train_fraction)
     except ValueError as exc:
-        raise CliError(str(exc), 2) from exc
+        hint = (f" (the history here is the first --train-fraction {args.train_fraction:g} of each series)"
+                if "history" in str(exc) else "")
+        raise CliError(f"{exc}{hint}", 2) from exc
     report_metrics(metrics, args.out)
     return 0

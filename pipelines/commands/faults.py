@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
-from pipelines.outputs import report_metrics
+from pipelines.outputs import check_writable, report_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,6 +71,12 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before the work, not after it
+        check_writable(args.out)
+    if not 0 < args.test_fraction < 1:
+        from pipelines.cli import CliError
+
+        raise CliError(f"--test-fraction must be between 0 and 1 (the share of the time span scored), got {args.test_fraction}", 2)
     import numpy as np
     import pandas as pd
 

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.outputs import report_metrics
+from pipelines.outputs import check_writable, report_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before the work, not after it
+        check_writable(args.out)
+    if not 0 < args.test_fraction < 1:
+        from pipelines.cli import CliError
+
+        raise CliError(f"--test-fraction must be between 0 and 1 (the share of the time span scored), got {args.test_fraction}", 2)
     from anomaly.evaluate import evaluate_spikes, parse_duration
     from anomaly.spike_features import SpikePolicy
     from pipelines import detection_io
@@ -38,11 +44,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
     try:
         prices = detection_io.read_spot_prices(args.prices)
         on_demand = detection_io.read_on_demand(args.on_demand) if args.on_demand else None
+        if on_demand is not None:
+            key = ["provider", "region", "instance_type"]
+            markets = prices[key].drop_duplicates()
+            unpriced = markets.merge(on_demand[key], on=key, how="left", indicator=True)
+            unpriced = unpriced[unpriced["_merge"] == "left_only"]
+            if len(unpriced):
+                shown = ", ".join("/".join(r) for r in unpriced[key].astype(str).to_numpy()[:5].tolist())
+                print(f"warning: {args.on_demand}: no on-demand price for {len(unpriced)} of {len(markets)} spot "
+                      f"market(s) ({shown}); only the trailing-median rule marks their spikes", file=sys.stderr)
         policy = SpikePolicy(freq=str(parse_duration(args.freq, "--freq")),
                              horizon=str(parse_duration(args.horizon, "--horizon")), k=args.k)
         metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
     except (detection_io.InputError, ValueError) as exc:
-        raise CliError(str(exc), 2) from exc
+        hint = ("; with prices that never move that much, try a lower --k or a longer --horizon; with an "
+                "on-demand price below every spot price, check --on-demand" if "single class" in str(exc) else "")
+        raise CliError(f"{exc}{hint}", 2) from exc
     report_metrics(metrics, args.out)
     if int(metrics["positives"].max()) == 0:
         print("warning: no spike in the test span: AUC is undefined and precision and recall are 0; use a "

@@ -118,3 +118,45 @@ def test_default_models_too_long_for_the_data_are_left_out(tmp_path: Path, capsy
     assert "lstm" not in ran and "seasonal_naive" in ran and "lstm left out" in caplog.text
     assert main([*base, "--models", "seasonal_naive,lstm"]) == 2
     assert "lstm" in capsys.readouterr().err
+
+
+def test_series_names_are_read_as_written(tmp_path: Path) -> None:
+    """'007', '7' and 'NA' are three series, not the number 7 twice and a missing name."""
+    src = tmp_path / "ids.csv"
+    base = make_panel(n_series=1, length=24 * 10)
+    pd.concat([base.assign(unique_id=uid, y=base["y"] + k) for k, uid in enumerate(["007", "7", "NA"])]
+              ).to_csv(src, index=False)
+    from pipelines.commands.backtest import read_series
+
+    assert sorted(read_series(src, "h")["unique_id"].unique()) == ["007", "7", "NA"]
+    assert main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                 "--models", "seasonal_naive"]) == 0
+
+
+def test_an_out_path_that_cannot_be_written_is_said_before_the_work(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "series.csv"
+    make_panel(length=24 * 10).to_csv(src, index=False)
+    for out, said in ((tmp_path, "it is a folder"), (src / "m.csv", "is a file, not a folder")):
+        code = main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                     "--models", "seasonal_naive", "--out", str(out)])
+        err = capsys.readouterr()
+        assert code == 2 and said in err.err and "Traceback" not in err.err
+        assert "seasonal_naive" not in err.out  # nothing was run
+
+
+def test_the_points_a_short_series_needs_are_enough(tmp_path: Path, capsys) -> None:
+    """The error's "need at least N" is the whole requirement: N points then run."""
+    import re
+
+    src = tmp_path / "series.csv"
+    for name in ("seasonal_naive", "lgbm", "ets"):
+        make_panel(n_series=1, length=20).to_csv(src, index=False)
+        args = ["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                "--models", name, "--windows", "2"]
+        assert main(args) == 2
+        need = int(re.search(r"need at least (\d+)", capsys.readouterr().err).group(1))
+        make_panel(n_series=1, length=need).to_csv(src, index=False)
+        assert main(args) == 0, name
+        make_panel(n_series=1, length=need - 1).to_csv(src, index=False)
+        assert main(args) == 2
+        capsys.readouterr()

@@ -127,7 +127,7 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
         (["bursts", "evaluate", "--input", f"{tmp_path}/empty.csv", "--windows", f"{tmp_path}/ok.json"],
          "empty.csv: no rows"),
         (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--test-fraction", "0"],
-         "test_fraction must be in (0, 1)"),
+         "--test-fraction must be between 0 and 1"),
         (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--horizon", "90m"],
          "not a whole number of grid steps"),
         (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--k", "nan"], "k must be > 1"),
@@ -157,3 +157,57 @@ def test_window_bounds_with_an_offset_are_read_as_utc(tmp_path: Path):
     (tmp_path / "naive.json").write_text(json.dumps({"a": [["2026-01-06 13:00", "2026-01-07 01:00"]]}))
     (tmp_path / "tz.json").write_text(json.dumps({"a": [["2026-01-06T15:00:00+02:00", "2026-01-07T01:00:00Z"]]}))
     assert read_windows(tmp_path / "tz.json") == read_windows(tmp_path / "naive.json")
+
+
+@pytest.mark.parametrize(("price", "said"), [
+    ("abc", "line 3, column 'on_demand_price': 'abc' is not a finite number"),
+    ("-5", "line 3, column 'on_demand_price': -5.0 is not a positive price"),
+    ("dup", "line 3: on-demand price (provider=aws, region=us-east-1, instance_type=g5.xlarge) appears twice"),
+])
+def test_a_bad_on_demand_price_is_refused_with_its_line(tmp_path: Path, capsys, price: str, said: str):
+    spot_prices().to_csv(tmp_path / "p.csv", index=False)
+    rows = ["provider,region,instance_type,on_demand_price", "aws,us-east-1,g5.xlarge,3.0",
+            f"aws,us-east-1,{'g5.xlarge,50.0' if price == 'dup' else 'p5.48xlarge,' + price}"]
+    (tmp_path / "od.csv").write_text("\n".join(rows) + "\n")
+    rc = main(["spikes", "evaluate", "--prices", str(tmp_path / "p.csv"), "--on-demand", str(tmp_path / "od.csv")])
+    assert rc == 2
+    assert said in capsys.readouterr().err
+
+
+def test_spot_markets_without_an_on_demand_price_are_named(tmp_path: Path, capsys):
+    spot_prices().to_csv(tmp_path / "p.csv", index=False)
+    (tmp_path / "od.csv").write_text("provider,region,instance_type,on_demand_price\naws,us-east-1,m5.large,0.1\n")
+    assert main(["spikes", "evaluate", "--prices", str(tmp_path / "p.csv"), "--on-demand",
+                 str(tmp_path / "od.csv"), "--horizon", "3h"]) == 0
+    assert "no on-demand price for 1 of 1 spot market(s) (aws/us-east-1/g5.xlarge)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("windows", "said"), [
+    ({"a": ["2026-01-20"]}, "expected [start, end] pairs, got '2026-01-20'"),
+    ({"a": [["now", "today"]]}, "'now' is not a timestamp string"),
+])
+def test_window_lists_that_are_not_date_pairs_are_refused(tmp_path: Path, capsys, windows, said):
+    tidal_series("a", days=21, seed=1).to_csv(tmp_path / "s.csv", index=False)
+    (tmp_path / "w.json").write_text(json.dumps(windows))
+    assert main(["bursts", "evaluate", "--input", str(tmp_path / "s.csv"), "--windows", str(tmp_path / "w.json")]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_window_in_the_calibration_share_is_said_and_fractions_name_their_option(tmp_path: Path, capsys, caplog):
+    tidal_series("a", days=21, seed=1).to_csv(tmp_path / "s.csv", index=False)
+    start = pd.Timestamp("2026-01-05") + pd.Timedelta(days=1)
+    (tmp_path / "w.json").write_text(json.dumps({"a": [[str(start), str(start + pd.Timedelta(hours=6))]]}))
+    args = ["bursts", "evaluate", "--input", str(tmp_path / "s.csv"), "--windows", str(tmp_path / "w.json")]
+    assert main(args) == 0
+    assert "1 window(s) lie in the first --train-fraction 0.15 of their series" in caplog.text
+    assert main([*args, "--train-fraction", "1.5"]) == 2
+    assert "--train-fraction must be between 0 and 1" in capsys.readouterr().err
+    tel, fails = fleet_telemetry()
+    tel.to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    assert main(["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
+                 "--test-fraction", "0"]) == 2
+    assert main(["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
+                 "--lead", "24h", "--horizon", "1h"]) == 2
+    err = capsys.readouterr().err
+    assert "--test-fraction must be between 0 and 1" in err and "horizon (1h) must be longer than lead (1d)" in err
