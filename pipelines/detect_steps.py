@@ -168,10 +168,12 @@ def run_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPol
 
 
 def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str, now: datetime,
-                  retrain_every: str, train: Callable[[], tuple[object | None, pd.Timestamp | None]]) -> bool:
+                  retrain_every: str, train: Callable[[], tuple[object | None, pd.Timestamp | None]],
+                  until: datetime | None = None) -> bool:
     """Call ``train`` and register its model unless a ``kind`` model with ``params`` is younger
-    than ``retrain_every``; True when a new model was registered."""
-    if detect_store.latest_model(con, kind, params, now - pd.Timedelta(retrain_every)) is not None:
+    than ``retrain_every`` (and, with ``until``, not from after it); True when a new model was
+    registered."""
+    if detect_store.latest_model(con, kind, params, now - pd.Timedelta(retrain_every), until) is not None:
         return False
     model, cutoff = train()
     if model is None or cutoff is None:
@@ -186,23 +188,25 @@ def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params
 
 
 def ensure_fault_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: FaultPolicy,
-                       retrain_every: str) -> bool:
-    """Train and register a fault model unless one with ``policy`` is younger than
-    ``retrain_every``; True when a new model was registered."""
+                       retrain_every: str, until: datetime | None = None) -> bool:
+    """Train and register a fault model (on the data up to ``until``, when given) unless one
+    with ``policy`` is younger than ``retrain_every``; True when a new model was registered."""
     return _ensure_model(con, FAULT_MODEL, "device_telemetry", policy_params(policy), now, retrain_every,
-                         lambda: train_faults(detect_store.telemetry(con), detect_store.failures(con), policy))
+                         lambda: train_faults(detect_store.telemetry(con, until), detect_store.failures(con, until),
+                                              policy), until)
 
 
-def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy) -> list[Alert]:
-    """Score the recent telemetry (as much as the feature windows need) with the newest
-    registered model for ``policy``; no model yet means no alerts."""
-    blob = detect_store.latest_model(con, FAULT_MODEL, policy_params(policy), datetime.min)
+def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
+                        until: datetime | None = None) -> list[Alert]:
+    """Score the recent telemetry (as much as the feature windows need; none after ``until``)
+    with the newest registered model for ``policy``; no model yet means no alerts."""
+    blob = detect_store.latest_model(con, FAULT_MODEL, policy_params(policy), datetime.min, until)
     if blob is None:
         return []
-    recent = detect_store.recent_telemetry(con, feature_span(policy))
+    recent = detect_store.recent_telemetry(con, feature_span(policy), until=until)
     if recent.empty:
         return []
-    return score_faults(pickle.loads(blob), recent, policy, detect_store.last_failures(con))
+    return score_faults(pickle.loads(blob), recent, policy, detect_store.last_failures(con, until))
 
 
 def _spike_params(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> str:
@@ -281,11 +285,12 @@ def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolic
 
 
 def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
-                       retrain_every: str) -> bool:
-    """Train and register a spike model unless one with ``policy`` is younger than
-    ``retrain_every``; True when a new model was registered."""
+                       retrain_every: str, until: datetime | None = None) -> bool:
+    """Train and register a spike model (on the prices up to ``until``, when given) unless one
+    with ``policy`` is younger than ``retrain_every``; True when a new model was registered."""
     return _ensure_model(con, SPIKE_MODEL, "spot_prices", _spike_params(con, policy), now, retrain_every,
-                         lambda: train_spikes(detect_store.spot_prices(con), detect_store.on_demand(con), policy))
+                         lambda: train_spikes(detect_store.spot_prices(con, until), detect_store.on_demand(con),
+                                              policy), until)
 
 
 # Spot prices are change events: hours without a change are the price holding, so markets are
@@ -295,14 +300,14 @@ SPOT_FEED_STALE = pd.Timedelta(days=1)
 
 
 def score_latest_spikes(con: duckdb.DuckDBPyConnection, policy: SpikePolicy,
-                        at: datetime | None = None) -> list[Alert]:
+                        at: datetime | None = None, until: datetime | None = None) -> list[Alert]:
     """Score every spot market as of ``at`` (its last price carried forward; default: the last
-    change of any market) with the newest registered model for ``policy``; no model yet means
-    no alerts."""
-    blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min)
+    change of any market) with the newest registered model for ``policy`` (none from after
+    ``until``, nor prices); no model yet means no alerts."""
+    blob = detect_store.latest_model(con, SPIKE_MODEL, _spike_params(con, policy), datetime.min, until)
     if blob is None:
         return []
-    prices = detect_store.spot_prices(con)
+    prices = detect_store.spot_prices(con, until)
     when = None
     if at is not None and not prices.empty:
         last = prices["ts"].max()

@@ -14,16 +14,24 @@ from pipelines.demand import load_demand
 from pipelines.warehouse import query, transaction, upsert
 
 
-def demand_series(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def _upto(until: datetime | None) -> datetime:
+    """``until`` for a ``ts <= ?`` bound; no bound (None) is the end of time."""
+    return datetime.max if until is None else pd.Timestamp(until).to_pydatetime()
+
+
+def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
     """Hourly demand ``unique_id, ds, y`` (``cluster/pool/resource``), the same series the
     forecasters see (:func:`pipelines.demand.load_demand`: node hourly means summed, a
-    partial last hour dropped, so a half-reported hour never looks like a drop)."""
-    return load_demand(con)
+    partial last hour dropped, so a half-reported hour never looks like a drop), from the
+    readings at or before ``until`` when given (a replay's clock)."""
+    return load_demand(con, until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1))
 
 
-def telemetry(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """All device telemetry in the long contract (training; scoring reads :func:`recent_telemetry`)."""
-    return query(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry ORDER BY device_id, ts")
+def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """All device telemetry (at or before ``until``) in the long contract (training; scoring
+    reads :func:`recent_telemetry`)."""
+    return query(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry WHERE ts <= ? "
+                      "ORDER BY device_id, ts", [_upto(until)])
 
 
 def data_end(con: duckdb.DuckDBPyConnection):
@@ -41,7 +49,7 @@ SILENT_TOO_LONG = pd.Timedelta(days=1)  # a device this far behind the fleet's n
 
 
 def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
-                     stale: pd.Timedelta = SILENT_TOO_LONG) -> pd.DataFrame:
+                     stale: pd.Timedelta = SILENT_TOO_LONG, until: datetime | None = None) -> pd.DataFrame:
     """What scoring each device's latest row needs: its telemetry over ``span`` before its
     own newest reading (a device that reports late is not cut short by the others), plus
     each metric's last reading in the ``span`` before that, so the first reading in the span
@@ -49,15 +57,17 @@ def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
 
     Devices whose newest reading is more than ``stale`` before the fleet's are left out
     (their prediction would be about a window already past). The reads are bounded by
-    time, so a year of 1-minute DCGM history is not scanned every 15 minutes."""
-    newest = con.execute("SELECT max(ts) FROM device_telemetry").fetchone()[0]
+    time, so a year of 1-minute DCGM history is not scanned every 15 minutes. With
+    ``until``, readings after it do not exist (a replay's clock)."""
+    newest = con.execute("SELECT max(ts) FROM device_telemetry WHERE ts <= ?", [_upto(until)]).fetchone()[0]
     if newest is None:
         return pd.DataFrame(columns=TELEMETRY_COLUMNS)
     newest = pd.Timestamp(newest)
     live, lo = newest - stale, newest - stale - 2 * span  # literals: DuckDB skips older row groups
     us = int(span / pd.Timedelta(microseconds=1))
     return query(con, """
-        WITH recent AS (SELECT ts, device_id, node_id, metric, value FROM device_telemetry WHERE ts >= ?),
+        WITH recent AS (SELECT ts, device_id, node_id, metric, value FROM device_telemetry
+                        WHERE ts >= ? AND ts <= ?),
         last AS (SELECT device_id, max(ts) AS ts FROM recent GROUP BY device_id HAVING max(ts) >= ?),
         t AS (
             SELECT r.ts, r.device_id, r.node_id, r.metric, r.value, r.ts >= l.ts - to_microseconds(?) AS inside
@@ -69,27 +79,29 @@ def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
         SELECT max(ts), device_id, arg_max(node_id, ts), metric, arg_max(value, ts) FROM t WHERE NOT inside
         GROUP BY device_id, metric
         ORDER BY device_id, ts, metric
-    """, [lo.to_pydatetime(), live.to_pydatetime(), us, us])
+    """, [lo.to_pydatetime(), newest.to_pydatetime(), live.to_pydatetime(), us, us])
 
 
-def failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """All recorded hardware failures."""
-    return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures ORDER BY ts")
+def failures(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """All recorded hardware failures (at or before ``until``)."""
+    return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures WHERE ts <= ? ORDER BY ts",
+                 [_upto(until)])
 
 
-def last_failures(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def last_failures(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
     """``device_id, ts``: each device's latest failure up to the newest telemetry reading
     (what fault scoring needs to leave out devices that failed since their last reading)."""
     return query(con, """
         SELECT device_id, max(ts) AS ts FROM failures
-        WHERE ts <= (SELECT max(ts) FROM device_telemetry)
+        WHERE ts <= (SELECT max(ts) FROM device_telemetry WHERE ts <= ?)
         GROUP BY device_id ORDER BY device_id
-    """)
+    """, [_upto(until)])
 
 
-def spot_prices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Spot price change events."""
-    return query(con, "SELECT ts, provider, region, zone, instance_type, product, price FROM spot_prices")
+def spot_prices(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """Spot price change events (at or before ``until``)."""
+    return query(con, "SELECT ts, provider, region, zone, instance_type, product, price FROM spot_prices "
+                      "WHERE ts <= ?", [_upto(until)])
 
 
 def on_demand(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -125,12 +137,15 @@ def alert_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return {"firing": int(firing[0]) if firing else 0, "pending_deliveries": int(pending[0]) if pending else 0}
 
 
-def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_before: datetime) -> bytes | None:
-    """The newest artifact of ``kind`` trained with exactly ``params`` since ``not_before``."""
+def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_before: datetime,
+                 until: datetime | None = None) -> bytes | None:
+    """The newest artifact of ``kind`` trained with exactly ``params`` since ``not_before``
+    (and, with ``until``, made at or before it from data up to it: a replay does not use a
+    model that learned from its future)."""
     row = con.execute(
         "SELECT artifact FROM models WHERE kind = ? AND params = ? AND created_at >= ? "
-        "ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
-        [kind, params, not_before],
+        "AND created_at <= ? AND data_cutoff <= ? ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
+        [kind, params, not_before, _upto(until), _upto(until)],
     ).fetchone()
     return bytes(row[0]) if row else None
 

@@ -79,4 +79,7 @@ def run(args: argparse.Namespace) -> int:
     skipped = {name: r["skipped"] for name, r in out.items() if isinstance(r, dict) and "skipped" in r}
     for name, why in skipped.items():  # the others' alerts went out; a scheduler must still see this
         print(f"error: {name} detection skipped: {why}", file=sys.stderr)
-    return 1 if skipped else 0
+    failed = out.get("delivery_failed") or {}
+    for sink, why in failed.items():  # kept pending and sent on the next run, but a sink is down
+        print(f"error: alert sink {sink} failed, its alerts stay pending for the next run: {why}", file=sys.stderr)
+    return 1 if skipped or failed else 0

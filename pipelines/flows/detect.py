@@ -26,10 +26,17 @@ DETECTORS = ("bursts", "faults", "spikes")
 
 
 @task
-def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: CusumPolicy) -> dict[str, int]:
-    """Continue the CUSUM states over the demand series; persist states; sync burst alerts."""
+def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: CusumPolicy,
+                  until: datetime | None = None) -> dict[str, int]:
+    """Continue the CUSUM states over the demand series (up to ``until``); persist states;
+    sync burst alerts."""
     with open_warehouse(db_path) as con:
-        series, states = detect_store.demand_series(con), detect_store.load_states(con, "cusum")
+        series, states = detect_store.demand_series(con, until), detect_store.load_states(con, "cusum")
+        ahead = sorted(uid for uid, st in states.items()
+                       if until is not None and st.last_ts is not None and pd.Timestamp(st.last_ts) > until)
+        if ahead:
+            log.warning("bursts: %d series' CUSUM already read past %s (%s ...): those hours are not read "
+                        "again, a replay goes forward only", len(ahead), until, ahead[0])
         result = detect_steps.run_bursts(series, states, policy)
         # alerts first: if saving the states fails, the next run re-detects the same bursts,
         # which have the same fingerprints, so nothing is lost and nothing doubles
@@ -39,32 +46,36 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
 
 
 @task
-def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_every: str) -> bool:
+def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_every: str,
+                      until: datetime | None = None) -> bool:
     """Train and register the fault model unless one with this policy is recent enough."""
     with open_warehouse(db_path) as con:
-        return detect_steps.ensure_fault_model(con, now, policy, retrain_every)
+        return detect_steps.ensure_fault_model(con, now, policy, retrain_every, until)
 
 
 @task
-def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy) -> dict[str, int]:
+def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy,
+                  until: datetime | None = None) -> dict[str, int]:
     """Score every device's latest telemetry with the registered model; sync fault alerts."""
     with open_warehouse(db_path) as con:
-        found = _still_ahead(detect_steps.score_latest_faults(con, policy), now, "hardware-fault")
+        found = _still_ahead(detect_steps.score_latest_faults(con, policy, until), now, "hardware-fault")
         return alerting.sync_alerts(con, "hardware_fault", found, now, sink_names)
 
 
 @task
-def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str) -> bool:
+def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str,
+                      until: datetime | None = None) -> bool:
     """Train and register the spike model unless one with this policy is recent enough."""
     with open_warehouse(db_path) as con:
-        return detect_steps.ensure_spike_model(con, now, policy, retrain_every)
+        return detect_steps.ensure_spike_model(con, now, policy, retrain_every, until)
 
 
 @task
-def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy) -> dict[str, int]:
+def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy,
+                  until: datetime | None = None) -> dict[str, int]:
     """Score the latest grid row per spot market with the registered model; sync alerts."""
     with open_warehouse(db_path) as con:
-        found = _still_ahead(detect_steps.score_latest_spikes(con, policy, now), now, "price-spike")
+        found = _still_ahead(detect_steps.score_latest_spikes(con, policy, now, until), now, "price-spike")
         return alerting.sync_alerts(con, "price_spike", found, now, sink_names)
 
 
@@ -91,15 +102,17 @@ def adopt_sinks(db_path: str, names: list[str], now: datetime) -> int:
 
 
 @task(retries=0)
-def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str, int]:
+def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str, dict]:
     """Send pending deliveries; failures stay pending for the next run. The warehouse is
     open to read what to send and to record what went, not while sending: a receiver that
-    takes its time does not hold the write lock (and time out an ingest) meanwhile."""
+    takes its time does not hold the write lock (and time out an ingest) meanwhile. Returns
+    ``{"delivered": {sink: n}, "failed": {sink: error}}``."""
     with open_warehouse(db_path) as con:
         batches = alerting.pending_batches(con, sinks, now)
     alerting.send_batches(batches)
     with open_warehouse(db_path) as con:
-        return alerting.record_batches(con, batches, now)
+        delivered = alerting.record_batches(con, batches, now)
+    return {"delivered": delivered, "failed": {b.sink.name: b.error for b in batches if b.error is not None}}
 
 
 def configured_sinks(
@@ -131,16 +144,23 @@ def detect_flow(
 ) -> dict:
     """Run the detectors over the warehouse at ``db_path`` and deliver alerts.
 
+    ``now`` is the clock (None: the wall clock, live). A given ``now`` is a replay: readings,
+    failures and prices after it are not read, no model trained after it is used, and
+    models trained in it learn only from what was known by then.
+
     Sinks not given come from the ``HEADROOM_ALERT_JSONL`` / ``HEADROOM_ALERT_WEBHOOK`` /
     ``HEADROOM_ALERTMANAGER_URL`` settings. Returns ``{"bursts": {"events", "fired",
     "updated", "resolved"}, "faults": {...}, "spikes": {...}, "delivered": {sink: n},
-    "firing": n, "pending_deliveries": n}`` (a detector not run is absent). The fault and
+    "firing": n, "pending_deliveries": n}`` (a detector not run is absent), and
+    ``"delivery_failed": {sink: error}`` when a sink failed (its alerts stay pending). The fault and
     spike models are retrained when the newest registered one (``models``, kinds
     ``fault_predictor`` and ``spike_predictor``) is older than ``retrain_every``; between
     retrains each run only scores. Fault scoring reads only the recent telemetry its
     feature windows need.
     """
     run_at = now or datetime.now(UTC).replace(tzinfo=None, microsecond=0)
+    # a given clock is a replay: no data after it is read, no model trained after it is used
+    until = now
     chosen = list(detectors or DETECTORS)
     unknown = sorted(set(chosen) - set(DETECTORS))
     if unknown:
@@ -151,21 +171,25 @@ def detect_flow(
     out: dict = {}
     if "bursts" in chosen:
         policy = CusumPolicy(season_length=season_length)  # 4 seasons, one false alarm a week, 6 h cooldown
-        out["bursts"] = detect_bursts(str(db_path), run_at, names, policy)
+        out["bursts"] = detect_bursts(str(db_path), run_at, names, policy, until)
     if "faults" in chosen:
         # canonical durations, so "30m" and "30min" find the same registered model
         fault_policy = FaultPolicy(lead=str(pd.Timedelta(fault_lead)), horizon=str(pd.Timedelta(fault_horizon)))
-        trained = train_fault_model(str(db_path), run_at, fault_policy, retrain_every)
-        out["faults"] = {"trained": int(trained), **detect_faults(str(db_path), run_at, names, fault_policy)}
+        trained = train_fault_model(str(db_path), run_at, fault_policy, retrain_every, until)
+        out["faults"] = {"trained": int(trained), **detect_faults(str(db_path), run_at, names, fault_policy, until)}
     if "spikes" in chosen:
         spike_policy = SpikePolicy(horizon=spike_horizon)
         try:
-            trained = train_spike_model(str(db_path), run_at, spike_policy, retrain_every)
-            out["spikes"] = {"trained": int(trained), **detect_spikes(str(db_path), run_at, names, spike_policy)}
+            trained = train_spike_model(str(db_path), run_at, spike_policy, retrain_every, until)
+            out["spikes"] = {"trained": int(trained),
+                             **detect_spikes(str(db_path), run_at, names, spike_policy, until)}
         except SpikeGridTooLarge as exc:  # the other detectors' alerts are still delivered
             log.error("spike detection skipped: %s", exc)
             out["spikes"] = {"skipped": str(exc)}
-    out["delivered"] = deliver(str(db_path), run_at, sinks)
+    sent = deliver(str(db_path), run_at, sinks)
+    out["delivered"] = sent["delivered"]
+    if sent["failed"]:  # pending for the next run; said, so that a scheduler sees a sink is down
+        out["delivery_failed"] = sent["failed"]
     with open_warehouse(str(db_path)) as con:
         out.update(detect_store.alert_counts(con))
     return out

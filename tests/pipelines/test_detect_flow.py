@@ -93,7 +93,8 @@ def test_detect_flow_resumes_and_never_repeats(prefect_harness, db_path: Path, t
         con.execute("DELETE FROM spot_prices")
         con.execute("DELETE FROM instance_catalog")
         load(con, fleet)
-    later = detect_flow(str(db_path), now=t0 + pd.Timedelta(minutes=30), jsonl_path=str(jsonl),
+    # (the clock moves on with the data: a run's clock is the end of what it may read)
+    later = detect_flow(str(db_path), now=fleet["utilization"]["ts"].max().to_pydatetime(), jsonl_path=str(jsonl),
                         detectors=["bursts"])
     assert set(later) == {"bursts", "delivered", "firing", "pending_deliveries"}
     with warehouse.open_warehouse(db_path) as con:
@@ -246,7 +247,7 @@ def test_delivery_does_not_hold_the_warehouse_while_sending(db_path: Path):
     with warehouse.open_warehouse(db_path) as con:
         alerting.sync_alerts(con, "hardware_fault", [alert], datetime(2026, 1, 10), ["probe"])
     probe = ProbeSink()
-    assert deliver.fn(str(db_path), datetime(2026, 1, 10), [probe]) == {"probe": 1}
+    assert deliver.fn(str(db_path), datetime(2026, 1, 10), [probe]) == {"delivered": {"probe": 1}, "failed": {}}
     assert probe.rc == 0  # the other process got the warehouse while the alert was being sent
 
 
@@ -296,3 +297,54 @@ def test_detect_as_of_replays_historical_data(db_path: Path, monkeypatch, capsys
     assert seen == [end, datetime(2026, 1, 10, 10, 0), None]
     assert main(["detect", "--db", str(db_path), "--as-of", "yesterday-ish"]) == 2
     assert "--as-of 'yesterday-ish' is not now, data or a time" in capsys.readouterr().err
+
+
+def test_a_replay_as_of_a_time_sees_only_what_was_known_then(prefect_harness, db_path: Path, tmp_path: Path,
+                                                             fleet):
+    """detect with a clock T on the whole warehouse does what a live run at T on the data up
+    to T did: the same CUSUM states (none read past T), models trained on the past only,
+    the same alerts."""
+    cut = fleet["utilization"]["ts"].min() + pd.Timedelta(days=8)
+    t = (cut - pd.Timedelta(seconds=1)).to_pydatetime()  # the data up to t is the data before cut
+    past = tmp_path / "past.duckdb"
+    for path, until in ((db_path, None), (past, cut)):
+        with warehouse.open_warehouse(path) as con:
+            load(con, fleet, until)
+    seen = {}
+    for path in (db_path, past):
+        detect_flow(str(path), now=t, jsonl_path=str(tmp_path / f"{path.stem}.jsonl"))
+        with warehouse.open_warehouse(path) as con:
+            seen[path.stem] = {
+                "states": con.execute("SELECT unique_id, last_ts, state FROM detector_state ORDER BY ALL").fetchall(),
+                "models": con.execute("SELECT kind, data_cutoff, params, metrics, created_at FROM models "
+                                      "ORDER BY ALL").fetchall(),
+                "alerts": con.execute("SELECT fingerprint, status, probability, summary FROM alerts "
+                                      "ORDER BY ALL").fetchall(),
+            }
+    whole, known = seen[db_path.stem], seen["past"]
+    assert known["states"] and known["models"] and known["alerts"]  # there is something to compare
+    assert all(pd.Timestamp(last) < cut for _, last, _ in whole["states"])
+    assert all(pd.Timestamp(cutoff) <= pd.Timestamp(t) for _, cutoff, _, _, _ in whole["models"])
+    assert whole == known
+
+
+def test_detect_exits_1_when_a_sink_fails_and_keeps_its_alerts_pending(prefect_harness, db_path: Path, fleet,
+                                                                        capsys):
+    """A webhook that is down: the alerts stay pending for the next run, and the command says
+    so on stderr and exits 1, so that cron or a scheduler notices the sink is down."""
+    import socket
+
+    from pipelines.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    code = main(["detect", "--db", str(db_path), "--detectors", "spikes", "--as-of", "data",
+                 "--webhook", f"http://127.0.0.1:{port}/hook"])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["spikes"]["fired"] > 0 and out["pending_deliveries"] == out["firing"] > 0
+    assert code == 1 and f"error: alert sink webhook:127.0.0.1:{port}#" in captured.err
+    assert "stay pending for the next run" in captured.err and "/hook" not in captured.err  # the path may be a secret
