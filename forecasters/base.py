@@ -201,7 +201,7 @@ class BaseForecaster:
         # on the data before the block's first origin
         refits = max(1, min(int(self.calibration_refits), len(offsets)))
         edges = np.linspace(0, n_cal, refits + 1).round().astype(np.int64)
-        errs, locals_ = [], []
+        errs, blocks = [], []
         for lo, hi in zip(edges[:-1], edges[1:]):
             block = offsets[(offsets >= lo) & (offsets < hi)]
             if block.size == 0:
@@ -216,10 +216,9 @@ class BaseForecaster:
                 ends.append(start + known - 1)
             ctx = Context(np.repeat(uids, len(block)), np.vstack(rows), np.concatenate(ends))
             errs.append(np.abs(np.vstack(truths) - calib._predict_points(ctx, self.horizon)))
-            locals_.append((ys, block))
+            blocks.append(block)
         self.scale_floor_ = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
-        local = np.concatenate([self._local_scale(y, len(y) - span + block)
-                                for ys_, block in locals_ for y in ys_])
+        local = np.concatenate([self._local_scale(y, len(y) - span + block) for block in blocks for y in ys])
         self.conformal_scores_ = (np.vstack(errs) / local[:, None]).astype(np.float64)
         self.conformal_scale_ = {u: float(self._local_scale(y, [len(y)])[0]) for u, y in zip(uids.tolist(), ys)}
 
