@@ -40,6 +40,12 @@ class CliError(Exception):
         self.code = code
 
 
+def check_fraction(value: float, option: str, meaning: str) -> None:
+    """A share given on the command line must lie strictly between 0 and 1."""
+    if not 0 < value < 1:
+        raise CliError(f"{option} must be between 0 and 1 ({meaning}), got {value}", 2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="headroom",

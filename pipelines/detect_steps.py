@@ -83,6 +83,14 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     return BurstResult(new_states, current, ended, len(events))
 
 
+def states_past(states: dict[str, CusumState], until: datetime | None) -> list[str]:
+    """The series whose CUSUM state has already read past ``until`` (a replay's clock behind
+    an earlier run): their hours up to the state are not read again."""
+    if until is None:
+        return []
+    return sorted(uid for uid, st in states.items() if st.last_ts is not None and pd.Timestamp(st.last_ts) > until)
+
+
 def _burst_alert(uid: str, onset: pd.Timestamp, detected: pd.Timestamp, direction: str,
                  peak_z: float | None = None) -> Alert:
     sev = "critical" if peak_z is not None and peak_z >= 6 else "warning"

@@ -40,10 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
-    if not 0 < args.train_fraction < 1:
-        from pipelines.cli import CliError
+    from pipelines.cli import check_fraction
 
-        raise CliError(f"--train-fraction must be between 0 and 1 (the share of each series that calibrates), got {args.train_fraction}", 2)
+    check_fraction(args.train_fraction, "--train-fraction", "the share of each series that calibrates")
     from anomaly.cusum import CusumPolicy
     from anomaly.evaluate import evaluate_bursts, parse_duration, split_history
     from pipelines import detection_io

@@ -73,10 +73,9 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
 def run_evaluate(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
-    if not 0 < args.test_fraction < 1:
-        from pipelines.cli import CliError
+    from pipelines.cli import check_fraction
 
-        raise CliError(f"--test-fraction must be between 0 and 1 (the share of the time span scored), got {args.test_fraction}", 2)
+    check_fraction(args.test_fraction, "--test-fraction", "the share of the time span scored")
     import numpy as np
     import pandas as pd
 

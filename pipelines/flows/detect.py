@@ -32,8 +32,7 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
     sync burst alerts."""
     with open_warehouse(db_path) as con:
         series, states = detect_store.demand_series(con, until), detect_store.load_states(con, "cusum")
-        ahead = sorted(uid for uid, st in states.items()
-                       if until is not None and st.last_ts is not None and pd.Timestamp(st.last_ts) > until)
+        ahead = detect_steps.states_past(states, until)
         if ahead:
             log.warning("bursts: %d series' CUSUM already read past %s (%s ...): those hours are not read "
                         "again, a replay goes forward only", len(ahead), until, ahead[0])
