@@ -112,13 +112,13 @@ class ETS(BaseForecaster):
         # the start: the first season's mean level and the mean change to the next; with no
         # season (m = 1) the first quarter of the context stands in for a season, and the
         # level is moved to its last step, where the run starts
-        k = m if m >= 2 else max(y.shape[1] // 4, 1)
-        level = y[:, :k].mean(axis=1)
-        trend = (y[:, k:2 * k].mean(axis=1) - level) / k
+        first = m if m >= 2 else max(y.shape[1] // 4, 1)
+        level = y[:, :first].mean(axis=1)
+        trend = (y[:, first:2 * first].mean(axis=1) - level) / first
         if m < 2:
-            level = level + trend * (k - 1) / 2
+            level = level + trend * (first - 1) / 2
         season = y[:, :m] - level[:, None] if m >= 2 else np.zeros((len(y), 1))  # season[:, t % m]
-        for t in range(k, y.shape[1]):
+        for t in range(first, y.shape[1]):
             k = t % m
             prev_l, prev_b = level, trend
             level = a * (y[:, t] - season[:, k]) + (1 - a) * (prev_l + phi * prev_b)

@@ -15,6 +15,7 @@ from forecasters.validation import default_seasons
 log = logging.getLogger(__name__)
 MIN_BOOST_ROWS = 20  # fewer training rows than this: no booster, the anchor alone
 
+
 class BoostCore:
     """Training rows, training and the direct multi-horizon forecast (shared with the hybrid)."""
 

@@ -80,8 +80,9 @@ class ProphetCore:
         # names and times, so keeping it would make every refit's artifact differ (and larger)
         model.stan_fit = None
         model.stan_backend = None
-        # its changepoints are a view into a frame of the fit, whose leftover rows pickle with
-        # it and differ run to run: a copy of their own makes a refit's artifact bit-identical
+        # its changepoints pickle with dtype objects shared or not depending on the fit's
+        # history, so a refit on the same data pickled differently: rebuilt from plain arrays,
+        # a refit's artifact is bit-identical (and the registry keeps its row)
         cp = model.changepoints
         model.changepoints = pd.Series(np.array(cp.to_numpy(), dtype="datetime64[ns]"),
                                        index=np.array(cp.index, dtype=np.int64), name=cp.name)
