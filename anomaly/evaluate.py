@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pandas as pd
 from sklearn.base import clone
@@ -13,7 +15,7 @@ from anomaly.base import infer_freq
 from anomaly.burst_baselines import PeltDetector, ThresholdDetector
 from anomaly.burst_eval import METRIC_COLUMNS as BURST_COLUMNS
 from anomaly.burst_eval import score_bursts, thin_events
-from anomaly.cusum import CusumDetector, CusumPolicy, events_frame, refit_times, refit_window
+from anomaly.cusum import CusumDetector, CusumPolicy, events_frame, fit_state, refit_times, refit_window
 from anomaly.fault_eval import METRIC_COLUMNS as FAULT_COLUMNS
 from anomaly.fault_eval import dedup_alerts, point_auc, score_alerts
 from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
@@ -22,6 +24,8 @@ from anomaly.spike_features import SpikePolicy, build_spike_frame
 from anomaly.spikes import PersistenceSpikeBaseline, SpikePredictor
 
 SPIKE_COLUMNS = ["model", "auc", "precision", "recall", "f1", "positives", "n"]
+
+log = logging.getLogger(__name__)
 
 
 def split_history(series: pd.DataFrame, train_fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -46,9 +50,20 @@ def evaluate_bursts(
     """CUSUM vs the 3-sigma rule vs Pelt on the same residuals: one row per detector.
 
     The baselines' events are thinned with the policy's cooldown too, so all three get
-    the same "one alarm per incident" rule.
+    the same "one alarm per incident" rule. A series whose calibration share is too short
+    to calibrate is left out of all three (a warning names it and why, and its windows are
+    not counted); when none is left, the first reason is raised as a ``ValueError``.
     """
     hist, test = split_history(series, train_fraction)
+    unfit = uncalibrated(hist, policy)
+    if unfit:
+        if len(unfit) == hist["unique_id"].nunique():
+            raise ValueError(next(iter(unfit.values())))
+        log.warning("%d series cannot be calibrated and are left out of every detector, with their windows: %s",
+                    len(unfit), "; ".join(list(unfit.values())[:3]) + (" ..." if len(unfit) > 3 else ""))
+        keep = ~series["unique_id"].astype(str).isin(unfit)
+        series = series[keep]
+        hist, test = hist[~hist["unique_id"].astype(str).isin(unfit)], test[~test["unique_id"].astype(str).isin(unfit)]
     spans = {
         str(uid): (g["ds"].min(), g["ds"].max(), infer_freq(series.loc[series["unique_id"] == uid, "ds"]))
         for uid, g in test.groupby("unique_id") if len(g)
@@ -68,6 +83,19 @@ def evaluate_bursts(
             events = thin_events(_refitted_predictions(det, hist, test, policy), cooldown)
         rows.append(score_bursts(name, events, windows, spans))
     return pd.DataFrame(rows, columns=BURST_COLUMNS)
+
+
+def uncalibrated(hist: pd.DataFrame, policy: CusumPolicy) -> dict[str, str]:
+    """Series of ``hist`` the CUSUM cannot calibrate on (too few points, one timestamp),
+    each with the reason (the baselines need no more than it does)."""
+    fixed = replace(policy, k=0.0, h=0.0)  # as the baselines fit: the length checks, no k/h search
+    out: dict[str, str] = {}
+    for uid, g in hist.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=True):
+        try:
+            fit_state(str(uid), g["ds"], g["y"], fixed, warn=False)
+        except ValueError as exc:
+            out[str(uid)] = str(exc) if str(uid) in str(exc) else f"series {str(uid)!r}: {exc}"
+    return out
 
 
 def _refitted_predictions(det: ThresholdDetector | PeltDetector, hist: pd.DataFrame, test: pd.DataFrame,

@@ -211,3 +211,24 @@ def test_a_window_in_the_calibration_share_is_said_and_fractions_name_their_opti
                  "--lead", "24h", "--horizon", "1h"]) == 2
     err = capsys.readouterr().err
     assert "--test-fraction must be between 0 and 1" in err and "horizon (1h) must be longer than lead (1d)" in err
+
+
+def test_a_series_too_short_to_calibrate_is_left_out_of_every_detector_and_named(tmp_path: Path, caplog):
+    """One short series among long ones: the evaluation scores the others (its window is
+    not counted for any detector) and says which series was left out and why; when every
+    series is too short, exit 2 with the reason."""
+    start = pd.Timestamp("2026-01-05") + pd.Timedelta(hours=24 * 17)
+    series = pd.concat([tidal_series("long", days=21, seed=1, shift_at=24 * 17, shift=50.0),
+                        tidal_series("short", days=2, seed=2)])
+    series.to_csv(tmp_path / "s.csv", index=False)
+    win = [[str(start), str(start + pd.Timedelta(hours=12))]]
+    (tmp_path / "w.json").write_text(json.dumps({"long": win, "short": [["2026-01-06", "2026-01-06 06:00"]]}))
+    out = tmp_path / "m.csv"
+    args = ["bursts", "evaluate", "--input", str(tmp_path / "s.csv"), "--windows", str(tmp_path / "w.json"),
+            "--train-fraction", "0.5", "--target-arl", "30D"]
+    assert main([*args, "--out", str(out)]) == 0
+    m = pd.read_csv(out).set_index("detector")
+    assert (m["windows"] == 1).all() and m.loc["cusum", "detected"] == 1
+    assert "1 series cannot be calibrated" in caplog.text and "'short'" in caplog.text
+    series[series["unique_id"] == "short"].to_csv(tmp_path / "s.csv", index=False)
+    assert main(args) == 2
