@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import duckdb
@@ -130,11 +130,21 @@ def save_states(con: duckdb.DuckDBPyConnection, detector: str, states: Mapping[s
         return upsert(con, "detector_state", frame)
 
 
-def alert_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """Firing alerts and pending deliveries, for the flow's summary."""
+def alert_counts(con: duckdb.DuckDBPyConnection, sinks: Sequence[str]) -> dict[str, object]:
+    """Firing alerts and the pending deliveries of the configured ``sinks``, for the flow's
+    summary. Deliveries still pending for a sink not configured now (a JSONL file of another
+    report folder, a webhook since removed) are kept, to go out if it comes back, and
+    counted apart as ``pending_unconfigured``: {sink: n}, present only when there are any."""
     firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing'").fetchone()
-    pending = con.execute("SELECT count(*) FROM alert_deliveries WHERE state = 'pending'").fetchone()
-    return {"firing": int(firing[0]) if firing else 0, "pending_deliveries": int(pending[0]) if pending else 0}
+    rows = con.execute("SELECT sink, count(*) FROM alert_deliveries WHERE state = 'pending' GROUP BY sink "
+                       "ORDER BY sink").fetchall()
+    mine = set(sinks)
+    out: dict[str, object] = {"firing": int(firing[0]) if firing else 0,
+                              "pending_deliveries": sum(int(n) for s, n in rows if s in mine)}
+    elsewhere = {str(s): int(n) for s, n in rows if s not in mine}
+    if elsewhere:
+        out["pending_unconfigured"] = elsewhere
+    return out
 
 
 def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_before: datetime,

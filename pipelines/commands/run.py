@@ -55,6 +55,8 @@ def _print_summary(out: dict) -> None:
                 print(f"\ndetect {kind}: " + ", ".join(f"{k} {v}" for k, v in d[kind].items()))
         sent = ", ".join(f"{n} to {sink}" for sink, n in (d.get("delivered") or {}).items()) or "no sink"
         print(f"alerts firing {d.get('firing')}, delivered {sent}, pending {d.get('pending_deliveries')}")
+        for sink, n in (d.get("pending_unconfigured") or {}).items():
+            print(f"  {n} deliveries wait for {sink}, not configured in this run (sent if it is again)")
     if "plan" in out:
         from pipelines.planning import saving_text, spot_text
 

@@ -150,8 +150,10 @@ def detect_flow(
     Sinks not given come from the ``HEADROOM_ALERT_JSONL`` / ``HEADROOM_ALERT_WEBHOOK`` /
     ``HEADROOM_ALERTMANAGER_URL`` settings. Returns ``{"bursts": {"events", "fired",
     "updated", "resolved"}, "faults": {...}, "spikes": {...}, "delivered": {sink: n},
-    "firing": n, "pending_deliveries": n}`` (a detector not run is absent), and
-    ``"delivery_failed": {sink: error}`` when a sink failed (its alerts stay pending). The fault and
+    "firing": n, "pending_deliveries": n}`` (a detector not run is absent; pending counts the
+    configured sinks' deliveries), ``"delivery_failed": {sink: error}`` when a sink failed (its
+    alerts stay pending), and ``"pending_unconfigured": {sink: n}`` when deliveries wait for a
+    sink not configured now (kept: they go out if it is configured again). The fault and
     spike models are retrained when the newest registered one (``models``, kinds
     ``fault_predictor`` and ``spike_predictor``) is older than ``retrain_every``; between
     retrains each run only scores. Fault scoring reads only the recent telemetry its
@@ -190,5 +192,5 @@ def detect_flow(
     if sent["failed"]:  # pending for the next run; said, so that a scheduler sees a sink is down
         out["delivery_failed"] = sent["failed"]
     with open_warehouse(str(db_path)) as con:
-        out.update(detect_store.alert_counts(con))
+        out.update(detect_store.alert_counts(con, names))
     return out

@@ -371,3 +371,21 @@ def test_a_receiver_added_later_hears_what_is_firing_before_any_resolution(con, 
     al.deliver_pending(con, [first, late], T1)
     heard = [json.loads(x)["status"] for x in late.path.read_text().splitlines()]
     assert heard == ["firing", "resolved"]
+
+
+def test_deliveries_waiting_for_a_sink_no_longer_configured_are_kept_and_counted_apart(con, tmp_path):
+    """The report folder moved (another JSONL path): what the old file was not sent stays
+    pending for it, but the run's pending count is that of the sinks it has, and the old
+    sink's backlog is named apart; configured again, it gets its backlog once."""
+    from pipelines.detect_store import alert_counts
+
+    old, new = al.JsonlSink(tmp_path / "old.jsonl", name="jsonl:old"), al.JsonlSink(tmp_path / "new.jsonl",
+                                                                                      name="jsonl:new")
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [old.name])  # queued for old, never sent
+    al.sync_alerts(con, "hardware_fault", [fault()], T1, [new.name])
+    assert al.deliver_pending(con, [new], T1) == {"jsonl:new": 1}
+    assert alert_counts(con, [new.name]) == {"firing": 1, "pending_deliveries": 0,
+                                             "pending_unconfigured": {"jsonl:old": 1}}
+    assert al.deliver_pending(con, [old], T2) == {"jsonl:old": 1}
+    assert alert_counts(con, [new.name]) == {"firing": 1, "pending_deliveries": 0}
+    assert len((tmp_path / "old.jsonl").read_text().splitlines()) == 1
