@@ -101,7 +101,7 @@ def header_of(path: Path, delimiter: str) -> list[str]:
 
 
 def _require(path: Path, header: list[str], spec: KindSpec) -> None:
-    dupes = sorted({h for h in header if header.count(h) > 1})
+    dupes = sorted({h for h in header if header.count(h) > 1 and h in spec.columns})
     if dupes:
         raise IngestFileError(path, f"header repeats column(s) {', '.join(dupes)}")
     missing = [c for c in spec.columns if c not in header]
@@ -114,6 +114,18 @@ def _require(path: Path, header: list[str], spec: KindSpec) -> None:
             f"missing column(s) {', '.join(missing)} for kind {spec.kind}; "
             f"header is: {_printable(','.join(header)[:200])}{hint}",
         )
+
+
+def reader_names(header: list[str], spec: KindSpec) -> list[str]:
+    """The header as the reader is told it: an extra column (one the contract ignores) with
+    no name, or a name written twice (``...,capacity,`` from a spreadsheet, ``note,note``),
+    gets a placeholder ``_extra<position>``, so it is ignored like any other extra."""
+    seen: set[str] = set()
+    out = []
+    for i, h in enumerate(header, start=1):
+        out.append(h if h in spec.columns or (h and h not in seen) else f"_extra{i}")
+        seen.add(h)
+    return out
 
 
 def _printable(text: str) -> str:
@@ -298,6 +310,7 @@ def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimit
     epoch number among ISO timestamps sends it to the general timestamp parser."""
     header = header_of(path, delimiter)
     _require(path, header, spec)
+    header = reader_names(header, spec)
     if fast_timestamps is None:
         fast_timestamps = spec.timestamp is not None and not _epoch_like(path, header, spec.timestamp, delimiter)
     types = {c: "DOUBLE" for c in (*spec.numeric, *spec.optional_numeric)}
@@ -308,12 +321,17 @@ def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimit
     con.execute("DROP TABLE IF EXISTS _csv_rejects; DROP TABLE IF EXISTS _csv_scans")
     reader = _csv_reader_sql(path, header, types, delimiter)
     if lazy:
-        con.execute(f"CREATE TEMP VIEW _raw AS SELECT {select} FROM {reader}")
+        try:
+            con.execute(f"CREATE TEMP VIEW _raw AS SELECT {select} FROM {reader}")
+        except duckdb.Error as exc:
+            raise IngestFileError(path, f"unreadable as CSV: {str(exc).splitlines()[0]}") from exc
         return RawInput("csv", 0, [], None, typed=frozenset(types), lazy=True,
                         columns={h: types.get(h, "VARCHAR") for h in header}, delimiter=delimiter, path=path)
     try:
         con.execute(f"CREATE TEMP TABLE _raw AS SELECT {select} FROM {reader}")
     except duckdb.Error as exc:
+        if dialect_error(exc):
+            return read_csv_python(con, path, spec, delimiter)
         raise IngestFileError(path, f"unreadable as CSV: {str(exc).splitlines()[0]}") from exc
     columns = {h: types.get(h, "VARCHAR") for h in header}
     structural = csv_structural(con, spec, RawInput("csv", 0, columns=columns, delimiter=delimiter, path=path))
@@ -323,6 +341,35 @@ def read_csv(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimit
     skip = {s[0] for s in structural}
     return RawInput("csv", n + len(structural), structural, _csv_locator(path, skip, delimiter),
                     typed=frozenset(types), columns=columns, delimiter=delimiter, path=path)
+
+
+def dialect_error(exc: BaseException | None) -> bool:
+    """Whether DuckDB's reader refused the file as a whole for something Python's csv module
+    reads (line endings that change within the file: CRLF lines with LF ones)."""
+    return isinstance(exc, duckdb.Error) and "state machine reached an invalid state" in str(exc)
+
+
+def read_csv_python(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, delimiter: str = ",") -> RawInput:
+    """The slow, lenient path for a file DuckDB's strict reader refuses as a whole: every
+    record read by Python's csv module (any mix of line endings), a record with the wrong
+    number of fields a reject with its line, the rest validated like any other format."""
+    header = reader_names(header_of(path, delimiter), spec)
+    pos = [header.index(c) for c in spec.columns]
+    rows: dict[str, list] = {c: [] for c in (*spec.columns, "_line", "_raw", "_reject")}
+    try:
+        for line, text, fields in csv_records(path, delimiter):
+            if not text.strip() or not fields:
+                continue
+            wrong = len(fields) != len(header)
+            for c, i in zip(spec.columns, pos):
+                rows[c].append(None if wrong or i >= len(fields) else fields[i])
+            rows["_line"].append(line)
+            rows["_raw"].append(text)
+            rows["_reject"].append(f"malformed line: expected {len(header)} fields, found {len(fields)}"
+                                   if wrong else None)
+    except (csv.Error, OSError, UnicodeDecodeError) as exc:
+        raise IngestFileError(path, f"unreadable as CSV: {exc}") from exc
+    return load_frame(con, pd.DataFrame(rows), spec, "csv")
 
 
 def read_parquet(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec) -> RawInput:

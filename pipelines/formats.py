@@ -10,6 +10,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pipelines.adapters import IngestFileError, header_of, open_text
@@ -116,7 +117,8 @@ def _prom_samples(path: Path) -> pd.DataFrame:
         cols["sample"].extend(range(1, n + 1))
         cols["ts"].extend(p[0] for p in pairs)
         cols["value"].extend(p[1] for p in pairs)
-    frame = pd.DataFrame(cols)
+    # text columns stay object when there is no sample at all (empty, pandas makes them float)
+    frame = pd.DataFrame({c: pd.Series(v, dtype=object if c in label_cols else None) for c, v in cols.items()})
     # "line" for a JSON sample: series number * 1e6 + sample number keeps it unique and readable
     frame["_line"] = frame["series"] * 1_000_000 + frame["sample"]
     frame["_raw"] = None  # written only for the samples that are rejected: see raw_of
@@ -164,11 +166,14 @@ def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     s = s.assign(_text=_text(s["value"]))
     groups = s.groupby(IDENTITY, sort=False, dropna=False)
     size = groups["_text"].transform("size")
-    if (size == 1).all():
+    # a sample without a time is a reject of its own (ts: missing), never a copy of another
+    timeless = s["ts"].isna()
+    if ((size == 1) | timeless).all():
         return s.assign(conflict=False).drop(columns="_text")
-    conflict = groups["_text"].transform("nunique") > 1
-    out = s.assign(conflict=conflict)[~s.duplicated(IDENTITY)].drop(columns="_text")
-    same = int((s.duplicated(IDENTITY) & ~conflict).sum())
+    conflict = (groups["_text"].transform("nunique") > 1) & ~timeless
+    copy = s.duplicated(IDENTITY) & ~timeless
+    out = s.assign(conflict=conflict)[~copy].drop(columns="_text")
+    same = int((copy & ~conflict).sum())
     if same:
         log.warning("%s: %d sample(s) repeated by another series with the same labels but its job or "
                     "instance collapsed into one", path, same)
@@ -281,7 +286,7 @@ def _prom_cpu(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     # (the value drops) the counter restarted from 0, so the increase is the new value, as in
     # rate(). A NaN sample has no rate (its host and step are rejected); the next one is
     # measured from the sample before it.
-    good = c["v"].notna() & c["t"].notna()
+    good = np.isfinite(c["v"]) & np.isfinite(c["t"])  # +Inf is no counter reading either
     keys = [c["cluster"], c["pool"], c["host"], c["cpu"], c["mode"]]
     last = c[["v", "t"]].where(good).groupby(keys, sort=False).ffill()  # the last good sample so far
     prev = last.groupby(keys, sort=False).shift()  # ... before this one

@@ -175,7 +175,13 @@ def ingest_file(
         return IngestResult(str(path), spec.kind, prior[4], prior[0], sha, prior[1], 0, 0, "skipped")
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     raw = read_input(con, path, spec, fmt, cluster, pool)
-    repeated = _stage(con, spec, raw, path)
+    try:
+        repeated = _stage(con, spec, raw, path)
+    except IngestFileError as exc:  # a lazy CSV is only really read here
+        if not (raw.lazy and adapters.dialect_error(exc.__cause__)):
+            raise
+        raw = adapters.read_csv_python(con, path, spec)
+        repeated = _stage(con, spec, raw, path)
     if raw.lazy:
         # the one-pass read found the file clean, or we read it again to place the rejects
         structural = adapters.csv_structural(con, spec, raw)
@@ -302,7 +308,10 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
                                     ", ".join(unnamed), kind, kind.replace("-", "_"))
                 out.extend(take)
         elif any(ch in pat for ch in "*?["):
-            out.extend(sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file()))
+            matched = sorted(Path(m) for m in glob.glob(pat, recursive=True) if Path(m).is_file())
+            if not matched:  # the others may match: say which pattern found nothing (a typo?)
+                log.warning("%s matches no file", pat)
+            out.extend(matched)
         else:
             out.append(p)
     return out

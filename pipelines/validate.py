@@ -51,6 +51,18 @@ def parse_timestamp_sql(expr: str) -> str:
     )
 
 
+# what pandas' nanosecond timestamps can hold, whole years: a row outside would load and
+# then break every step that reads the warehouse into pandas
+TS_MIN, TS_MAX = "1678-01-01", "2262-01-01"
+
+
+def _ts_reason(col: str, blank: str, out: str, raw: str) -> str:
+    return (f"CASE WHEN {blank} THEN '{col}: missing' "
+            f"WHEN {out} IS NULL THEN '{col}: unparseable timestamp ' || {_shown(raw)} "
+            f"WHEN {out} < TIMESTAMP '{TS_MIN}' OR {out} >= TIMESTAMP '{TS_MAX}' THEN '{col}: timestamp ' "
+            f"|| {_shown(raw)} || ' outside the years {TS_MIN[:4]}-{int(TS_MAX[:4]) - 1}' END")
+
+
 def checked_sql(spec: KindSpec, source: str = "_raw", typed: frozenset[str] = frozenset(),
                 positions: bool = True) -> str:
     """SELECT over ``source`` of ``_idx``, the typed contract columns, ``_reason`` and
@@ -66,14 +78,10 @@ def checked_sql(spec: KindSpec, source: str = "_raw", typed: frozenset[str] = fr
         if col == spec.timestamp and col in typed:
             # TIMESTAMPTZ holds UTC microseconds: this is the naive UTC instant, for free
             inner.append(f"CASE WHEN isfinite({q(col)}) THEN make_timestamp(epoch_us({q(col)})) END AS {out}")
-            reasons.append(f"CASE WHEN {blank} THEN '{col}: missing' "
-                           f"WHEN {out} IS NULL THEN '{col}: unparseable timestamp ' || {_shown(raw)} END")
+            reasons.append(_ts_reason(col, blank, out, raw))
         elif col == spec.timestamp:
             inner.append(f"{parse_timestamp_sql('trim(' + q(col) + ')')} AS {out}")
-            reasons.append(
-                f"CASE WHEN {blank} THEN '{col}: missing' "
-                f"WHEN {out} IS NULL THEN '{col}: unparseable timestamp ' || {_shown(raw)} END"
-            )
+            reasons.append(_ts_reason(col, blank, out, raw))
         elif col in spec.numeric or col in spec.optional_numeric:
             inner.append(f"{q(col) if col in typed else 'TRY_CAST(trim(' + q(col) + ') AS DOUBLE)'} AS {out}")
             missing = f"WHEN {blank} THEN '{col}: missing' " if col in spec.numeric else f"WHEN {blank} THEN NULL "

@@ -616,3 +616,54 @@ def test_prometheus_memory_rejects_blame_the_series_at_fault(con, tmp_path):
     only.write_text(_prom([mem("node_memory_MemTotal_bytes", [str(64 * gib)] * 3)]))
     r = ingest.ingest_file(con, only, "utilization", cluster="c", pool="p")
     assert (r.rows_read, r.rows_rejected) == (3, 3)  # counted and kept, not gone without a trace
+
+
+def test_extra_columns_without_a_name_or_named_twice_are_ignored(con, tmp_path):
+    """A spreadsheet's trailing comma (an extra column with no name) and an extra column
+    written twice are ignored like any extra; the contract's own columns twice stay an error."""
+    p = write(tmp_path / "u.csv", UTIL_HEADER + ",note,note,\n2026-01-01T00:00:00,c,p,n1,gpu,1,8,a,b,\n")
+    assert ingest.ingest_file(con, p, "utilization").rows_loaded == 1
+    q = write(tmp_path / "v.csv", UTIL_HEADER + ",used\n2026-01-01T00:00:00,c,p,n1,gpu,1,8,2\n")
+    with pytest.raises(IngestFileError, match="header repeats column.s. used"):
+        ingest.ingest_file(con, q, "utilization")
+
+
+@pytest.mark.parametrize("first_end,other_end", [("\r\n", "\n"), ("\n", "\r\n")])
+def test_a_file_whose_line_endings_change_midway_is_read_with_every_reject_placed(con, tmp_path, first_end,
+                                                                                    other_end):
+    """CRLF lines with an LF one appended (``echo >>``): DuckDB's strict reader refuses the
+    whole file, so the lenient reader takes it; its rejects still name their lines, and a
+    line with too many fields is a reject, not truncated."""
+    lines = [UTIL_HEADER, "2026-01-01T00:00:00,c,p,n1,gpu,1,8", "2026-01-01T01:00:00,c,p,n1,gpu,x,8",
+             "2026-01-01T02:00:00,c,p,n1,gpu,1,8,9", "2026-01-01T03:00:00,c,p,n1,gpu,1"]
+    text = first_end.join(lines[:3]) + first_end + other_end.join([*lines[3:], "2026-01-01T04:00:00,c,p,n1,gpu,2,8"])
+    r = ingest.ingest_file(con, write(tmp_path / "m.csv", text + other_end), "utilization")
+    assert (r.rows_read, r.rows_loaded, r.rows_rejected) == (5, 2, 3)
+    assert rejects(con) == {3: "used: not a number 'x'", 4: "malformed line: expected 7 fields, found 8",
+                            5: "malformed line: expected 7 fields, found 6"}
+    assert rows(con, "utilization")["used"].tolist() == [1.0, 2.0]
+
+
+def test_timestamps_pandas_cannot_hold_are_rejects(con, tmp_path):
+    """A year 9999 or 0001 row would load, then break every step that reads the warehouse."""
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n9999-12-31T23:00:00Z,c,p,n1,gpu,1,8\n"
+              "0001-01-01 00:00:00,c,p,n1,gpu,1,8\n99999999999999,c,p,n1,gpu,1,8\n2026-01-01,c,p,n1,gpu,1,8\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 3)
+    assert all("outside the years 1678-2261" in x for x in rejects(con).values())
+
+
+def test_prometheus_empty_results_and_infinite_counters(con, tmp_path):
+    """An empty matrix loads nothing as telemetry (it used to crash); +Inf in a CPU counter
+    rejects its step as NaN does, instead of reading as a counter reset (a busy core)."""
+    p = tmp_path / "e.json"
+    p.write_text(_prom([]))
+    assert ingest.ingest_file(con, p, "telemetry").rows_read == 0
+    cpu = [{"metric": {"__name__": "node_cpu_seconds_total", "instance": "n1", "cpu": "0", "mode": m},
+            "values": [[1767225600 + 60 * i, v] for i, v in enumerate(vals)]}
+           for m, vals in (("user", ["0", "30", "+Inf", "90", "120"]), ("idle", ["0", "30", "60", "90", "120"]))]
+    q = tmp_path / "u.json"
+    q.write_text(_prom(cpu))
+    r = ingest.ingest_file(con, q, "utilization", cluster="c", pool="p")
+    assert rows(con, "utilization")["used"].tolist() == [pytest.approx(0.5)] * 3
+    assert r.rows_rejected == 1
