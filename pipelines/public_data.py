@@ -10,8 +10,11 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
+
+from pipelines.validate import TS_MAX, TS_MIN, parse_timestamp_sql
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +28,23 @@ def _line(ts: pd.Series, bad: pd.Series) -> str:
 
 
 def _iso(ts: pd.Series) -> pd.Series:
-    """Timestamps -> naive UTC ISO text; a missing or unparseable one is a ValueError that
-    names its line and column."""
-    t = pd.to_datetime(ts, utc=True, format="mixed", errors="coerce")
-    bad = t.isna()
+    """Timestamps -> naive UTC ISO text, parsed as ``headroom ingest`` parses them (an offset
+    or zone name converts to UTC, a naive time is UTC, a number is epoch seconds or ms); a
+    missing or unparseable one is a ValueError that names its line and column."""
+    text = pd.DataFrame({"v": ts.map(lambda v: None if pd.isna(v) else str(v)).astype(object)})
+    with duckdb.connect() as con:
+        con.register("t", text)
+        out = con.execute(
+            f"SELECT strftime(p, '%Y-%m-%dT%H:%M:%S') AS iso, p < TIMESTAMP '{TS_MIN}' OR p >= TIMESTAMP '{TS_MAX}' "
+            f"AS far FROM (SELECT {parse_timestamp_sql('trim(v)')} AS p FROM t)"
+        ).df()
+    iso = pd.Series(out["iso"].to_numpy(), index=ts.index, name=ts.name)
+    bad = iso.isna() | out["far"].fillna(False).astype(bool).to_numpy()
     if bad.any():
         shown = ts[bad].iloc[0]
         what = "missing timestamp" if pd.isna(shown) else f"unparseable timestamp {str(shown)[:40]!r}"
         raise ValueError(f"{_line(ts, bad)}: {what} ({int(bad.sum())} such row(s))")
-    return t.dt.tz_convert(None).dt.strftime("%Y-%m-%dT%H:%M:%S")
+    return iso
 
 
 def _num(values: pd.Series) -> pd.Series:

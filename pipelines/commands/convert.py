@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +53,14 @@ def run_convert(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)  # only once every file converted: a failure leaves no folder
     except OSError as exc:
         raise CliError(f"--out {out}: cannot create the folder ({exc})", 2) from exc
+    from pipelines.contract import KINDS
+
+    # a <kind>.csv this run does not write, left by an earlier convert into the folder, would be
+    # ingested beside these as if it belonged to them
+    stale = [out / f"{k.replace('-', '_')}.csv" for k in KINDS if k not in frames]
+    for old in (p for p in stale if p.exists()):
+        log.warning("%s was not written by this convert (an earlier run left it?): ingesting the folder "
+                    "would load it with these files; remove it, or convert into an empty folder", old)
     for kind, parts in frames.items():
         target = out / f"{kind.replace('-', '_')}.csv"
         frame = pd.concat(parts, ignore_index=True)

@@ -170,3 +170,18 @@ def test_azure_pdm_bad_time_in_a_sidecar_names_that_file(tmp_path, capsys) -> No
         assert f"{tmp_path / name}: line 3, column 'datetime': unparseable timestamp 'not a time'" in err
         (tmp_path / name).unlink()
     assert not (tmp_path / "out").exists()
+
+
+def test_convert_reads_timestamps_as_ingest_does_and_names_files_it_did_not_write(tmp_path, caplog) -> None:
+    """A zone name converts to UTC (it was kept as local time, an hour late for CET), epoch
+    seconds and milliseconds are times (they were read as nanoseconds after 1970); a
+    <kind>.csv in --out that this run did not write is named in a warning."""
+    (tmp_path / "nab.csv").write_text("timestamp,value\n2014-02-14 17:00:00 CET,40\n1392386400,10\n"
+                                      "1392386400000,11\n2014-02-14T12:00:00-05:00,1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "failures.csv").write_text("ts,device_id,node_id,failure_type\n")
+    assert cli.main(["convert", "--from", "nab", "--out", str(out), str(tmp_path / "nab.csv")]) == 0
+    ts = pd.read_csv(out / "utilization.csv")["ts"].tolist()
+    assert ts == ["2014-02-14T16:00:00", "2014-02-14T14:00:00", "2014-02-14T14:00:00", "2014-02-14T17:00:00"]
+    assert "failures.csv was not written by this convert" in caplog.text
