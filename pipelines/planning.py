@@ -26,10 +26,16 @@ latest AS (
     FROM utilization u, newest
     WHERE u.ts > newest.ts - INTERVAL 1 DAY
     QUALIFY row_number() OVER (PARTITION BY u.node_id, u.resource ORDER BY u.ts DESC) = 1
+),
+-- a node reporting capacity 0 for any resource is drained: none of its resources runs (its
+-- memory would otherwise count against CPUs it does not offer, its zero halve the node size)
+running AS (
+    SELECT * FROM latest
+    WHERE node_id NOT IN (SELECT node_id FROM latest WHERE capacity <= 0)
 )
 SELECT cluster || '/' || pool || '/' || resource AS unique_id,
        sum(capacity) AS capacity, median(capacity) AS units_per_node, count(*) AS nodes
-FROM latest
+FROM running
 GROUP BY ALL
 ORDER BY unique_id
 """

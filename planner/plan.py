@@ -132,8 +132,8 @@ def make_plan(
     for uid in sorted(set(forecast["unique_id"].astype(str)) - set(capacity["unique_id"].astype(str))):
         pool_id, _, resource = uid.rpartition("/")
         if resource in ("gpu", "cpu") and pool_id not in set(pools["pool_id"]):
-            log.warning("%s: forecast, but no running capacity (its nodes did not report near the data cutoff): "
-                        "not planned", uid)
+            log.warning("%s: forecast, but no running capacity (its nodes did not report near the data cutoff, "
+                        "or report capacity 0: drained): not planned", uid)
     for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
@@ -179,6 +179,8 @@ def make_plan(
         fc = future_forecast(history, forecast, uid)
         if fc.empty:
             log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)
+        elif not (np.isfinite(row.units_per_node) and row.units_per_node > 0):  # one pool never stops the plan
+            log.warning("%s: no node size (units per node %s), no pre-scale schedule", uid, row.units_per_node)
         else:
             sched = prescale_schedule(fc, float(row.capacity), float(row.units_per_node), policy.prescale)
             sched.insert(1, "resource", resource)

@@ -174,7 +174,10 @@ def recommend_spot(
     cand = cand.sort_values(["saving", "spot_unit_price", *SERIES_KEY],
                             ascending=[False, True] + [True] * len(SERIES_KEY)).reset_index(drop=True)
     calm = cand[~(cand["p_spike"] >= cand["limit"])]
-    best = (calm if not calm.empty else cand).iloc[0]
+    # the best market that qualifies; only when none does, the best calm one, to say why not
+    # (a market under the discount floor must not hide one above it that saves less)
+    good = calm[(1.0 - calm["spot_unit_price"] / od_unit >= policy.min_discount) & (calm["saving"] > 0)]
+    best = (good if not good.empty else calm if not calm.empty else cand).iloc[0]
     monthly = costs.hours_per_month / len(load)
     factors = costs.at("public")
     row.update({
@@ -198,7 +201,7 @@ def recommend_spot(
         row["reason"] = (f"spot {market} saves only {row['discount']:.0%} per unit over the last "
                          f"{policy.lookback} (needs {policy.min_discount:.0%})")
         return row
-    if saving <= 0:
+    if not saving > 0:  # NaN (a cost that could not be priced) saves nothing either
         how = (f"the interruptible load ({row['spot_load_mean']:.1f} units) never fills one "
                f"{best['pool_units']:g}-unit machine" if row["spot_instances"] == 0
                else f"in whole instances it would cost {-saving:,.0f}/month more")

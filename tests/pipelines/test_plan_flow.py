@@ -97,9 +97,28 @@ def test_capacity_counts_every_node_at_its_last_reading(con) -> None:
     assert "e/old/gpu" not in cap.index  # gone for a month: not running now
 
 
+def test_a_drained_node_is_not_running_capacity(con) -> None:
+    """A node reporting capacity 0 (drained) counts for none of its resources: it does not
+    halve the pool's node size, nor lend its memory to CPUs it does not offer."""
+    from pipelines.planning import CAPACITY_SQL
+
+    nodes = ["n1", "n1", "n2", "n2", "n3", "n3"]
+    rows = pd.DataFrame({
+        "ts": pd.Timestamp("2026-01-01"), "cluster": "c", "pool": "p", "node_id": nodes,
+        "resource": ["cpu", "mem"] * 3, "used": 1.0, "capacity": [32.0, 128.0, 32.0, 128.0, 0.0, 128.0],
+    }).assign(used=lambda f: f["used"].where(f["capacity"] > 0, 0.0))
+    con.register("_u", rows)
+    con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _u")
+    cap = warehouse.query(con, CAPACITY_SQL).set_index("unique_id")
+    assert cap.loc["c/p/cpu", ["capacity", "units_per_node", "nodes"]].tolist() == [64, 32, 2]
+    assert cap.loc["c/p/mem", "capacity"] == 256
+
+
 def test_plan_cli_needs_a_warehouse(tmp_path, capsys) -> None:
     assert cli.main(["plan", "--db", str(tmp_path / "none.duckdb")]) == 2
     assert "no warehouse" in capsys.readouterr().err
+    assert cli.main(["plan", "--db", str(tmp_path / "none.duckdb"), "--lookback-days", "100000000"]) == 2
+    assert "--lookback-days must be between 1 and 36500" in capsys.readouterr().err
 
 
 @pytest.mark.slow

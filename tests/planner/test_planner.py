@@ -353,3 +353,39 @@ def test_a_gpu_pool_whose_machine_has_no_tflops_is_told_why_it_has_no_public_off
     with caplog.at_level("WARNING", logger="planner.plan"):
         assert P.make_plan(history, forecast, capacity, cat)["allocation"].empty
     assert "the pool's machine a100-8g has no TFLOPS in the catalog" in caplog.text
+
+
+def test_a_market_under_the_discount_floor_does_not_hide_one_above_it() -> None:
+    """The market that would save most (9% off) is under a 10% floor; one that saves less
+    per month but is 12% off qualifies, and is recommended: adding a worse market never
+    removes a valid recommendation."""
+    od = Offer("public", "aws", "us-east-1", "od-1", units=1.0, price=1.0)
+    offers = pd.DataFrame({"provider": "aws", "region": "us-east-1", "instance_type": ["od-1", "a-1", "b-5"],
+                           "pool_units": [1.0, 1.0, 5.0]})
+
+    def market(it: str, price: float) -> dict:
+        return {"provider": "aws", "zone": "us-east-1a", "instance_type": it, "product": "Linux",
+                "region": "us-east-1", "price_now": price, "price_expected": price, "price_max": price,
+                "hours": 168, "hours_above_on_demand": 0}
+
+    both = pd.DataFrame([market("a-1", 0.91), market("b-5", 5 * 0.88)])
+    policy = P.SpotPolicy(interruptible_share=0.5, min_discount=0.10)
+    load = np.full(100, 16.0)
+    alone = P.recommend_spot("c/p/cpu", "cpu", load, offers, both.iloc[[1]], None, FREE, policy, od)
+    row = P.recommend_spot("c/p/cpu", "cpu", load, offers, both, None, FREE, policy, od)
+    assert alone["action"] == row["action"] == "use_spot" and row["instance_type"] == "b-5"
+    assert row["expected_monthly_saving"] == pytest.approx(alone["expected_monthly_saving"])
+    only_low = P.recommend_spot("c/p/cpu", "cpu", load, offers, both.iloc[[0]], None, FREE, policy, od)
+    assert only_low["action"] == "on_demand" and "saves only 9%" in only_low["reason"]
+
+
+def test_a_pool_without_a_node_size_is_not_prescaled_and_the_others_are_planned(caplog) -> None:
+    ds = pd.date_range("2026-01-01", periods=24 * 7, freq="h")
+    history = pd.concat([pd.DataFrame({"unique_id": u, "ds": ds, "y": 10.0}) for u in ("c/a/cpu", "c/b/cpu")])
+    fc = pd.concat([pd.DataFrame({"unique_id": u, "ds": pd.date_range(ds[-1], periods=5, freq="h")[1:],
+                                  "mean": 10.0, "hi_80": 12.0}) for u in ("c/a/cpu", "c/b/cpu")])
+    capacity = pd.DataFrame({"unique_id": ["c/a/cpu", "c/b/cpu"], "capacity": [64.0, 0.0],
+                             "units_per_node": [32.0, 0.0]})
+    plan = P.make_plan(history, fc, capacity, catalog())
+    assert set(plan["prescale"]["unique_id"]) == {"c/a/cpu"}
+    assert "c/b/cpu: no node size" in caplog.text
