@@ -29,32 +29,37 @@ class PlanConfigError(ValueError):
     """The plan configuration file is unreadable or invalid."""
 
 
+# a number is a TOML number (not "0.5" nor true) and finite (TOML allows inf and nan)
+Num = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Int = Annotated[int, Field(strict=True)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class _Location(_Strict):
-    storage_surcharge: float | None = Field(default=None, ge=0)
-    network_amplification: float | None = Field(default=None, ge=1)
-    idle_penalty: float | None = Field(default=None, ge=0)
+    storage_surcharge: Num | None = Field(default=None, ge=0)
+    network_amplification: Num | None = Field(default=None, ge=1)
+    idle_penalty: Num | None = Field(default=None, ge=0)
 
 
 class _Costs(_Strict):
-    hours_per_month: float | None = Field(default=None, gt=0)
+    hours_per_month: Num | None = Field(default=None, gt=0)
     private: _Location | None = None
     public: _Location | None = None
     edge: _Location | None = None
 
 
 class _Split(_Strict):
-    private: float = Field(ge=0, le=1)
-    public: float = Field(ge=0, le=1)
-    edge: float = Field(ge=0, le=1)
+    private: Num = Field(ge=0, le=1)
+    public: Num = Field(ge=0, le=1)
+    edge: Num = Field(ge=0, le=1)
 
 
 class _Bound(BaseModel):
-    lo: float = Field(ge=0, le=1)
-    hi: float = Field(ge=0, le=1)
+    lo: Num = Field(ge=0, le=1)
+    hi: Num = Field(ge=0, le=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> _Bound:
@@ -65,11 +70,11 @@ class _Bound(BaseModel):
 
 class _Allocation(_Strict):
     default_split: _Split | None = None
-    step: float | None = Field(default=None, gt=0, le=0.5)
-    provision_quantile: float | None = Field(default=None, gt=0, le=1)
-    scenarios: tuple[Annotated[float, Field(gt=0)], ...] | None = Field(default=None, min_length=1)
-    min_savings: float | None = Field(default=None, ge=0, lt=1)
-    bounds: dict[Literal["private", "public", "edge"], tuple[float, float]] | None = None
+    step: Num | None = Field(default=None, gt=0, le=0.5)
+    provision_quantile: Num | None = Field(default=None, gt=0, le=1)
+    scenarios: tuple[Annotated[Num, Field(gt=0)], ...] | None = Field(default=None, min_length=1)
+    min_savings: Num | None = Field(default=None, ge=0, lt=1)
+    bounds: dict[Literal["private", "public", "edge"], tuple[Num, Num]] | None = None
 
     @field_validator("bounds")
     @classmethod
@@ -78,35 +83,35 @@ class _Allocation(_Strict):
             try:
                 _Bound(lo=lo, hi=hi)
             except ValidationError as exc:
-                raise ValueError(f"{loc}: {exc.errors()[0]['msg']}") from None
+                raise ValueError(f"{loc}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
         return value
 
 
 class _Offers(_Strict):
-    min_tflops_ratio: float | None = Field(default=None, ge=0)
-    min_memory_ratio: float | None = Field(default=None, ge=0)
+    min_tflops_ratio: Num | None = Field(default=None, ge=0)
+    min_memory_ratio: Num | None = Field(default=None, ge=0)
     regions: tuple[str, ...] | None = Field(default=None, min_length=1)
 
 
 class _Reservations(_Strict):
     terms: tuple[Literal["1y", "3y"], ...] | None = None
-    min_monthly_savings: float | None = Field(default=None, ge=0)
+    min_monthly_savings: Num | None = Field(default=None, ge=0)
 
 
 class _Prescale(_Strict):
     band: Literal["mean", "hi_80", "hi_95"] | None = None
-    headroom: float | None = Field(default=None, ge=0)
-    lead_steps: int | None = Field(default=None, ge=0)
-    hysteresis: float | None = Field(default=None, ge=0, lt=1)
-    down_steps: int | None = Field(default=None, ge=1)
-    min_instances: int | None = Field(default=None, ge=0)
+    headroom: Num | None = Field(default=None, ge=0)
+    lead_steps: Int | None = Field(default=None, ge=0)
+    hysteresis: Num | None = Field(default=None, ge=0, lt=1)
+    down_steps: Int | None = Field(default=None, ge=1)
+    min_instances: Int | None = Field(default=None, ge=0)
 
 
 class _Spot(_Strict):
-    interruptible_share: float | None = Field(default=None, ge=0, le=1)
+    interruptible_share: Num | None = Field(default=None, ge=0, le=1)
     lookback: str | None = None
-    max_spike_probability: float | None = Field(default=None, gt=0, le=1)
-    min_discount: float | None = Field(default=None, ge=0, lt=1)
+    max_spike_probability: Num | None = Field(default=None, gt=0, le=1)
+    min_discount: Num | None = Field(default=None, ge=0, lt=1)
 
     @field_validator("lookback")
     @classmethod
@@ -162,6 +167,10 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             candidate_splits(allocation)  # a grid with no split in bounds fails here, not after the work
         except ValueError as exc:
             raise ValueError(f"allocation.step / allocation.bounds: {exc}") from None
+        try:
+            default_split = Split(**split) if split else base.default_split
+        except ValueError as exc:
+            raise ValueError(f"allocation.default_split: {exc}") from None
         return PlanPolicy(
             costs=costs,
             offers=OfferPolicy(**{**base.offers.__dict__, **_set(cfg.offers)}),
@@ -169,7 +178,7 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             reservations=ReservationPolicy(**{**base.reservations.__dict__, **_set(cfg.reservations)}),
             prescale=PrescalePolicy(**{**base.prescale.__dict__, **_set(cfg.prescale)}),
             spot=SpotPolicy(**{**base.spot.__dict__, **_set(cfg.spot)}),
-            default_split=Split(**split) if split else base.default_split,
+            default_split=default_split,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
@@ -187,6 +196,10 @@ def load_plan_policy(path: str | Path | None) -> PlanPolicy:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PlanConfigError(f"{p}: no such plan config file") from None
+    except IsADirectoryError:
+        raise PlanConfigError(f"{p}: a folder, not a plan config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanConfigError(f"{p}: unreadable plan config ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlanConfigError(f"{p}: not valid TOML ({exc})") from None
     return policy_from_mapping(raw, str(p))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
 
+MAX_LOOKBACK_DAYS = 36500
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("plan", help="recommend the hybrid split, reservations and pre-scaling")
@@ -36,10 +38,11 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db)
+    if not 1 <= args.lookback_days <= MAX_LOOKBACK_DAYS:  # beyond, a time span overflows
+        raise CliError(f"--lookback-days must be between 1 and {MAX_LOOKBACK_DAYS} (100 years), got "
+                       f"{args.lookback_days}", 2)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
-    if args.lookback_days < 1:
-        raise CliError("--lookback-days must be >= 1", 2)
     config = args.config or (str(settings.plan_config) if settings.plan_config else None)
     require_plan_config(config)
     try:

@@ -58,10 +58,11 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"costs": {"private": {"idle_penality": 0.2}}}, "costs.private.idle_penality: Extra inputs are not permitted"),
     ({"prescale": {"band": "p99"}}, "prescale.band: Input should be 'mean', 'hi_80' or 'hi_95'"),
     ({"costs": {"edge": {"network_amplification": 0.5}}}, "costs.edge.network_amplification: Input should be greater"),
-    ({"allocation": {"default_split": {"private": 0.5, "public": 0.6, "edge": 0.1}}}, "sum to 1"),
+    ({"allocation": {"default_split": {"private": 0.5, "public": 0.6, "edge": 0.1}}},
+     "allocation.default_split: split shares must be >= 0 and sum to 1"),
     ({"allocation": {"step": "small"}}, "allocation.step"),
     ({"costs": {"hours_per_month": 0}}, "costs.hours_per_month: Input should be greater than 0"),
-    ({"allocation": {"bounds": {"edge": [0.4, 0.2]}}}, "allocation.bounds: Value error, edge: Value error, the lower"),
+    ({"allocation": {"bounds": {"edge": [0.4, 0.2]}}}, "allocation.bounds: Value error, edge: the lower"),
     ({"allocation": {"bounds": {"cloud": [0.1, 0.2]}}}, "allocation.bounds.cloud"),
     ({"allocation": {"min_savings": 2}}, "allocation.min_savings"),
     ({"reservations": {"terms": ["2y"]}}, "reservations.terms.0"),
@@ -74,6 +75,12 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"spot": {"interruptible_share": 1.5}}, "spot.interruptible_share: Input should be less than or equal to 1"),
     ({"spot": {"lookback": "a week"}}, "spot.lookback: Value error, 'a week' is not a positive duration"),
     ({"spot": {"max_spike_probability": 0}}, "spot.max_spike_probability: Input should be greater than 0"),
+    # TOML has inf and nan; a string or a boolean is not a number either
+    ({"costs": {"hours_per_month": float("inf")}}, "costs.hours_per_month: Input should be a finite number"),
+    ({"costs": {"edge": {"storage_surcharge": float("nan")}}}, "costs.edge.storage_surcharge: Input should be a finite"),
+    ({"costs": {"edge": {"storage_surcharge": True}}}, "costs.edge.storage_surcharge: Input should be a valid number"),
+    ({"spot": {"min_discount": "0.5"}}, "spot.min_discount: Input should be a valid number"),
+    ({"prescale": {"lead_steps": True}}, "prescale.lead_steps: Input should be a valid integer"),
 ])
 def test_bad_settings_name_the_key(raw: dict, message: str) -> None:
     with pytest.raises(PlanConfigError, match=re.escape(message)):
@@ -91,6 +98,10 @@ def test_bad_files_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     db.touch()
     assert cli.main(["plan", "--db", str(db), "--config", str(broken)]) == 2
     assert "broken.toml: not valid TOML" in capsys.readouterr().err
+    (tmp_path / "bytes.toml").write_bytes(b"\xff\xfe[costs]\n")
+    for given, said in ((tmp_path, "a folder, not a plan config file"), (tmp_path / "bytes.toml", "unreadable")):
+        assert cli.main(["plan", "--db", str(db), "--config", str(given)]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_a_bad_configured_policy_stops_run_and_serve_first(tmp_path: Path, monkeypatch, capsys) -> None:
