@@ -45,6 +45,32 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     return target
 
 
+def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, ...] = ()) -> list[Path]:
+    """Write several files as one: every ``write(tmp)`` to a temp file beside its path
+    first, and only when all are written are they renamed into place (and ``remove``
+    deleted), so a failure (a full disk) leaves the old set whole, never new files beside
+    old ones. :class:`OutputError` names the file that could not be written."""
+    done: list[tuple[Path, Path]] = []
+    try:
+        for path, write in writes.items():
+            target = check_writable(path)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            done.append((tmp, target))
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write(tmp)
+            except OSError as exc:
+                raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
+        for tmp, target in done:
+            tmp.replace(target)
+        for old in remove:
+            old.unlink(missing_ok=True)
+    finally:
+        for tmp, _ in done:
+            tmp.unlink(missing_ok=True)
+    return [target for _, target in done]
+
+
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     """``frame`` as CSV, atomically."""
     return write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False))

@@ -322,7 +322,9 @@ def allocation_section(data: ReportData) -> str:
     alloc = data.recommendations.get("allocation", pd.DataFrame())
     title = "Allocation plans: monthly cost"
     if alloc.empty or not {"resource", "plan", "monthly_cost"} <= set(alloc.columns):
-        return _section("allocation", title, _empty("plan"))
+        return _section("allocation", title, _none_in_plan(
+            data, "no pool has a priced public offer in the instance catalog that can run it (headroom ingest "
+                  "--kind catalog)"))
     return _section("allocation", title, _png(cost_figure(alloc), "allocation plan costs")
                     + table(alloc, ALLOCATION_COLUMNS))
 
@@ -379,11 +381,14 @@ def tables_section(data: ReportData) -> str:
                                                            "prices for the pools' public offers)")),
         _section("spot", "Spot for the interruptible load",
                  spot_table(data.recommendations.get("spot", pd.DataFrame())) if "spot" in data.recommendations
-                 else _none_in_plan(data, "no spot prices in the lookback before the data cutoff")),
+                 else _none_in_plan(data, "no pool has a public offer to compare spot prices with"
+                                    if data.counts.get("spot_prices") and "allocation" not in data.recommendations
+                                    else "no spot prices in the lookback before the data cutoff")),
         _section("prescale", "Pre-scale actions, next 24 hours",
                  (table(actions, PRESCALE_COLUMNS) if not actions.empty
                   else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
-                 if not pre.empty else _empty("plan")),
+                 if not pre.empty else _none_in_plan(data, "no forecast beyond the data cutoff (run headroom "
+                                                           "train, then plan)")),
         _section("alerts", "Firing alerts", table(alerts, ALERT_COLUMNS) if not alerts.empty
                  else '<p class="note">no alert is firing (run headroom detect if it has not run)</p>'),
         _section("models", "Champion models (backtest)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import duckdb
 import pandas as pd
 
 from pipelines import demand, warehouse
-from pipelines.outputs import write_csv, write_parquet, write_text
+from pipelines.outputs import write_set
 
 log = logging.getLogger(__name__)
 
@@ -219,14 +220,15 @@ def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.D
     """Write report.html and recommendations_<kind>.csv/.parquet; return the paths."""
     folder = Path(out_dir)
     check_out_dir(folder)
-    files = []
-    # exports are the latest plan run's: a kind it does not have leaves no file behind
-    for stale in REPORT_KINDS:
-        if stale not in recommendations:
-            for ext in ("csv", "parquet"):
-                (folder / f"recommendations_{stale}.{ext}").unlink(missing_ok=True)
+    writes: dict[Path, Callable[[Path], object]] = {}
     for kind, frame in sorted(recommendations.items()):
-        files.append(str(write_csv(frame, folder / f"recommendations_{kind}.csv")))
-        files.append(str(write_parquet(frame, folder / f"recommendations_{kind}.parquet")))
-    page = write_text(html, folder / "report.html")
-    return {"html": str(page), "files": files}
+        writes[folder / f"recommendations_{kind}.csv"] = lambda tmp, f=frame: f.to_csv(tmp, index=False)
+        writes[folder / f"recommendations_{kind}.parquet"] = lambda tmp, f=frame: f.to_parquet(tmp, index=False)
+    page = folder / "report.html"
+    writes[page] = lambda tmp: tmp.write_text(html, encoding="utf-8")
+    # exports are the latest plan run's: a kind it does not have leaves no file behind
+    stale = tuple(folder / f"recommendations_{k}.{ext}" for k in REPORT_KINDS if k not in recommendations
+                  for ext in ("csv", "parquet"))
+    # one set: a failure (a full disk) leaves the old page and its exports, never a mix
+    files = write_set(writes, remove=stale)
+    return {"html": str(page), "files": [str(f) for f in files if f != page]}

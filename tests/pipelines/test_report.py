@@ -227,6 +227,25 @@ def test_exports_are_the_latest_plan_runs_only(tmp_path: Path) -> None:
     assert len(second["files"]) == 2
 
 
+def test_a_report_that_fails_midway_leaves_the_old_set_whole(tmp_path: Path, monkeypatch) -> None:
+    """The disk fills while the new exports are written: the old page and every old export
+    stay as they were, with no new file beside them and no temp file left."""
+    from pipelines.outputs import OutputError
+    from pipelines.report_io import write_report
+
+    old = pd.DataFrame({"run_id": ["r1"], "key": ["k"], "model_id": [None], "data_cutoff": [None], "x": [1.0]})
+    write_report(tmp_path, "<html>old</html>", {"reservation": old, "prescale": old})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full(self, path, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    with pytest.raises(OutputError, match="No space left on device"):
+        write_report(tmp_path, "<html>new</html>", {"prescale": old.assign(x=2.0)})
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_report_and_plan_refuse_what_they_cannot_use(prefect_harness, tmp_path, capsys) -> None:
     """A zero-byte file is no warehouse; an empty DuckDB file is brought to the schema and
     said to hold no data; an output "folder" that is a file, or a folder where report.html
@@ -260,3 +279,20 @@ def test_report_and_plan_refuse_what_they_cannot_use(prefect_harness, tmp_path, 
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)
     assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "report.html"]
+
+
+def test_empty_sections_of_a_plan_run_say_why_not_to_run_plan() -> None:
+    """A plan ran, but with no catalog offer (no allocation, no spot) and no forecast (no
+    pre-scale): the sections say that, not "run headroom plan" again."""
+    from pipelines.report_html import allocation_section, tables_section
+    from pipelines.report_io import ReportData
+
+    empty = pd.DataFrame()
+    data = ReportData(data_cutoff=pd.Timestamp("2026-01-02"), counts={"spot_prices": 100}, forecasts=empty,
+                      history=empty, heatmap=empty, heatmap_resource=None, alerts=empty, champions=empty,
+                      plan_run="run-1", recommendations={})
+    page = allocation_section(data) + tables_section(data)
+    assert "run headroom plan" not in page
+    assert "none in plan run run-1: no pool has a priced public offer in the instance catalog" in page
+    assert "none in plan run run-1: no pool has a public offer to compare spot prices with" in page
+    assert "none in plan run run-1: no forecast beyond the data cutoff (run headroom train, then plan)" in page
