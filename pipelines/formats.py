@@ -93,17 +93,20 @@ def _prom_samples(path: Path) -> pd.DataFrame:
     result = data.get("result") or []
     if not isinstance(result, list):
         raise IngestFileError(path, f"'data.result' must be a list of series, got {type(result).__name__}")
-    # built a column at a time: the labels are the same for every sample of a series
+    # built a column at a time: the labels are the same for every sample of a series, so
+    # each label column is its series' values repeated (object arrays of shared strings)
     label_cols = ("name", "host", "gpu", "uuid", "cpu", "mode", "cluster", "pool")
-    cols: dict[str, list] = {c: [] for c in ("series", "sample", *label_cols, "ts", "value")}
+    per_series: dict[str, list] = {c: [] for c in label_cols}
+    counts: list[int] = []
+    ts: list = []
+    value: list = []
     for s, series in enumerate(result, start=1):
         if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict) \
                 or not isinstance(series.get("values", []), list):
             raise IngestFileError(path, f"series {s} of data.result is not {{'metric': {{...}}, 'values': [...]}}")
         labels = series.get("metric") or {}
         values = series.get("values") or []
-        n = len(values)
-        pairs = [(p + [None, None])[:2] if isinstance(p, list) else [None, None] for p in values]
+        counts.append(len(values))
         fixed = {
             "name": labels.get("__name__", ""),
             "host": labels.get("Hostname") or _without_port(labels.get("instance")) or labels.get("node") or "",
@@ -111,14 +114,28 @@ def _prom_samples(path: Path) -> pd.DataFrame:
             "cpu": labels.get("cpu", ""), "mode": labels.get("mode", ""),
             "cluster": labels.get("cluster", ""), "pool": labels.get("pool", ""),
         }
-        for c, value in fixed.items():
-            cols[c].extend([value] * n)
-        cols["series"].extend([s] * n)
-        cols["sample"].extend(range(1, n + 1))
-        cols["ts"].extend(p[0] for p in pairs)
-        cols["value"].extend(p[1] for p in pairs)
-    # text columns stay object when there is no sample at all (empty, pandas makes them float)
-    frame = pd.DataFrame({c: pd.Series(v, dtype=object if c in label_cols else None) for c, v in cols.items()})
+        for c, v in fixed.items():
+            per_series[c].append(v)
+        if all(type(p) is list and len(p) == 2 for p in values):  # as Prometheus writes them
+            if values:
+                t, v = zip(*values)
+                ts.extend(t)
+                value.extend(v)
+        else:  # a pair cut short or not a pair: what it lacks is missing (a reject)
+            pairs = [(p + [None, None])[:2] if isinstance(p, list) else [None, None] for p in values]
+            ts.extend(p[0] for p in pairs)
+            value.extend(p[1] for p in pairs)
+    n = np.asarray(counts, dtype=np.int64)
+    cols: dict[str, np.ndarray] = {
+        "series": np.repeat(np.arange(1, len(n) + 1, dtype=np.int64), n),
+        # 1, 2, ... within each series
+        "sample": np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n) + 1,
+    }
+    for c in label_cols:
+        cols[c] = np.repeat(np.fromiter(per_series[c], dtype=object, count=len(n)), n)
+    cols["ts"] = np.fromiter(ts, dtype=object, count=len(ts))
+    cols["value"] = np.fromiter(value, dtype=object, count=len(value))
+    frame = pd.DataFrame(cols)
     # "line" for a JSON sample: series number * 1e6 + sample number keeps it unique and readable
     frame["_line"] = frame["series"] * 1_000_000 + frame["sample"]
     frame["_raw"] = None  # written only for the samples that are rejected: see raw_of
@@ -163,6 +180,18 @@ def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     replicas) would be summed twice: samples with the same metric, cluster, pool, host, GPU,
     CPU, mode and time collapse to one when their values agree; when they disagree the sample stays with
     ``conflict`` set, so its host and step are rejected."""
+    # only series that share their labels (or repeat a time) can hold copies: the others,
+    # usually all, skip the sample-level check
+    labels = [c for c in IDENTITY if c != "ts"]
+    firsts = s.drop_duplicates("series")
+    shared = firsts.loc[firsts.duplicated(labels, keep=False), "series"]
+    repeats = s.loc[s.duplicated(["series", "ts"]) & s["ts"].notna(), "series"]
+    suspect = s["series"].isin(set(shared) | set(repeats))
+    if not suspect.any():
+        return s.assign(conflict=False)
+    if not suspect.all():
+        part = _collapse_duplicates(path, s[suspect])
+        return pd.concat([s[~suspect].assign(conflict=False), part]).sort_index()
     s = s.assign(_text=_text(s["value"]))
     groups = s.groupby(IDENTITY, sort=False, dropna=False)
     size = groups["_text"].transform("size")

@@ -667,3 +667,24 @@ def test_prometheus_empty_results_and_infinite_counters(con, tmp_path):
     r = ingest.ingest_file(con, q, "utilization", cluster="c", pool="p")
     assert rows(con, "utilization")["used"].tolist() == [pytest.approx(0.5)] * 3
     assert r.rows_rejected == 1
+
+
+def test_prometheus_copies_among_some_series_leave_the_others_alone(con, tmp_path):
+    """Only series that share their labels (or repeat a time) are checked for copies: a host
+    scraped twice collapses (and rejects the step where its copies disagree), the host
+    beside it loads whole, and a repeated time within one series is a disagreement too."""
+    def gpu(host, job, values):
+        return {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": host, "gpu": "0", "job": job},
+                "values": [[1767225600 + 60 * i, v] for i, v in enumerate(values)]}
+    twice = {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n3", "gpu": "0"},
+             "values": [[1767225600, "5"], [1767225600, "6"], [1767225660, "7"]]}
+    p = tmp_path / "mix.json"
+    p.write_text(_prom([gpu("n1", "a", ["50", "60", "70"]), gpu("n1", "b", ["50", "65", "70"]),
+                        gpu("n2", "a", ["10", "20", "30"]), twice]))
+    r = ingest.ingest_file(con, p, "utilization", cluster="c", pool="p")
+    got = rows(con, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (6, 2)
+    assert got.loc[got["node_id"] == "n2", "used"].tolist() == [0.1, 0.2, 0.3]
+    assert got.loc[got["node_id"] == "n1", "used"].tolist() == [0.5, 0.7]
+    assert got.loc[got["node_id"] == "n3", "used"].tolist() == [0.07]
+    assert set(rejects(con).values()) == {"series with the same labels disagree at this time and host"}
