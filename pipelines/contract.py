@@ -40,7 +40,9 @@ SPECS: dict[str, KindSpec] = {
         numeric=("used", "capacity"),
         enums={"resource": RESOURCES},
         non_negative=("used", "capacity"),
-        checks=(("used > capacity", "used above capacity"),),
+        checks=(("used > capacity", "used above capacity"),
+                # cluster/pool/resource is a series' id: a '/' inside a name would move it to another group
+                ("contains(cluster, '/') OR contains(pool, '/')", "cluster and pool names cannot contain '/'")),
     ),
     "telemetry": KindSpec(
         kind="telemetry",

@@ -166,11 +166,28 @@ def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None
     since = None if last is None or lookback_days is None else pd.Timestamp(last) - pd.Timedelta(days=lookback_days)
     out = load_demand(con, since=since)
     if since is not None:
-        stale = sorted(set(warehouse.query(con, SERIES_SQL)["unique_id"]) - set(out["unique_id"]))
-        if stale:
+        recent = warehouse.query(con, SERIES_SQL + " WHERE ts >= ?", [since])["unique_id"]
+        stale = sorted(set(warehouse.query(con, SERIES_SQL)["unique_id"]) - set(recent))
+        if stale:  # (a series dropped for an outage inside the window is named by regularize)
             log.warning("%d series have no utilization in the %d days up to %s and are not planned or "
                         "forecast: %s", len(stale), lookback_days, last, ", ".join(stale))
     return out
+
+
+def drop_stale(frame: pd.DataFrame, max_lag: pd.Timedelta = MAX_INTERPOLATED_GAP) -> pd.DataFrame:
+    """``frame`` without the series whose last hour is more than ``max_lag`` before the
+    newest of any (a pool that stopped reporting: a forecast from its own last hour would lie
+    in the past), each named in a warning with its last hour."""
+    if frame.empty:
+        return frame
+    ends = frame.groupby("unique_id")["ds"].max()
+    cutoff = ends.max()
+    stale = ends[ends < cutoff - max_lag]
+    if stale.empty:
+        return frame
+    log.warning("%d series stopped reporting more than %s before the data cutoff %s and are not forecast: %s",
+                len(stale), f"{max_lag / pd.Timedelta(hours=1):g} h", cutoff, ", ".join(f"{u} (last {t})" for u, t in stale.head(5).items()))
+    return frame[~frame["unique_id"].isin(stale.index)].reset_index(drop=True)
 
 
 def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:

@@ -90,20 +90,30 @@ def fit_champion(group: str, history: pd.DataFrame, name: str, spec: TrainSpec, 
     }
 
 
+FALLBACK_SCORE = "mae"  # WAPE is undefined where the actuals sum to 0 (a pool idle all along)
+
+
 def pick_champions(metrics: pd.DataFrame, score: str = "wape") -> dict[str, str]:
-    """Best model per group (columns ``group, model, <score>``); lower is better, ties
-    go to the earlier row, and a group whose scores are all missing gets none."""
-    valid = metrics.dropna(subset=[score])
-    best = valid.loc[valid.groupby("group", sort=True)[score].idxmin()]
-    return dict(zip(best["group"], best["model"]))
+    """Best model per group (columns ``group, model, <score>``, and ``mae``); lower is
+    better, ties go to the earlier row. A group whose ``score`` is missing for every model
+    (WAPE of a series idle in every window) is ranked by MAE instead; one with neither gets none."""
+    out: dict[str, str] = {}
+    for group, g in metrics.groupby("group", sort=True):
+        for col in (score, FALLBACK_SCORE):
+            valid = g.dropna(subset=[col]) if col in g else g.iloc[0:0]
+            if not valid.empty:
+                out[str(group)] = valid.loc[valid[col].idxmin(), "model"]
+                break
+    return out
 
 
 def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
     """Champions from backtest results (dicts with group, model and metrics)."""
     table = pd.DataFrame(
-        [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score)} for r in results]
+        [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score),
+          FALLBACK_SCORE: r["metrics"].get(FALLBACK_SCORE)} for r in results]
     )
-    return pick_champions(table.astype({score: float}), score)
+    return pick_champions(table.astype({score: float, FALLBACK_SCORE: float}), score)
 
 
 def train_run_id(data_cutoff: pd.Timestamp, settings: dict) -> str:
@@ -135,20 +145,31 @@ def register_model(
 
     A new champion demotes the previous champion of ``target`` and any champion that
     serves one of the same series under another grouping (``train --group-by`` changed),
-    so each series has one champion. The same model again (same kind, target, series,
-    cutoff and params: the same id) fitted to the same artifact keeps its row as it was,
-    created_at and the wall times in its metrics included; only its champion flag is set."""
+    so each series has one champion; but it never replaces a champion fitted on newer data
+    (a slow train that started before new data came in finishes after one that saw it): it
+    is then registered without the flag (see :func:`is_champion`). The same model again
+    (same kind, target, series, cutoff and params: the same id) fitted to the same artifact
+    keeps its row, created_at included; its champion flag is set, and its metrics replaced
+    only when its scores changed (another backtest setting), not for wall times alone."""
     model_id = model_id_for(kind, target, series, data_cutoff, params)
     if champion:
         current = con.execute(
-            "SELECT model_id, target, series FROM models WHERE is_champion AND model_id <> ?", [model_id]
+            "SELECT model_id, target, series, data_cutoff FROM models WHERE is_champion AND model_id <> ?",
+            [model_id],
         ).fetchall()
         mine = set(series)
-        demote = [mid for mid, tgt, ser in current if tgt == target or mine & set(json.loads(ser or "[]"))]
-        if demote:
-            con.execute("UPDATE models SET is_champion = FALSE WHERE model_id IN (SELECT unnest(?))", [demote])
-    stored = con.execute("SELECT artifact FROM models WHERE model_id = ?", [model_id]).fetchone()
+        rivals = [(mid, cut) for mid, tgt, ser, cut in current
+                  if tgt == target or mine & set(json.loads(ser or "[]"))]
+        if any(pd.Timestamp(cut) > pd.Timestamp(data_cutoff) for _, cut in rivals):
+            champion = False
+        elif rivals:
+            con.execute("UPDATE models SET is_champion = FALSE WHERE model_id IN (SELECT unnest(?))",
+                        [[mid for mid, _ in rivals]])
+    stored = con.execute("SELECT artifact, metrics FROM models WHERE model_id = ?", [model_id]).fetchone()
     if stored is not None and stored[0] is not None and bytes(stored[0]) == bytes(artifact):
+        text = json.dumps(metrics, sort_keys=True, default=str)
+        if _scores(stored[1]) != _scores(text):
+            con.execute("UPDATE models SET metrics = ? WHERE model_id = ?", [text, model_id])
         con.execute("UPDATE models SET is_champion = ? WHERE model_id = ?", [champion, model_id])
         return model_id  # a refit that is not bit-identical replaces the row: artifact and forecasts agree
     row = pd.DataFrame([{
@@ -159,6 +180,17 @@ def register_model(
     }])
     warehouse.upsert(con, "models", row)
     return model_id
+
+
+def _scores(metrics_json: str | None) -> dict:
+    """A stored metrics object without its wall times (which differ on every run)."""
+    found = json.loads(metrics_json or "{}")
+    return {k: v for k, v in found.items() if "second" not in k}
+
+
+def is_champion(con: duckdb.DuckDBPyConnection, model_id: str) -> bool:
+    found = con.execute("SELECT is_champion FROM models WHERE model_id = ?", [model_id]).fetchone()
+    return bool(found and found[0])
 
 
 def load_model(con: duckdb.DuckDBPyConnection, model_id: str) -> forecasters.BaseForecaster:
@@ -182,13 +214,20 @@ def save_run(
     run_id: str,
     champions: list[dict],
     backtests: list[pd.DataFrame],
+    run_cutoff: pd.Timestamp | None = None,
 ) -> dict:
     """Register each group's champion and write its forecasts and all backtests, in one
     transaction. Each champion dict has group, kind, series, data_cutoff, params, metrics,
     artifact and forecast; returns row counts and ``model_ids`` per group. Rows an earlier
     run under the same id wrote are replaced as a whole (a series or model it had and this
-    one lacks does not linger)."""
-    counts: dict = {"models": 0, "forecasts": 0, "backtests": 0, "model_ids": {}}
+    one lacks does not linger).
+
+    Champions stay with the newest data: a group whose champion another run fitted on newer
+    data keeps it (the group is listed under ``superseded``); once this run holds its
+    champions, those of older data that it did not replace (a series left out since, or a
+    group with no champion now) retire, so no forecast from stale data stays current."""
+    counts: dict = {"models": 0, "forecasts": 0, "backtests": 0, "model_ids": {}, "superseded": [],
+                    "retired": 0}
     with warehouse.transaction(con):
         for table in ("forecasts", "backtests"):
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
@@ -205,6 +244,15 @@ def save_run(
             counts["models"] += 1
             counts["model_ids"][champ["group"]] = model_id
             counts["forecasts"] += warehouse.upsert(con, "forecasts", rows)
+            if not is_champion(con, model_id):
+                counts["superseded"].append(champ["group"])
+        if run_cutoff is not None and not counts["superseded"]:
+            mine = list(counts["model_ids"].values())
+            retired = con.execute(
+                "UPDATE models SET is_champion = FALSE WHERE is_champion AND data_cutoff < ? "
+                "AND model_id NOT IN (SELECT unnest(?::VARCHAR[])) RETURNING model_id",
+                [pd.Timestamp(run_cutoff), mine]).fetchall()
+            counts["retired"] = len(retired)
         for cv in backtests:
             counts["backtests"] += warehouse.upsert(con, "backtests", cv.assign(run_id=run_id))
     return counts

@@ -21,20 +21,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import forecasters
     from pipelines.cli import CliError
+    from pipelines.commands.plan import MAX_LOOKBACK_DAYS
     from pipelines.flows.train import task_runner_for, train_flow
     from pipelines.settings import Settings
+    from pipelines.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db)
-    if not settings.db_path.exists():
-        raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     names = None
-    if args.models:
+    if args.models is not None:
         names = [n.strip() for n in args.models.split(",") if n.strip()]
         unknown = [n for n in names if n not in forecasters.available()]
-        if unknown:
-            raise CliError(f"unknown model(s) {unknown}; choose from {','.join(forecasters.available())}", 2)
+        if unknown or not names:
+            raise CliError(f"unknown model(s) {unknown or args.models!r}; choose from "
+                           f"{','.join(forecasters.available())}", 2)
     if args.horizon < 1 or args.windows < 1:
         raise CliError("--horizon and --windows must be >= 1", 2)
+    if not 1 <= args.lookback_days <= MAX_LOOKBACK_DAYS:  # beyond, a time span overflows
+        raise CliError(f"--lookback-days must be between 1 and {MAX_LOOKBACK_DAYS} (100 years), got "
+                       f"{args.lookback_days}", 2)
+    if not settings.db_path.exists():
+        raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     try:
         runner = task_runner_for(settings)
     except RuntimeError as exc:
@@ -44,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
             db_path=str(settings.db_path), horizon=args.horizon, models=names, windows=args.windows,
             group_by=args.group_by, lookback_days=args.lookback_days, seed=args.seed,
         )
+    except WarehouseLockedError as exc:
+        raise CliError(str(exc), 1) from exc
     except (ValueError, forecasters.HistoryError) as exc:
         raise CliError(str(exc), 2) from exc
     print(f"train run {summary['run_id']}: {summary['series']} series up to {summary['data_cutoff']}")
@@ -51,4 +59,9 @@ def run(args: argparse.Namespace) -> int:
         scores = ", ".join(f"{m} {w:.3f}" if w is not None else f"{m} -" for m, w in g["scores"].items())
         print(f"  {group}: champion {g['champion']} ({g['model_id']}); backtest WAPE: {scores}")
     print("rows written: " + json.dumps(summary["rows"]))
+    if summary.get("retired"):
+        print(f"retired {summary['retired']} champion(s) of older data that this run did not replace "
+              "(series left out now)")
+    if summary.get("superseded"):
+        print(f"not champions: a train on newer data holds {', '.join(summary['superseded'])}")
     return 0

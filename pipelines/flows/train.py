@@ -40,9 +40,16 @@ def task_runner_for(settings: Settings) -> object:
 
 @task(cache_policy=NO_CACHE)
 def load_demand_task(db_path: str, lookback_days: int | None) -> pd.DataFrame:
-    """Hourly demand per cluster/pool/resource from the warehouse."""
+    """Hourly demand per cluster/pool/resource from the warehouse, without the series that
+    stopped reporting; ValueError when no series is left."""
     with warehouse.open_warehouse(db_path) as con:
-        return demand.load_recent_demand(con, lookback_days)
+        frame = demand.drop_stale(demand.load_recent_demand(con, lookback_days))
+        if frame.empty:
+            has_rows = con.execute("SELECT count(*) > 0 FROM utilization").fetchone()[0]
+            raise ValueError(
+                f"no demand series in {db_path} has enough recent data to train on (see the warnings "
+                f"above)" if has_rows else f"no utilization in {db_path}: ingest some before training")
+        return frame
 
 
 @task(cache_policy=NO_CACHE)
@@ -77,10 +84,11 @@ def fit_task(group: str, history: pd.DataFrame, name: str, spec: model_store.Tra
 
 
 @task(cache_policy=NO_CACHE)
-def save_task(db_path: str, run_id: str, champions: list[dict], backtests: list[pd.DataFrame]) -> dict:
+def save_task(db_path: str, run_id: str, champions: list[dict], backtests: list[pd.DataFrame],
+              data_cutoff: pd.Timestamp) -> dict:
     """Write models, forecasts and backtests in one transaction."""
     with warehouse.open_warehouse(db_path) as con:
-        return model_store.save_run(con, run_id, champions, backtests)
+        return model_store.save_run(con, run_id, champions, backtests, data_cutoff)
 
 
 @task(cache_policy=NO_CACHE)
@@ -105,14 +113,13 @@ def train_flow(
     WAPE, fit them on all data and write forecasts for ``horizon`` hours.
 
     Returns ``{"run_id", "series", "groups": {group: {"champion", "model_id"?, "wape",
-    "scores": {model: wape}}}, "rows": {"models", "forecasts", "backtests"}}``.
+    "scores": {model: wape}}}, "rows": {"models", "forecasts", "backtests"}, "superseded":
+    [group whose champion a run on newer data holds], "retired": n}`` (champions of older
+    data this run did not replace, retired: see :func:`model_store.save_run`).
     """
     names = list(models or DEFAULT_MODELS)
     spec = model_store.TrainSpec(horizon=horizon, freq="h", season_length=season_length, windows=windows, seed=seed)
     history = load_demand_task(db_path, lookback_days)
-    info = describe_task(history)
-    if info["series"] == 0:
-        raise ValueError(f"no utilization in {db_path}: ingest some before training")
     history = trainable_task(history, names, spec)
     info = describe_task(history)
     groups = split_task(history, group_by)
@@ -125,7 +132,13 @@ def train_flow(
     run = run_id or model_store.train_run_id(info["data_cutoff"], {
         "horizon": horizon, "models": sorted(names), "windows": windows, "season_length": season_length,
         "group_by": group_by, "lookback_days": lookback_days, "seed": seed})
-    saved = save_task(db_path, run, champions, [r["cv"] for r in results])
+    unscored = sorted(set(groups) - set(best))
+    if unscored:
+        log.warning("no model scored on group(s) %s: no champion, no forecast", ", ".join(unscored))
+    saved = save_task(db_path, run, champions, [r["cv"] for r in results], info["data_cutoff"])
+    if saved["superseded"]:
+        log.warning("a train on newer data holds the champions of %s: this run's models (data up to %s) are "
+                    "registered, not champions", ", ".join(saved["superseded"]), info["data_cutoff"])
     summary = {
         "run_id": run,
         "series": info["series"],
@@ -136,7 +149,9 @@ def train_flow(
                 "scores": {n: metrics[(g, n)].get("wape") for n in names}}
             for g in groups
         },
-        "rows": {k: v for k, v in saved.items() if k != "model_ids"},
+        "rows": {k: v for k, v in saved.items() if k in ("models", "forecasts", "backtests")},
+        "superseded": saved["superseded"],
+        "retired": saved["retired"],
     }
     log.info("train: %s", summary)
     return summary

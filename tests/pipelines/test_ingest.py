@@ -688,3 +688,12 @@ def test_prometheus_copies_among_some_series_leave_the_others_alone(con, tmp_pat
     assert got.loc[got["node_id"] == "n1", "used"].tolist() == [0.5, 0.7]
     assert got.loc[got["node_id"] == "n3", "used"].tolist() == [0.07]
     assert set(rejects(con).values()) == {"series with the same labels disagree at this time and host"}
+
+
+def test_a_slash_in_a_cluster_or_pool_name_is_a_reject(con, tmp_path):
+    """cluster/pool/resource is a series' id: 'eu/west' would put its series in another group."""
+    p = write(tmp_path / "u.csv", UTIL_HEADER + "\n2026-01-01T00:00:00,eu/west,p,n1,gpu,1,8\n"
+              "2026-01-01T00:00:00,eu,p/1,n2,gpu,1,8\n2026-01-01T00:00:00,eu,p,n3,gpu,1,8\n")
+    r = ingest.ingest_file(con, p, "utilization")
+    assert (r.rows_loaded, r.rows_rejected) == (1, 2)
+    assert set(rejects(con).values()) == {"cluster and pool names cannot contain '/'"}

@@ -273,3 +273,74 @@ def test_a_refit_that_differs_replaces_the_stored_artifact(con) -> None:
     model_store.register_model(con, artifact=b"second", **args)
     stored = con.execute("SELECT artifact, is_champion FROM models WHERE model_id = ?", [mid]).fetchone()
     assert bytes(stored[0]) == b"second" and stored[1]
+
+
+def _champ(group: str, kind: str, cutoff: str, series: list[str], wape: float = 0.1) -> dict:
+    ds = pd.date_range(pd.Timestamp(cutoff) + pd.Timedelta(hours=1), periods=2, freq="h")
+    return {"group": group, "kind": kind, "series": series, "data_cutoff": pd.Timestamp(cutoff),
+            "params": {"k": kind}, "metrics": {"wape": wape, "seconds": 1.0}, "artifact": kind.encode() + b"!",
+            "forecast": pd.DataFrame({"unique_id": series[0], "ds": ds, "model": kind, "mean": 1.0, "lo_80": 0.0,
+                                      "hi_80": 2.0, "lo_95": 0.0, "hi_95": 3.0})}
+
+
+def _champions(con) -> dict[str, str]:
+    return dict(con.execute("SELECT target, kind FROM models WHERE is_champion ORDER BY target").fetchall())
+
+
+def test_champions_stay_with_the_newest_data(con) -> None:
+    """A slow train on older data that saves after one on newer data does not take its
+    champions back; a run on newer data retires the champions of older data it did not
+    replace (a group left out now), so no stale forecast stays current."""
+    new = model_store.save_run(con, "r-new", [_champ("cpu", "lgbm", "2026-01-25", ["c/p/cpu"])], [],
+                               pd.Timestamp("2026-01-25"))
+    old = model_store.save_run(con, "r-old", [_champ("cpu", "lstm", "2026-01-23", ["c/p/cpu"])], [],
+                               pd.Timestamp("2026-01-23"))
+    assert new["superseded"] == [] and old["superseded"] == ["cpu"]
+    assert _champions(con) == {"cpu": "lgbm"}
+    model_store.save_run(con, "r-gpu", [_champ("gpu", "ets", "2026-01-24", ["c/p/gpu"])], [],
+                         pd.Timestamp("2026-01-24"))  # (older than cpu's: retires nothing newer)
+    assert _champions(con) == {"cpu": "lgbm", "gpu": "ets"}
+    later = model_store.save_run(con, "r-later", [_champ("cpu", "lgbm", "2026-01-27", ["c/p/cpu"])], [],
+                                 pd.Timestamp("2026-01-27"))
+    assert later["retired"] == 1 and _champions(con) == {"cpu": "lgbm"}  # gpu was not trained: retired
+
+
+def test_a_group_idle_in_every_window_is_ranked_by_mae() -> None:
+    """WAPE is undefined where the actuals sum to 0: the group still gets a champion."""
+    results = [{"group": "gpu", "model": m, "metrics": {"wape": None, "mae": mae}}
+               for m, mae in (("seasonal_naive", 0.0), ("ets", 0.2))]
+    results += [{"group": "cpu", "model": "ets", "metrics": {"wape": 0.1, "mae": 3.0}}]
+    assert model_store.champions_from(results) == {"cpu": "ets", "gpu": "seasonal_naive"}
+
+
+def test_the_same_model_scored_again_keeps_its_row_but_takes_the_new_scores(con) -> None:
+    args = dict(kind="ets", target="cpu", series=["c/p/cpu"], data_cutoff=pd.Timestamp("2026-01-01"),
+                params={"a": 1}, artifact=b"same", champion=True)
+    mid = model_store.register_model(con, metrics={"wape": 0.0947, "seconds": 1.0}, **args)
+    created = con.execute("SELECT created_at FROM models WHERE model_id = ?", [mid]).fetchone()[0]
+    model_store.register_model(con, metrics={"wape": 0.0947, "seconds": 9.0}, **args)  # wall time alone
+    assert json.loads(con.execute("SELECT metrics FROM models").fetchone()[0])["seconds"] == 1.0
+    model_store.register_model(con, metrics={"wape": 0.087, "seconds": 2.0}, **args)  # --windows 4
+    row = con.execute("SELECT metrics, created_at FROM models WHERE model_id = ?", [mid]).fetchone()
+    assert json.loads(row[0])["wape"] == 0.087 and row[1] == created
+
+
+def test_a_series_that_stopped_reporting_is_not_forecast_from_its_past(caplog) -> None:
+    ds = pd.date_range("2026-01-01", periods=24 * 10, freq="h")
+    frame = pd.concat([pd.DataFrame({"unique_id": "c/live/cpu", "ds": ds, "y": 1.0}),
+                       pd.DataFrame({"unique_id": "c/late/cpu", "ds": ds[:-10], "y": 1.0}),
+                       pd.DataFrame({"unique_id": "c/gone/cpu", "ds": ds[:-48], "y": 1.0})])
+    kept = demand.drop_stale(frame)
+    assert sorted(kept["unique_id"].unique()) == ["c/late/cpu", "c/live/cpu"]
+    assert "more than 24 h before the data cutoff" in caplog.text and "c/gone/cpu (last 2026-01-08 23:00:00)" in caplog.text
+
+
+def test_train_cli_refuses_settings_that_cannot_mean_anything(tmp_path, capsys) -> None:
+    from pipelines.cli import main
+
+    db = tmp_path / "none.duckdb"
+    for argv, said in ((["--models", ","], "unknown model(s) ','"),
+                       (["--lookback-days", "1000000"], "--lookback-days must be between 1 and 36500"),
+                       (["--lookback-days", "-1"], "--lookback-days must be between 1 and 36500")):
+        assert main(["train", "--db", str(db), *argv]) == 2
+        assert said in capsys.readouterr().err
