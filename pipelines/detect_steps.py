@@ -280,7 +280,7 @@ def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.Data
         alerts.append(Alert(
             kind="price_spike", entity=entity, window_start=start, window_end=end,
             severity=severity_for(float(p)), probability=float(np.clip(p, 0, 1)),
-            summary=f"spot price spike likely on {entity} within {policy.horizon} (p={p:.2f}, price {r.price:g})",
+            summary=f"spot price spike predicted on {entity} within {policy.horizon} (p={p:.2f}; price now {r.price:g} an hour)",
             runbook=SPIKE_RUNBOOK,
         ))
     return alerts

@@ -28,7 +28,13 @@ COST_PARTS = ("private_cost", "public_cost", "edge_cost", "idle_penalty")
 COST_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 BURST_COLOR, FAULT_COLOR = "#ff2020", "#ff00ff"
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "starts_at"]
+ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "runbook", "starts_at"]
+# what a demand series counts, by resource (the pool's total, summed over its nodes)
+UNITS = {"gpu": "GPUs busy (pool total)", "cpu": "cores busy (pool total)", "mem": "GiB used (pool total)"}
+RESERVATION_TABLE_COLUMNS = ["unique_id", "resource", "term", "instance_type", "provider", "region", "instances",
+                             "units_per_instance", "reserved_units", "expected_utilization",
+                             "monthly_cost_reserved", "monthly_cost_on_demand", "monthly_savings",
+                             "coverage_quantile", "location"]
 PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "capacity", "target_capacity",
                     "forecast_mean", "forecast_upper", "reason"]
 ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
@@ -69,7 +75,11 @@ def _fmt(value: object) -> str:
         return f"{int(value):,}"
     if isinstance(value, (float, np.floating)):
         v = float(value)
-        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+        if math.isinf(v):
+            return "∞" if v > 0 else "-∞"
+        if v.is_integer():  # counts and units stored as floats (192.0 cores): no decimals
+            return f"{int(v):,}"
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
     return str(value)
 
 
@@ -132,9 +142,11 @@ def fan_chart(group: pd.DataFrame, history: pd.DataFrame, days: int = 7) -> plt.
         ax.plot(fc["ds"], fc["mean"], color="C0", lw=1.4, label="forecast")
         ax.axvline(start, color="#888", ls=":", lw=1)
         ax.set_title(f"{uid}\n{fc['model'].iloc[0]}", fontsize=9)
+        ax.set_ylabel(UNITS.get(uid.rsplit("/", 1)[-1], "demand"), fontsize=8)
         locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
         ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        # day and month on every tick: a concise offset ("2026-Feb") made January days read as February
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b"))
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(shown):]:
@@ -376,7 +388,9 @@ def tables_section(data: ReportData) -> str:
     alerts = firing_alerts(data.alerts)
     parts = [
         _section("reservations", "Reservation recommendations",
-                 table(res, [c for c in res.columns if c not in ("run_id", "model_id", "data_cutoff")])
+                 table(res, [c for c in RESERVATION_TABLE_COLUMNS if c in res.columns]
+                       + [c for c in res.columns if c not in RESERVATION_TABLE_COLUMNS
+                          and c not in ("run_id", "model_id", "data_cutoff", "key")])
                  if not res.empty else _none_in_plan(data, "no reservation pays (or the catalog has no reserved "
                                                            "prices for the pools' public offers)")),
         _section("spot", "Spot for the interruptible load",
@@ -435,13 +449,17 @@ def summary_lines(data: ReportData) -> list[str]:
             f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
             for r in tuned.to_dict("records"))
         direction = "less" if saved >= 0 else "more"
-        lines.append(f"Split private/public/edge: {who}; ${abs(saved):,.0f} per month {direction} than the "
-                     "default split.")
+        total = float(pd.to_numeric(tuned["monthly_cost"]).sum())
+        lines.append(f"Split private/public/edge: {who}; ${total:,.0f} per month for the forecast demand, "
+                     f"${abs(saved):,.0f} {direction} than the default 3-5-2 split (a comparison of splits "
+                     "under the cost model, not of today's bill).")
     res = recs.get("reservation", pd.DataFrame())
     if not res.empty and "monthly_savings" in res:
         pools = res["unique_id"] if "unique_id" in res else res["key"]
         best = pd.to_numeric(res["monthly_savings"]).groupby(pools.fillna("?"), dropna=False).max().sum()
-        lines.append(f"{len(res)} reservation option(s); the best per pool saves ${best:,.0f} per month.")
+        lines.append(f"{len(res)} reservation option(s) for the plan's public capacity; the best per pool "
+                     f"saves ${best:,.0f} per month against paying on-demand for it, for a commitment over "
+                     "the whole term (see the instances and term of each).")
     spot = recs.get("spot", pd.DataFrame())
     if not spot.empty and {"action", "expected_monthly_saving"} <= set(spot.columns):
         used = spot[spot["action"] == "use_spot"]
@@ -458,7 +476,10 @@ def summary_lines(data: ReportData) -> list[str]:
     alerts = firing_alerts(data.alerts)
     if not alerts.empty:
         kinds = alerts["kind"].value_counts()
-        lines.append("Firing alerts: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ".")
+        critical = alerts.loc[alerts["severity"] == "critical", "entity"].astype(str).tolist()
+        lines.append("Firing alerts: " + ", ".join(f"{n} {k}" for k, n in kinds.items())
+                     + (f" (critical: {', '.join(critical[:5])}{' ...' if len(critical) > 5 else ''}; "
+                        "see each runbook below)" if critical else "") + ".")
     return lines
 
 

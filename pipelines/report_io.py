@@ -56,7 +56,7 @@ ORDER BY cluster, pool, node_id, hour
 """
 
 ALERTS_SQL = """
-SELECT fingerprint, kind, entity, severity, probability, window_start, window_end, summary,
+SELECT fingerprint, kind, entity, severity, probability, window_start, window_end, summary, runbook,
        status, starts_at, ends_at, labels
 FROM alerts ORDER BY starts_at, fingerprint
 """

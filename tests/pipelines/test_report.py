@@ -115,8 +115,10 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
     assert "latest utilization reading <b>2026-01-07 23:00</b>" in page
     assert re.search(r"plan run plan-\S+ on demand up to the hour of <b>2026-01-07 2\d:00</b>", page)
     summary = page[page.index(">Summary<"):page.index(">Forecasts<")]
-    assert "per month less than the default split" in summary and "reservation option(s)" in summary
+    assert "less than the default 3-5-2 split (a comparison of splits under the cost model, not of today" \
+        in summary and "reservation option(s) for the plan" in summary
     assert "Next 24 hours: " in summary and "Firing alerts: " in summary
+    assert "runbook</th>" in page[page.index(">Firing alerts<"):]
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert sorted(Path(f).name for f in out["files"]) == sorted(
         f"recommendations_{k}.{ext}" for k in ("allocation", "prescale", "reservation") for ext in ("csv", "parquet"))
