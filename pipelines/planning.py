@@ -157,6 +157,12 @@ def save_plan(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame, run_id: str) -
         return warehouse.upsert(con, "recommendations", rows) if not rows.empty else 0
 
 
+def current_text(row: dict) -> str:
+    """``; the running fleet: 1,234/month`` (as private machines, same demand), or '' when unknown."""
+    cost = row.get("current_fleet_cost")
+    return "" if cost is None or pd.isna(cost) else f"; the running fleet as private machines: {cost:,.0f}/month"
+
+
 def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -> dict:
     """What the plan flow returns: run, row counts and the tuned split per pool."""
     alloc = plan["allocation"]
@@ -166,7 +172,8 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
         default = alloc.loc[alloc["plan"] == "default_3_5_2"].set_index("unique_id")[shares]
         same = (tuned.set_index("unique_id")[shares] - default.reindex(tuned["unique_id"])).abs().max(axis=1) < 1e-9
         tuned = tuned.assign(kept_default=same.to_numpy())
-    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "retuned", "kept_default"]
+    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "retuned", "kept_default",
+            "current_fleet_cost"]
     spot = plan.get("spot", pd.DataFrame())
     spot_cols = ["unique_id", "action", "zone", "instance_type", "discount", "p_spike", "expected_monthly_saving"]
     return {

@@ -38,7 +38,7 @@ RESERVATION_TABLE_COLUMNS = ["unique_id", "resource", "term", "instance_type", "
 PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "capacity", "target_capacity",
                     "forecast_mean", "forecast_upper", "reason"]
 ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
-                      "savings_vs_default", "offers"]
+                      "savings_vs_default", "current_fleet_cost", "offers"]
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1280px;color:#222;padding:0 1em}
@@ -450,9 +450,14 @@ def summary_lines(data: ReportData) -> list[str]:
             for r in tuned.to_dict("records"))
         direction = "less" if saved >= 0 else "more"
         total = float(pd.to_numeric(tuned["monthly_cost"]).sum())
+        current = pd.to_numeric(tuned.get("current_fleet_cost", pd.Series(dtype=float)), errors="coerce")
+        now = (f" The running fleet, priced as private machines, would cost ${current.sum():,.0f} for the same "
+               "demand" + (" (less than the recommended split, which the allocation bounds keep partly on "
+                           "public and edge: widen them in the plan config to weigh keeping more private)"
+                           if current.sum() < total else "") + "."
+               if len(current) and current.notna().all() else "")
         lines.append(f"Split private/public/edge: {who}; ${total:,.0f} per month for the forecast demand, "
-                     f"${abs(saved):,.0f} {direction} than the default 3-5-2 split (a comparison of splits "
-                     "under the cost model, not of today's bill).")
+                     f"${abs(saved):,.0f} {direction} than the default 3-5-2 split.{now}")
     res = recs.get("reservation", pd.DataFrame())
     if not res.empty and "monthly_savings" in res:
         pools = res["unique_id"] if "unique_id" in res else res["key"]

@@ -150,6 +150,29 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
     return result
 
 
+def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[str, Offer],
+                       costs: CostPolicy) -> float | None:
+    """The monthly cost of serving ``demand`` on the capacity running now, priced as
+    private machines (the reference a bill is compared with: no split, the fleet as it is),
+    with what exceeds it on public on-demand. None without a private offer, or no capacity."""
+    d = _demand(demand)
+    offer = offers.get("private")
+    if offer is None or not capacity_units > 0:
+        return None
+    instances = float(np.ceil(capacity_units / offer.units - 1e-9))
+    served = np.minimum(d, instances * offer.units)
+    c = provisioned_cost(np.full(d.size, instances), served, offer, costs.private)
+    total = c["compute"] + c["idle_penalty"]
+    spill = d - served
+    if spill.sum() > 0:
+        public = offers.get("public")
+        if public is None:
+            return None
+        p = provisioned_cost(np.ceil(spill / public.units - 1e-9), spill, public, costs.public)
+        total += p["compute"] + p["idle_penalty"]
+    return total * costs.hours_per_month / d.size
+
+
 def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCATIONS) -> list[Split]:
     """Every split on the policy's grid within its bounds; locations not ``available`` (no
     suitable offer) get no share."""

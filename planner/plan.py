@@ -19,6 +19,7 @@ from planner.allocation import (
     DEFAULT_SPLIT,
     AllocationPolicy,
     Split,
+    current_fleet_cost,
     kept_plans,
     public_load,
     tune_split,
@@ -154,6 +155,9 @@ def make_plan(
             alloc.insert(1, "resource", resource)
             alloc["retuned"] = kept is None
             alloc["offers"] = offer_names(offers)
+            # the reference a bill payer compares with: the running capacity as it is
+            current = current_fleet_cost(path, float(row.capacity), offers, policy.costs)
+            alloc["current_fleet_cost"] = np.nan if current is None else current
             out["allocation"].append(alloc)
             t = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
             tuned = Split(float(t["private"]), float(t["public"]), float(t["edge"]))

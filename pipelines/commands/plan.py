@@ -33,7 +33,7 @@ def require_plan_config(path: str | Path | None) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
     from pipelines.flows.plan import plan_flow
-    from pipelines.planning import saving_text, spot_text
+    from pipelines.planning import current_text, saving_text, spot_text
     from pipelines.settings import Settings
     from pipelines.warehouse import WarehouseLockedError
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if a["retuned"] and a["kept_default"]:
             how = "re-tuned: the default split kept, no other saves enough"
         print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
-              f"({how}), {a['monthly_cost']:,.0f}/month, {saving_text(a['savings_vs_default'])}")
+              f"({how}), {a['monthly_cost']:,.0f}/month, {saving_text(a['savings_vs_default'])}{current_text(a)}")
     for sp in out.get("spot", []):
         print(f"  {sp['unique_id']}: {spot_text(sp)}")
     return 0

@@ -115,8 +115,8 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
     assert "latest utilization reading <b>2026-01-07 23:00</b>" in page
     assert re.search(r"plan run plan-\S+ on demand up to the hour of <b>2026-01-07 2\d:00</b>", page)
     summary = page[page.index(">Summary<"):page.index(">Forecasts<")]
-    assert "less than the default 3-5-2 split (a comparison of splits under the cost model, not of today" \
-        in summary and "reservation option(s) for the plan" in summary
+    assert "$7,000 per month for the forecast demand, $2,000 less than the default 3-5-2 split." in summary
+    assert "reservation option(s) for the plan" in summary
     assert "Next 24 hours: " in summary and "Firing alerts: " in summary
     assert "runbook</th>" in page[page.index(">Firing alerts<"):]
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -298,3 +298,22 @@ def test_empty_sections_of_a_plan_run_say_why_not_to_run_plan() -> None:
     assert "none in plan run run-1: no pool has a priced public offer in the instance catalog" in page
     assert "none in plan run run-1: no pool has a public offer to compare spot prices with" in page
     assert "none in plan run run-1: no forecast beyond the data cutoff (run headroom train, then plan)" in page
+
+
+def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
+    """The reference a bill payer compares with; when it is cheaper than the split, the
+    summary says the bounds keep the split partly off private, and where to widen them."""
+    from pipelines.report_html import summary_lines
+    from pipelines.report_io import ReportData
+
+    alloc = pd.DataFrame({"unique_id": ["c/p/gpu"] * 2, "plan": ["default_3_5_2", "tuned"],
+                          "private": [0.3, 0.7], "public": [0.5, 0.3], "edge": [0.2, 0.0],
+                          "monthly_cost": [9000.0, 7000.0], "current_fleet_cost": [5000.0, 5000.0]})
+    empty = pd.DataFrame()
+    data = ReportData(data_cutoff=None, counts={}, forecasts=empty, history=empty, heatmap=empty,
+                      heatmap_resource=None, alerts=empty, champions=empty, plan_run="p",
+                      recommendations={"allocation": alloc})
+    line = summary_lines(data)[0]
+    assert "$7,000 per month for the forecast demand, $2,000 less than the default 3-5-2 split." in line
+    assert "The running fleet, priced as private machines, would cost $5,000 for the same demand (less than" in line
+    assert "widen them in the plan config" in line

@@ -206,6 +206,7 @@ def test_make_plan_uses_future_hours_and_reserves_for_the_spill() -> None:
     load = P.allocation.public_load(np.r_[y, np.full(4, 40.0)], split, offers)
     assert load.sum() >= (np.r_[y, np.full(4, 40.0)] * split.public).sum() - 1e-9
     assert P.make_plan(history, forecast, capacity.iloc[0:0], catalog())["allocation"].empty
+    assert (plan["allocation"]["current_fleet_cost"] > 0).all()  # the running fleet, for reference
 
 
 def _spot_prices() -> pd.DataFrame:
@@ -389,3 +390,19 @@ def test_a_pool_without_a_node_size_is_not_prescaled_and_the_others_are_planned(
     plan = P.make_plan(history, fc, capacity, catalog())
     assert set(plan["prescale"]["unique_id"]) == {"c/a/cpu"}
     assert "c/b/cpu: no node size" in caplog.text
+
+
+def test_the_running_fleet_is_priced_as_private_machines_with_the_excess_on_public() -> None:
+    """10 units running (3 private 4-unit machines once rounded up) serve demand 6 and 14:
+    12 units of private machines all month, idle 6 then 0 units at 30% of their unit price,
+    and 2 units over them on one public 8-unit machine in the second hour."""
+    costs = P.CostPolicy(private=LocationCost(idle_penalty=0.3), public=LocationCost(), edge=LocationCost(),
+                         hours_per_month=730.0)
+    offers = {"private": Offer("private", "onprem", "dc", "p4", units=4.0, price=8.0),
+              "public": Offer("public", "cloud", "r1", "g8", units=8.0, price=40.0)}
+    got = P.current_fleet_cost(np.array([6.0, 14.0]), 10.0, offers, costs)
+    private = 2 * 12 * 2.0 + (6 + 0) * 2.0 * 0.3
+    public = 8 * 5.0
+    assert got == pytest.approx((private + public) * 730 / 2)
+    assert P.current_fleet_cost(np.array([6.0]), 10.0, {"public": offers["public"]}, costs) is None
+    assert P.current_fleet_cost(np.array([6.0]), 0.0, offers, costs) is None
