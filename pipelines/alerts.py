@@ -176,6 +176,8 @@ class AlertmanagerSink:
             window = [pd.Timestamp(a["window_end"])] if a.get("window_end") else []  # type: ignore[arg-type]
             ends = max(held + window) if held or window else None
         if ends is not None:
+            # Alertmanager refuses (400) an alert that ends before it starts, and with it the batch
+            ends = max(pd.Timestamp(ends), pd.Timestamp(a["starts_at"])) if a.get("starts_at") else ends
             body["endsAt"] = _iso(ends)
         return body
 
@@ -304,6 +306,16 @@ def sync_alerts(
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
                       "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
     delivered_keys = set(keys.itertuples(index=False, name=None))
+    # a sink that heard an alert fire hears what follows of it (escalation, resolution) even
+    # when it is not configured in this run: kept pending for it, sent if it comes back
+    heard: dict[str, set[str]] = {}
+    for fp, sink, status in delivered_keys:
+        if status == "firing":
+            heard.setdefault(fp, set()).add(sink)
+
+    def told(fp: str) -> list[str]:
+        return [*names, *sorted(heard.get(fp, set()) - set(names))]
+
     rows, queue, refired = [], [], []
     fired = updated = resolved = 0
     current_fps = {a.fingerprint for a in current}
@@ -325,8 +337,9 @@ def sync_alerts(
             if old is not None:  # it resolved and fires again: what was not yet said of that is moot
                 refired.append(fp)
         if is_ended:
-            rows.append(_row(alert, "resolved", starts, now, now))
-            queue += [(fp, s, "resolved") for s in names]
+            # never before it started (a replay whose clock is behind the run that fired it)
+            rows.append(_row(alert, "resolved", starts, max(now, pd.Timestamp(starts)), now))
+            queue += [(fp, s, "resolved") for s in told(fp)]
             resolved += 1
         else:
             rows.append(_row(alert, "firing", starts, None, now))
@@ -336,7 +349,7 @@ def sync_alerts(
             # The severity kept keeps the probability and summary that came with it: an
             # escalation sent later must not say "critical" with a lower, later probability
             if not is_ended and SEVERITY_RANK[alert.severity] > SEVERITY_RANK.get(old.severity, 0):
-                queue += [(fp, s, f"escalated:{old.severity}>{alert.severity}") for s in names]
+                queue += [(fp, s, f"escalated:{old.severity}>{alert.severity}") for s in told(fp)]
             elif is_ended or SEVERITY_RANK[alert.severity] < SEVERITY_RANK.get(old.severity, 0):
                 # (an ended one resolves with the labels it fired with, whatever it ended at)
                 rows[-1].update(severity=old.severity, probability=old.probability, summary=old.summary)
@@ -349,10 +362,10 @@ def sync_alerts(
         upsert(con, "alerts", pd.DataFrame(rows))
         if stale:
             con.execute(
-                "UPDATE alerts SET status = 'resolved', ends_at = ?, updated_at = ? "
+                "UPDATE alerts SET status = 'resolved', ends_at = greatest(?::TIMESTAMP, starts_at), updated_at = ? "
                 "WHERE fingerprint IN (SELECT unnest(?))", [now, now, stale],
             )
-            queue += [(fp, s, "resolved") for fp in stale for s in names]
+            queue += [(fp, s, "resolved") for fp in stale for s in told(fp)]
             resolved += len(stale)
         if queue:
             q = pd.DataFrame(queue, columns=["fingerprint", "sink", "status"])

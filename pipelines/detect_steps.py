@@ -45,10 +45,15 @@ class BurstResult:
     events: int
 
 
+BURST_SILENCE = pd.Timedelta(hours=6)  # a burst whose series says nothing for this long resolves
+
+
 def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: CusumPolicy,
-               first_window: str = "1D") -> BurstResult:
+               first_window: str = "1D", now: datetime | None = None) -> BurstResult:
     """Continue every series from its state; a new series is calibrated on all but its
-    last ``first_window`` and then scanned over it."""
+    last ``first_window`` and then scanned over it. With ``now``, a burst in progress on a
+    series whose last data is more than ``BURST_SILENCE`` old is no longer current (it
+    resolves: its condition cannot be seen), and a warning names the series."""
     states = dict(states)
     # a state calibrated under another season (``detect --season-length``) is recalibrated:
     # its baseline memory and threshold belong to the old policy
@@ -71,10 +76,18 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
             states.update(CusumDetector(policy).fit(hist).states_)
     events, new_states = CusumDetector(policy).detect(series, states=states)
     current, ended = [], []
+    silent = []
     for uid, st in new_states.items():
+        if (st.active and now is not None and st.last_ts is not None
+                and pd.Timestamp(st.last_ts) < pd.Timestamp(now) - BURST_SILENCE):
+            silent.append(uid)
+            continue
         if st.active and st.active_onset is not None and st.active_detected is not None:
             current.append(_burst_alert(uid, st.active_onset, st.active_detected, "up" if st.active > 0 else "down",
                                         st.active_peak))
+    if silent:
+        log.warning("%d series with a burst in progress have had no data for over %s (%s ...): their burst "
+                    "alerts resolve, the condition can no longer be seen", len(silent), BURST_SILENCE, silent[0])
     current_fps = {a.fingerprint for a in current}
     for ev in events.itertuples(index=False):
         alert = _burst_alert(ev.unique_id, ev.onset, ev.detected_at, ev.direction, float(ev.peak_z))

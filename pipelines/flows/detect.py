@@ -36,7 +36,7 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
         if ahead:
             log.warning("bursts: %d series' CUSUM already read past %s (%s ...): those hours are not read "
                         "again, a replay goes forward only", len(ahead), until, ahead[0])
-        result = detect_steps.run_bursts(series, states, policy)
+        result = detect_steps.run_bursts(series, states, policy, now=now)
         # alerts first: if saving the states fails, the next run re-detects the same bursts,
         # which have the same fingerprints, so nothing is lost and nothing doubles
         counts = alerting.sync_alerts(con, "burst", result.current, now, sink_names, ended=result.ended)

@@ -266,3 +266,19 @@ def test_evaluation_refits_the_baselines_on_the_cusums_schedule():
     daily = evaluate_bursts(frame, {}, RECAL, train_fraction=0.25).set_index("detector")
     for det in ("cusum", "threshold_3sigma", "pelt"):
         assert daily.loc[det, "false_alarms"] < once.loc[det, "false_alarms"], det
+
+
+def test_a_burst_on_a_series_that_fell_silent_is_no_longer_current(tide, caplog):
+    """The series stops reporting while its burst is in progress: at the data's end the burst
+    is current; hours later (past the silence limit) it is not, and the log says why."""
+    from pipelines.detect_steps import BURST_SILENCE, run_bursts
+
+    frame = tide.copy()
+    frame.loc[len(frame) - 6:, "y"] += 200.0  # a burst still going when the data stops
+    hist, rest = split(frame, 14)
+    states = CusumDetector(FAST).fit(hist).states_
+    end = rest["ds"].max()
+    assert run_bursts(rest, states, FAST, now=end).current
+    with caplog.at_level("WARNING"):
+        late = run_bursts(rest, states, FAST, now=end + BURST_SILENCE + pd.Timedelta(hours=1))
+    assert not late.current and "no data for over" in caplog.text

@@ -389,3 +389,32 @@ def test_deliveries_waiting_for_a_sink_no_longer_configured_are_kept_and_counted
     assert al.deliver_pending(con, [old], T2) == {"jsonl:old": 1}
     assert alert_counts(con, [new.name]) == {"firing": 1, "pending_deliveries": 0}
     assert len((tmp_path / "old.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_sink_away_when_an_alert_resolves_hears_it_when_it_comes_back(con, tmp_path):
+    """A heard the alert fire; the run that resolves it has only B; A configured again gets
+    the resolution (it waited for A, counted apart), so A does not believe it firing forever."""
+    from pipelines.detect_store import alert_counts
+
+    a, b = al.JsonlSink(tmp_path / "a.jsonl", name="jsonl:a"), al.JsonlSink(tmp_path / "b.jsonl", name="jsonl:b")
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [a.name])
+    al.deliver_pending(con, [a], T0)
+    al.sync_alerts(con, "hardware_fault", [], T1, [b.name])
+    al.deliver_pending(con, [b], T1)
+    assert alert_counts(con, [b.name])["pending_unconfigured"] == {"jsonl:a": 1}
+    assert al.deliver_pending(con, [a], T2) == {"jsonl:a": 1}
+    sent = [json.loads(line)["status"] for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert sent == ["firing", "resolved"]
+
+
+def test_a_clock_behind_the_firing_run_never_ends_an_alert_before_it_started(con, server):
+    """A replay whose clock is behind the run that fired an alert resolves it: its end is its
+    start, not earlier, so Alertmanager (which refuses endsAt < startsAt) takes the batch."""
+    sink = al.AlertmanagerSink(server.url)
+    al.sync_alerts(con, "hardware_fault", [fault()], T2, [sink.name])
+    al.sync_alerts(con, "hardware_fault", [], T0, [sink.name])  # the clock went back
+    starts, ends = con.execute("SELECT starts_at, ends_at FROM alerts").fetchone()
+    assert ends >= starts
+    al.deliver_pending(con, [sink], T0)
+    posted = [a for _, body in server.bodies for a in body]
+    assert all(a["endsAt"] >= a["startsAt"] for a in posted if "endsAt" in a)
