@@ -185,8 +185,9 @@ def drop_stale(frame: pd.DataFrame, max_lag: pd.Timedelta = MAX_INTERPOLATED_GAP
     stale = ends[ends < cutoff - max_lag]
     if stale.empty:
         return frame
+    named = ", ".join(f"{u} (last {t})" for u, t in stale.head(5).items())
     log.warning("%d series stopped reporting more than %s before the data cutoff %s and are not forecast: %s",
-                len(stale), f"{max_lag / pd.Timedelta(hours=1):g} h", cutoff, ", ".join(f"{u} (last {t})" for u, t in stale.head(5).items()))
+                len(stale), f"{max_lag / pd.Timedelta(hours=1):g} h", cutoff, named)
     return frame[~frame["unique_id"].isin(stale.index)].reset_index(drop=True)
 
 

@@ -30,19 +30,7 @@ def check_writable(path: str | Path) -> Path:
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temp file beside ``path``, then rename it into place; a
     path that cannot be written is an :class:`OutputError` naming it."""
-    target = check_writable(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        tmp.replace(target)
-    except OutputError:
-        raise
-    except OSError as exc:
-        raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    return write_set({Path(path): write})[0]
 
 
 def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, ...] = ()) -> list[Path]:
@@ -62,7 +50,10 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
             except OSError as exc:
                 raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
         for tmp, target in done:
-            tmp.replace(target)
+            try:
+                tmp.replace(target)
+            except OSError as exc:
+                raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
         for old in remove:
             old.unlink(missing_ok=True)
     finally:
