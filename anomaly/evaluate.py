@@ -61,9 +61,8 @@ def evaluate_bursts(
             raise ValueError(next(iter(unfit.values())))
         log.warning("%d series cannot be calibrated and are left out of every detector, with their windows: %s",
                     len(unfit), "; ".join(list(unfit.values())[:3]) + (" ..." if len(unfit) > 3 else ""))
-        keep = ~series["unique_id"].astype(str).isin(unfit)
-        series = series[keep]
-        hist, test = hist[~hist["unique_id"].astype(str).isin(unfit)], test[~test["unique_id"].astype(str).isin(unfit)]
+        series = series[~series["unique_id"].astype(str).isin(unfit)]
+        hist, test = split_history(series, train_fraction)
     spans = {
         str(uid): (g["ds"].min(), g["ds"].max(), infer_freq(series.loc[series["unique_id"] == uid, "ds"]))
         for uid, g in test.groupby("unique_id") if len(g)

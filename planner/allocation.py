@@ -102,6 +102,11 @@ def _fixed(demand: np.ndarray, split: Split, offers: dict[str, Offer],
     return fixed, spill
 
 
+def _elastic_cost(load: np.ndarray, offer: Offer, costs: CostPolicy) -> dict[str, float]:
+    """Public on-demand following the hourly ``load`` in whole instances."""
+    return provisioned_cost(np.ceil(load / offer.units - 1e-9), load, offer, costs.public)
+
+
 def _demand(demand: np.ndarray) -> np.ndarray:
     d = np.asarray(demand, dtype=float)
     if d.size == 0:
@@ -135,11 +140,9 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
         out["idle_penalty"] += c["idle_penalty"]
     load = d * split.public + spill
     if load.sum() > 0:
-        offer = offers.get("public")
-        if offer is None:
+        if "public" not in offers:
             raise ValueError("no public offer to carry the public share and the spill-over")
-        instances = np.ceil(load / offer.units - 1e-9)
-        c = provisioned_cost(instances, load, offer, costs.public)
+        c = _elastic_cost(load, offers["public"], costs)
         out["public_cost"] += c["compute"]
         out["idle_penalty"] += c["idle_penalty"]
     total = out["private_cost"] + out["public_cost"] + out["edge_cost"] + out["idle_penalty"]
@@ -165,10 +168,9 @@ def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[s
     total = c["compute"] + c["idle_penalty"]
     spill = d - served
     if spill.sum() > 0:
-        public = offers.get("public")
-        if public is None:
+        if "public" not in offers:
             return None
-        p = provisioned_cost(np.ceil(spill / public.units - 1e-9), spill, public, costs.public)
+        p = _elastic_cost(spill, offers["public"], costs)
         total += p["compute"] + p["idle_penalty"]
     return total * costs.hours_per_month / d.size
 
