@@ -37,7 +37,8 @@ FROM node_hours GROUP BY unique_id, ds ORDER BY unique_id, ds
 """
 # per node: its first and last hour and how many hours it reported
 SPANS_SQL = _NODE_HOURS + """
-SELECT unique_id, node_id, min(ds) AS first, max(ds) AS last, count(*) AS hours
+SELECT unique_id, node_id, min(ds) AS first, max(ds) AS last, count(*) AS hours,
+       arg_max(used, ds) AS last_used
 FROM node_hours GROUP BY unique_id, node_id ORDER BY unique_id, node_id
 """
 # the hours of the nodes that fell silent somewhere inside their span (usually few)
@@ -54,14 +55,19 @@ FROM node_hours n JOIN gappy USING (unique_id, node_id) ORDER BY n.unique_id, n.
 # node was off or gone (a nightly power-down must not be filled in with daytime load)
 MAX_NODE_GAP = 6
 MIN_REPORTING_SHARE = 0.5  # an hour with no more of its nodes than this (after filling) is not a total
+# hours: a node that has not reported the newest hours (an exporter or an ingest run behind the
+# others) counts at its last hourly mean while it is at most this far behind
+LATE_CARRY = 3
 
 
 def sum_nodes(node_hours: pd.DataFrame) -> pd.DataFrame:
     """:func:`combine_nodes` from node hourly means ``unique_id, node_id, ds, used``."""
     g = node_hours.groupby(["unique_id", "ds"], sort=True)["used"]
     totals = pd.DataFrame({"y": g.sum().round(6), "nodes": g.size()}).reset_index()
-    per_node = node_hours.groupby(["unique_id", "node_id"], sort=True)["ds"]
-    spans = pd.DataFrame({"first": per_node.min(), "last": per_node.max(), "hours": per_node.size()}).reset_index()
+    ordered = node_hours.sort_values("ds")
+    per_node = ordered.groupby(["unique_id", "node_id"], sort=True)
+    spans = pd.DataFrame({"first": per_node["ds"].min(), "last": per_node["ds"].max(), "hours": per_node.size(),
+                          "last_used": per_node["used"].last()}).reset_index()
     span_h = (spans["last"] - spans["first"]) / pd.Timedelta(hours=1) + 1
     gappy = spans.loc[spans["hours"] < span_h, ["unique_id", "node_id"]]
     return combine_nodes(totals, spans, node_hours.merge(gappy, on=["unique_id", "node_id"]))
@@ -79,7 +85,14 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     went quiet less than a day before the end of the data (late, not gone). An hour where
     no more than ``MIN_REPORTING_SHARE`` of the expected nodes have a value (the last hours,
     before most nodes have reported them) is left out, to be treated as a missing hour by
-    :func:`regularize`. Both are counted in the log."""
+    :func:`regularize`. Both are counted in the log.
+
+    A node that has not reported the newest hours, while it is at most ``LATE_CARRY`` hours
+    behind the end, counts in them at its last hourly mean (``spans.last_used``), in the hours
+    kept by the rule above: a node whose readings come a few hours after the others' would
+    otherwise read as a dip in demand, which a forecast starts from and the burst detector
+    reads once and never again. A node drained before it left (near zero) adds nothing; one
+    further behind counts as absent (it may be gone)."""
     late = pd.Timedelta(hours=24)  # a node quiet for less than this at the end of the data is late
     parts = []
     gappy_by = dict(tuple(gappy.groupby("unique_id", sort=False))) if not gappy.empty else {}
@@ -128,6 +141,7 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         if partial:
             log.warning("demand %s: %d hour(s) with %.0f%% or fewer of the nodes reporting treated as missing",
                         uid, partial, 100 * MIN_REPORTING_SHARE)
+        y = _carry_late_nodes(uid, y, keep, sp, grid, end)
         part = pd.DataFrame({"unique_id": uid, "ds": grid[keep], "y": np.round(y[keep], 6),
                              "nodes": nodes[keep].astype(int)})
         if "samples" in t:
@@ -135,6 +149,23 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
             part["samples"] = samples.fillna(0).to_numpy()[keep].astype(int)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
+
+
+def _carry_late_nodes(uid: str, y: np.ndarray, keep: np.ndarray, spans: pd.DataFrame,
+                      grid: pd.DatetimeIndex, end: pd.Timestamp) -> np.ndarray:
+    """``y`` plus, in the kept hours after each node's last one, that node's last hourly mean,
+    for the nodes at most ``LATE_CARRY`` hours behind ``end`` (see :func:`combine_nodes`)."""
+    behind = end - spans["last"]
+    late = spans[(behind > pd.Timedelta(0)) & (behind <= pd.Timedelta(hours=LATE_CARRY))]
+    if late.empty or "last_used" not in late:
+        return y
+    y = y.copy()
+    after = grid.searchsorted(late["last"].to_numpy(), side="right")
+    for start, used in zip(after, late["last_used"].to_numpy(dtype=float)):
+        y[start:] = np.where(keep[start:], y[start:] + used, y[start:])
+    log.info("demand %s: %d node(s) not reported since up to %d hour(s) before the end count at their last "
+             "hourly mean meanwhile", uid, len(late), LATE_CARRY)
+    return y
 
 
 def load_demand(

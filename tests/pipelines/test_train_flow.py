@@ -72,6 +72,30 @@ def test_hours_most_nodes_have_not_reported_yet_are_dropped() -> None:
     assert out["ds"].max() == hours[45] and (out["y"] == 100).all()
 
 
+def test_a_node_a_few_hours_behind_counts_at_its_last_value(caplog) -> None:
+    """4 nodes at 10 each, one 2 (then 3) hours behind the others: its hours are not a 25%
+    dip (a forecast would start from it, and the CUSUM reads an hour once) but count at its
+    last value, 10; when its readings come they count as they are. A node further behind
+    than LATE_CARRY hours counts as absent."""
+    hours = pd.date_range("2024-01-01", periods=72, freq="h")
+
+    def totals(missing: int, last: float = 10.0) -> pd.Series:
+        rows = [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": last if (k == 3 and i == 71 - missing)
+                 else 10.0} for k in range(4) for i, h in enumerate(hours) if not (k == 3 and i > 71 - missing)]
+        return demand.regularize(demand.sum_nodes(pd.DataFrame(rows))).set_index("ds")["y"]
+
+    with caplog.at_level("INFO", logger="pipelines.demand"):
+        late = totals(2)
+    assert late.index[-1] == hours[71] and (late == 40).all()
+    assert "1 node(s) not reported" in caplog.text
+    assert (totals(demand.LATE_CARRY) == 40).all()
+    assert (totals(0) == 40).all()
+    drained = totals(2, last=0.0)  # a node drained before it left adds nothing
+    assert (drained.loc[hours[70]:] == 30).all()
+    gone = totals(demand.LATE_CARRY + 1)
+    assert (gone.loc[hours[71 - demand.LATE_CARRY]:] == 30).all() and (gone.loc[:hours[67]] == 40).all()
+
+
 def test_an_hour_still_in_progress_waits_until_it_is_complete(con) -> None:
     """5-minute readings up to 10:25: the 10:00 hour has 6 of its 12 readings per node, so
     it is not demand yet (the detect flow would commit its CUSUM state past it); once the
