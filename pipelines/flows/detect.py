@@ -104,7 +104,10 @@ def adopt_sinks(db_path: str, names: list[str], now: datetime) -> int:
 def deliver(db_path: str, now: datetime, sinks: list[alerting.Sink]) -> dict[str, dict]:
     """Send pending deliveries; failures stay pending for the next run. The warehouse is
     open to read what to send and to record what went, not while sending: a receiver that
-    takes its time does not hold the write lock (and time out an ingest) meanwhile. Returns
+    takes its time does not hold the write lock (and time out an ingest) meanwhile. So
+    another run (the schedule and a ``detect`` by hand) can read the deliveries while they
+    are sent: reading them claims them for this run (:class:`alerting.Claim`), and that run
+    leaves them alone until this one records the outcome or its claim lapses. Returns
     ``{"delivered": {sink: n}, "failed": {sink: error}}``."""
     with open_warehouse(db_path) as con:
         batches = alerting.pending_batches(con, sinks, now)

@@ -348,3 +348,47 @@ def test_detect_exits_1_when_a_sink_fails_and_keeps_its_alerts_pending(prefect_h
     assert out["spikes"]["fired"] > 0 and out["pending_deliveries"] == out["firing"] > 0
     assert code == 1 and f"error: alert sink webhook:127.0.0.1:{port}#" in captured.err
     assert "stay pending for the next run" in captured.err and "/hook" not in captured.err  # the path may be a secret
+
+
+def test_two_detect_runs_at_once_send_a_pending_delivery_once(db_path: Path, tmp_path: Path):
+    """Run A reads its pending deliveries and, while it sends them (the warehouse closed), run B,
+    another process, delivers to the same sink: B must not send what A is sending (it would
+    arrive twice, with one delivery_id), and both runs together leave it delivered."""
+    import subprocess
+    import sys
+
+    from anomaly.alert import Alert
+    from pipelines.flows.detect import deliver
+
+    out = tmp_path / "alerts.jsonl"
+    name = f"jsonl:{out.resolve()}"
+    now = datetime(2026, 1, 10)
+
+    class SlowSink:
+        """Sink A: while it sends, run B (another process) runs the deliver step on the same sink."""
+
+        def __init__(self) -> None:
+            self.name, self.b = name, ""
+
+        def send(self, alerts: list) -> None:
+            code = ("import sys, json; from datetime import datetime; from pathlib import Path; "
+                    "from pipelines.alerts import JsonlSink; from pipelines.flows.detect import deliver; "
+                    "print(json.dumps(deliver.fn(sys.argv[1], datetime(2026, 1, 10, 0, 5), "
+                    "[JsonlSink(Path(sys.argv[2]), name=sys.argv[3])])))")
+            b = subprocess.run([sys.executable, "-c", code, str(db_path), str(out), name],
+                               capture_output=True, text=True)
+            assert b.returncode == 0, b.stderr
+            self.b = b.stdout
+            alerting.JsonlSink(out, name=name).send(alerts)
+
+    alert = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
+                  window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=0.9)
+    with warehouse.open_warehouse(db_path) as con:
+        alerting.sync_alerts(con, "hardware_fault", [alert], now, [name])
+    a = SlowSink()
+    assert deliver.fn(str(db_path), now, [a]) == {"delivered": {name: 1}, "failed": {}}
+    ids = [json.loads(line)["delivery_id"] for line in out.read_text().splitlines()]
+    assert len(ids) == 1, ids  # without a claim: B sent it too, [id, id]
+    assert json.loads(a.b.strip().splitlines()[-1]) == {"delivered": {name: 0}, "failed": {}}
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT state FROM alert_deliveries").fetchall() == [("delivered",)]
