@@ -11,7 +11,7 @@ import pandas as pd
 
 from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
 from pipelines import demand, detect_steps, detect_store, warehouse
-from pipelines.report_io import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
+from pipelines.report_io import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL, money
 from planner.allocation import Split
 from planner.spot import market_stats
 
@@ -113,14 +113,16 @@ def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs) -> dict[str,
     newest: dict[str, tuple[str, Split]] = {}
     for run_id, key, payload in zip(rows["run_id"], rows["key"], rows["payload"]):
         p = json.loads(payload)
-        if p.get("retuned"):  # the run that tuned it, not one that kept an earlier split
+        # the run that tuned it, not one that kept an earlier split (runs written before
+        # tuned_this_run existed said so with retuned)
+        if p.get("tuned_this_run", p.get("retuned")):
             newest[key.rsplit("/", 1)[0]] = (run_id, Split(p["private"], p["public"], p["edge"]))
     return {uid: split for uid, (run_id, split) in newest.items() if run_id != inputs.run_id}
 
 
 def _clean(value: object) -> object:
-    if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 6)
+    if isinstance(value, float):  # + 0.0: a value that rounds to -0.0 is stored as 0.0
+        return None if math.isnan(value) else round(value, 6) + 0.0
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
     if hasattr(value, "item"):  # numpy scalars
@@ -158,9 +160,9 @@ def save_plan(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame, run_id: str) -
 
 
 def current_text(row: dict) -> str:
-    """``; the running fleet: 1,234/month`` (as private machines, same demand), or '' when unknown."""
+    """``; the running fleet as private machines: $1,234/month`` (same demand), or '' when unknown."""
     cost = row.get("current_fleet_cost")
-    return "" if cost is None or pd.isna(cost) else f"; the running fleet as private machines: {cost:,.0f}/month"
+    return "" if cost is None or pd.isna(cost) else f"; the running fleet as private machines: {money(cost)}/month"
 
 
 def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -> dict:
@@ -168,12 +170,10 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
     alloc = plan["allocation"]
     shares = ["private", "public", "edge"]
     tuned = alloc.loc[alloc["plan"] == "tuned"] if not alloc.empty else alloc
-    if not tuned.empty:
-        default = alloc.loc[alloc["plan"] == "default_3_5_2"].set_index("unique_id")[shares]
-        same = (tuned.set_index("unique_id")[shares] - default.reindex(tuned["unique_id"])).abs().max(axis=1) < 1e-9
-        tuned = tuned.assign(kept_default=same.to_numpy())
-    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "retuned", "kept_default",
-            "current_fleet_cost"]
+    if not tuned.empty:  # kept_default: the split is the default one (the tuner did not move it)
+        tuned = tuned.assign(kept_default=~tuned["retuned"].astype(bool))
+    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "tuned_this_run", "retuned",
+            "kept_default", "current_fleet_cost"]
     spot = plan.get("spot", pd.DataFrame())
     spot_cols = ["unique_id", "action", "zone", "instance_type", "discount", "p_spike", "expected_monthly_saving"]
     return {
@@ -185,12 +185,21 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
     }
 
 
+def split_text(row: dict) -> str:
+    """How a pool's split (a ``summarize`` row) was chosen, in words."""
+    if row["tuned_this_run"]:
+        return "re-tuned now" if row["retuned"] else "tuned now: the default split kept, no other saves enough"
+    return ("this month's re-tuned split, kept" if row["retuned"]
+            else "this month's split, the default, kept")
+
+
 def saving_text(savings: float) -> str:
     """A monthly saving against the default split, in words (it can be negative: the split is
     chosen on the mean over demand scenarios, the saving is priced on the demand path)."""
-    if savings >= 0:
-        return f"saves {savings:,.0f}/month vs the default split"
-    return f"costs {-savings:,.0f}/month more than the default split on this demand (less across the scenarios)"
+    if round(savings) >= 0:
+        return f"saves {money(savings)}/month vs the default split"
+    return (f"costs {money(-savings)}/month more than the default split on this demand (less across the "
+            "scenarios)")
 
 
 def spot_text(spot: dict) -> str:
@@ -199,4 +208,4 @@ def spot_text(spot: dict) -> str:
         return "interruptible share stays on on-demand"
     p = "not rated for spikes" if pd.isna(spot["p_spike"]) else f"p(spike) {spot['p_spike']:.2f}"
     return (f"interruptible share on spot {spot['instance_type']} in {spot['zone']}, {spot['discount']:.0%} "
-            f"below on-demand, {p}, saves {spot['expected_monthly_saving']:,.0f}/month")
+            f"below on-demand, {p}, saves {money(spot['expected_monthly_saving'])}/month")

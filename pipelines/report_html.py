@@ -19,8 +19,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
 
-from pipelines.report_io import ReportData, json_object
+from pipelines.report_io import CURRENCY, ReportData, json_object, money
+from pipelines.report_text import GLOSSARY, GLOSSARY_ANCHORS, PRESCALE_SCOPE
 
 MAX_FAN_SERIES = 9
 MAX_TABLE_ROWS = 100
@@ -35,10 +37,15 @@ RESERVATION_TABLE_COLUMNS = ["unique_id", "resource", "term", "instance_type", "
                              "units_per_instance", "reserved_units", "expected_utilization",
                              "monthly_cost_reserved", "monthly_cost_on_demand", "monthly_savings",
                              "coverage_quantile", "location"]
-PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "capacity", "target_capacity",
-                    "forecast_mean", "forecast_upper", "reason"]
+PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "units_per_instance", "capacity",
+                    "target_capacity", "forecast_mean", "forecast_upper", "reason"]
 ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
-                      "savings_vs_default", "current_fleet_cost", "offers"]
+                      "savings_vs_default", "expected_savings", "current_fleet_cost", "retuned", "tuned_this_run",
+                      "offers"]
+# columns that hold a cost per month: shown with the currency, as the console shows them
+MONEY_COLUMNS = frozenset({"monthly_cost", *COST_PARTS, "savings_vs_default", "expected_savings",
+                           "current_fleet_cost", "monthly_cost_reserved", "monthly_cost_on_demand",
+                           "monthly_savings", "expected_monthly_saving"})
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1280px;color:#222;padding:0 1em}
@@ -83,16 +90,24 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def _head(column: str) -> str:
+    """A column header, linked to its glossary entry when it has one."""
+    anchor = GLOSSARY_ANCHORS.get(column)
+    return f'<th><a href="#g-{anchor}">{esc(column)}</a></th>' if anchor else f"<th>{esc(column)}</th>"
+
+
 def table(frame: pd.DataFrame, columns: list[str] | None = None, max_rows: int = MAX_TABLE_ROWS) -> str:
-    """An escaped HTML table of ``columns`` (those present), at most ``max_rows`` rows."""
+    """An escaped HTML table of ``columns`` (those present), at most ``max_rows`` rows; costs
+    (:data:`MONEY_COLUMNS`) with the currency, headers linked to the glossary."""
     cols = [c for c in (columns or list(frame.columns)) if c in frame.columns]
-    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    head = "".join(_head(c) for c in cols)
     rows = []
     for rec in frame[cols].head(max_rows).itertuples(index=False, name=None):
         cells = []
-        for v in rec:
+        for col, v in zip(cols, rec):
             numeric = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-            cells.append(f'<td class="num">{esc(_fmt(v))}</td>' if numeric else f"<td>{esc(_fmt(v))}</td>")
+            text = money(v) if numeric and col in MONEY_COLUMNS and not pd.isna(v) else _fmt(v)
+            cells.append(f'<td class="num">{esc(text)}</td>' if numeric else f"<td>{esc(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(frame) - max_rows
     tail = f'<p class="note">{more:,} more rows in the CSV export</p>' if more > 0 else ""
@@ -316,16 +331,20 @@ def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
         totals = pd.to_numeric(rows["monthly_cost"], errors="coerce").to_numpy()
         for xi, total, stacked in zip(x, totals, bottom):
             if not np.isnan(total):
-                ax.text(xi, max(total, stacked), f"${total:,.0f}", ha="center", va="bottom", fontsize=8)
+                ax.text(xi, max(total, stacked), money(total), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(x)
         ax.set_xticklabels(rows["plan"].astype(str).tolist(), fontsize=8, rotation=15)
         ax.set_title(res, fontsize=10)
-        ax.set_ylabel("monthly cost ($)", fontsize=8)
+        ax.set_ylabel(f"monthly cost ({CURRENCY})", fontsize=8)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: money(v)))
         ax.tick_params(axis="y", labelsize=7)
         ax.margins(y=0.12)
         ax.grid(axis="y", alpha=0.3)
-    axes.flat[0].legend(fontsize=7, loc="lower left")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.tight_layout()
+    # above the panels, outside every axes: a legend inside one could cover a bar
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(COST_PARTS), fontsize=8,
+               frameon=False)
     return fig
 
 
@@ -399,16 +418,25 @@ def tables_section(data: ReportData) -> str:
                                     if data.counts.get("spot_prices") and "allocation" not in data.recommendations
                                     else "no spot prices in the lookback before the data cutoff")),
         _section("prescale", "Pre-scale actions, next 24 hours",
-                 (table(actions, PRESCALE_COLUMNS) if not actions.empty
-                  else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
+                 PRESCALE_SCOPE + (table(actions, PRESCALE_COLUMNS) if not actions.empty
+                                   else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
                  if not pre.empty else _none_in_plan(data, "no forecast beyond the data cutoff (run headroom "
                                                            "train, then plan)")),
         _section("alerts", "Firing alerts", table(alerts, ALERT_COLUMNS) if not alerts.empty
                  else '<p class="note">no alert is firing (run headroom detect if it has not run)</p>'),
         _section("models", "Champion models (backtest)",
-                 table(data.champions) if not data.champions.empty else _empty("train")),
+                 '<p class="note">what the scores mean, and what good looks like: '
+                 '<a href="#glossary">glossary</a></p>' + table(data.champions)
+                 if not data.champions.empty else _empty("train")),
     ]
     return "".join(parts)
+
+
+def glossary_section() -> str:
+    """The terms of the page in plain words, one line each; table headers link here."""
+    items = "".join(f'<dt id="g-{anchor}"><b>{esc(term)}</b></dt><dd>{esc(text)}</dd>'
+                    for anchor, term, _, text in GLOSSARY)
+    return _section("glossary", "Glossary", f"<dl>{items}</dl>")
 
 
 # --- page ------------------------------------------------------------------------------
@@ -451,19 +479,19 @@ def summary_lines(data: ReportData) -> list[str]:
         direction = "less" if saved >= 0 else "more"
         total = float(pd.to_numeric(tuned["monthly_cost"]).sum())
         current = pd.to_numeric(tuned.get("current_fleet_cost", pd.Series(dtype=float)), errors="coerce")
-        now = (f" The running fleet, priced as private machines, would cost ${current.sum():,.0f} for the same "
+        now = (f" The running fleet, priced as private machines, would cost {money(current.sum())} for the same "
                "demand" + (" (less than the recommended split, which the allocation bounds keep partly on "
                            "public and edge: widen them in the plan config to weigh keeping more private)"
                            if current.sum() < total else "") + "."
                if len(current) and current.notna().all() else "")
-        lines.append(f"Split private/public/edge: {who}; ${total:,.0f} per month for the forecast demand, "
-                     f"${abs(saved):,.0f} {direction} than the default 3-5-2 split.{now}")
+        lines.append(f"Split private/public/edge: {who}; {money(total)} per month for the forecast demand, "
+                     f"{money(abs(saved))} {direction} than the default 3-5-2 split.{now}")
     res = recs.get("reservation", pd.DataFrame())
     if not res.empty and "monthly_savings" in res:
         pools = res["unique_id"] if "unique_id" in res else res["key"]
         best = pd.to_numeric(res["monthly_savings"]).groupby(pools.fillna("?"), dropna=False).max().sum()
         lines.append(f"{len(res)} reservation option(s) for the plan's public capacity; the best per pool "
-                     f"saves ${best:,.0f} per month against paying on-demand for it, for a commitment over "
+                     f"saves {money(best)} per month against paying on-demand for it, for a commitment over "
                      "the whole term (see the instances and term of each).")
     spot = recs.get("spot", pd.DataFrame())
     if not spot.empty and {"action", "expected_monthly_saving"} <= set(spot.columns):
@@ -473,11 +501,12 @@ def summary_lines(data: ReportData) -> list[str]:
         else:
             saved = float(pd.to_numeric(used["expected_monthly_saving"]).sum())
             lines.append(f"Spot: {len(used)} of {len(spot)} pool(s) run their interruptible share on spot; "
-                         f"${saved:,.0f} per month less than on-demand.")
+                         f"{money(saved)} per month less than on-demand.")
     actions = next_day_prescale(recs.get("prescale", pd.DataFrame()))
     if not actions.empty:
         ups = int((actions["action"] == "scale_up").sum())
-        lines.append(f"Next 24 hours: {ups} scale-up and {len(actions) - ups} scale-down action(s).")
+        lines.append(f"Next 24 hours: {ups} scale-up and {len(actions) - ups} scale-down action(s) of the pools' "
+                     "running nodes (for their whole demand, not only the public share of the split).")
     alerts = firing_alerts(data.alerts)
     if not alerts.empty:
         kinds = alerts["kind"].value_counts()
@@ -520,7 +549,7 @@ def header(data: ReportData) -> str:
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in (
         ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
         ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"), ("alerts", "alerts"),
-        ("models", "models")))
+        ("models", "models"), ("glossary", "glossary")))
     return (f"<h1>headroom report</h1><p>latest utilization reading <b>{esc(cutoff)}</b> (UTC){plan}</p>"
             f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"
                                    if data.counts else _empty("ingest")))
@@ -529,6 +558,6 @@ def header(data: ReportData) -> str:
 def render_report(data: ReportData) -> str:
     """The whole report as one self-contained HTML page."""
     body = "".join([header(data), summary_section(data), forecast_section(data), heatmap_section(data),
-                    allocation_section(data), tables_section(data)])
+                    allocation_section(data), tables_section(data), glossary_section()])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>headroom report</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")

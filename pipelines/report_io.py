@@ -1,5 +1,6 @@
 """The report's inputs and outputs: frames read from the warehouse, recommendation
-payloads flattened into columns, and atomic writers for the report files.
+payloads flattened into columns, atomic writers for the report files, and the money
+format the report and the console share.
 
 Rendering lives in :mod:`pipelines.report_html`; the flow is :mod:`pipelines.flows.report`.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,9 @@ log = logging.getLogger(__name__)
 
 HISTORY_DAYS = 7
 META_COLUMNS = ("run_id", "key", "model_id", "data_cutoff")
+# the instance catalog and the plan config name no currency; the converters of the public
+# price lists (AWS, GCP) write US dollars, so costs are shown in dollars everywhere
+CURRENCY = "$"
 
 CHAMPION_FORECASTS_SQL = """
 WITH champ AS (SELECT model_id, target FROM models WHERE is_champion),
@@ -88,6 +93,31 @@ class ReportData:
     plan_run: str | None
     plan_cutoff: pd.Timestamp | None = None  # the plan's data cutoff: its last complete hour of demand
     recommendations: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def money(value: object) -> str:
+    """A cost as the report and the console write it: ``$1,235``, ``-$40``; never ``-$0``
+    (what rounds to 0 is ``$0``); ``–`` when unknown."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(v):
+        return "–"
+    text = f"{abs(v):,.0f}"
+    return f"{'-' if v < 0 and text != '0' else ''}{CURRENCY}{text}"
+
+
+def no_negative_zero(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose float values are never ``-0.0`` (a rounded tiny negative,
+    an old payload): exports show ``0.0``. NaN stays NaN."""
+    out = frame.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col] + 0.0  # -0.0 + 0.0 is 0.0 in IEEE arithmetic
+        elif out[col].dtype == object:
+            out[col] = out[col].map(lambda v: v + 0.0 if isinstance(v, float) else v)
+    return out
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -160,7 +190,7 @@ def pick_heatmap_resource(node_counts: pd.DataFrame) -> str | None:
 
 def champion_metrics(models: pd.DataFrame) -> pd.DataFrame:
     """One row per champion with its backtest metrics parsed out of the JSON column."""
-    cols = ["group", "kind", "model_id", "data_cutoff", "wape", "mase", "coverage_80", "coverage_95"]
+    cols = ["group", "kind", "model_id", "data_cutoff", "wape", "mase", "smape", "msis", "coverage_80", "coverage_95"]
     if models.empty:
         return pd.DataFrame(columns=cols)
     parsed = [json_object(m) for m in models["metrics"]]
@@ -195,7 +225,7 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
         for col in [c for c in payload.columns if c == "ts" or c.endswith(("_ts", "_at"))]:
             payload[col] = pd.to_datetime(payload[col], errors="coerce")  # typed like data_cutoff in Parquet
         meta = rows[list(META_COLUMNS)].reset_index(drop=True)
-        out[str(kind)] = pd.concat([meta, payload.reset_index(drop=True)], axis=1)
+        out[str(kind)] = no_negative_zero(pd.concat([meta, payload.reset_index(drop=True)], axis=1))
     return out
 
 
@@ -222,6 +252,7 @@ def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.D
     check_out_dir(folder)
     writes: dict[Path, Callable[[Path], object]] = {}
     for kind, frame in sorted(recommendations.items()):
+        frame = no_negative_zero(frame)  # whatever the caller passes: no -0.0 in a file
         writes[folder / f"recommendations_{kind}.csv"] = lambda tmp, f=frame: f.to_csv(tmp, index=False)
         writes[folder / f"recommendations_{kind}.parquet"] = lambda tmp, f=frame: f.to_parquet(tmp, index=False)
     page = folder / "report.html"

@@ -225,14 +225,22 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
         key = (round(cost, 6), distance)
         if key < best_key:
             best, best_key = split, key
-    default_cost = expected(default)
+    default_cost = round(expected(default), 6)  # rounded as the keys are: a tie saves exactly 0
     # the default stands unless another split saves enough (when it can be bought at all)
     if buyable and best_key[0] > default_cost * (1.0 - policy.min_savings):
         best, best_key = default, (default_cost, 0.0)
     out = price_plans(demand, {"default_3_5_2": default, "tuned": best}, offers, costs, policy)
     # what the decision rests on: the saving in the mean over the scenarios (>= min_savings)
-    out["expected_savings"] = [0.0, default_cost - best_key[0]]
+    out["expected_savings"] = [0.0, saving(default_cost, best_key[0])]
     return out
+
+
+def saving(reference: float, cost: float) -> float:
+    """``reference - cost``, both rounded to 6 decimals (as the plan's payload is), never
+    ``-0.0``: two prices of the same load that differ only by float noise (the default's edge
+    share spilled to public vs the same share planned on public) save exactly 0, not a tiny
+    negative that an export shows as ``-0.0``."""
+    return round(float(reference), 6) - round(float(cost), 6) + 0.0
 
 
 def scenario_cost(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
@@ -248,8 +256,8 @@ def kept_plans(demand: np.ndarray, default: Split, kept: Split, offers: dict[str
     """This month's split, kept, and the default, priced on ``demand`` as :func:`tune_split`
     prices them (with ``expected_savings`` over the scenarios, on today's demand)."""
     out = price_plans(demand, {"default_3_5_2": default, "tuned": kept}, offers, costs, policy)
-    saving = scenario_cost(demand, default, offers, costs, policy) - scenario_cost(demand, kept, offers, costs, policy)
-    out["expected_savings"] = [0.0, saving]
+    out["expected_savings"] = [0.0, saving(scenario_cost(demand, default, offers, costs, policy),
+                                           scenario_cost(demand, kept, offers, costs, policy))]
     return out
 
 
@@ -266,5 +274,5 @@ def price_plans(demand: np.ndarray, plans: dict[str, Split], offers: dict[str, O
     out = pd.DataFrame(rows)
     ref = out.loc[out["plan"] == "default_3_5_2", "monthly_cost"]
     base = float(ref.iloc[0]) if not ref.empty else float(out["monthly_cost"].iloc[0])
-    out["savings_vs_default"] = base - out["monthly_cost"]
+    out["savings_vs_default"] = [saving(base, c) for c in out["monthly_cost"]]
     return out

@@ -24,12 +24,18 @@ from planner.allocation import (
     public_load,
     tune_split,
 )
-from planner.cost import CostPolicy, OfferPolicy, qualifying_offers, reference_offer, select_offers
+from planner.cost import LOCATIONS, CostPolicy, OfferPolicy, qualifying_offers, reference_offer, select_offers
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
 
 log = logging.getLogger(__name__)
+
+# The pre-scale schedule starts from the capacity the pool's nodes report at the data cutoff and
+# moves it by whole nodes of the pool's median size, for the pool's whole forecast demand: it
+# scales the fleet as it runs, not one location of the recommended split (where private and edge
+# are bought for the month and public on-demand follows the load in its own instance type).
+PRESCALE_APPLIES_TO = "pool nodes (whole demand, not split)"
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,11 @@ class PlanPolicy:
     prescale: PrescalePolicy = field(default_factory=PrescalePolicy)
     spot: SpotPolicy = field(default_factory=SpotPolicy)
     default_split: Split = DEFAULT_SPLIT
+
+
+def _same_split(row: dict, split: Split) -> bool:
+    """Whether an allocation row's shares are ``split``'s."""
+    return all(abs(float(row[loc]) - split.share(loc)) < 1e-9 for loc in LOCATIONS)
 
 
 def primary_series(capacity: pd.DataFrame) -> pd.DataFrame:
@@ -153,7 +164,12 @@ def make_plan(
                 alloc = kept_plans(path, policy.default_split, kept, offers, policy.costs, policy.allocation)
             alloc.insert(0, "unique_id", uid)
             alloc.insert(1, "resource", resource)
-            alloc["retuned"] = kept is None
+            # tuned_this_run: this run searched the splits (the month's first run, or --retune);
+            # False: this month's earlier choice is kept and only re-priced.
+            alloc["tuned_this_run"] = kept is None
+            # retuned: the row's split is not the default (the tuner moved it, now or earlier this
+            # month); the default row, and a tuned row that kept the default, are not re-tuned
+            alloc["retuned"] = [not _same_split(r, policy.default_split) for r in alloc.to_dict("records")]
             alloc["offers"] = offer_names(offers)
             # the reference a bill payer compares with: the running capacity as it is
             current = current_fleet_cost(path, float(row.capacity), offers, policy.costs)
@@ -188,6 +204,10 @@ def make_plan(
         else:
             sched = prescale_schedule(fc, float(row.capacity), float(row.units_per_node), policy.prescale)
             sched.insert(1, "resource", resource)
+            # what the schedule sizes: the pool's running nodes for its whole demand, in steps of one
+            # node; it does not follow the split (see PRESCALE_APPLIES_TO)
+            sched["applies_to"] = PRESCALE_APPLIES_TO
+            sched["units_per_instance"] = float(row.units_per_node)
             if "model_id" in fc:
                 sched["model_id"] = fc["model_id"].iloc[0]
             out["prescale"].append(sched)

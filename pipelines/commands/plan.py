@@ -33,7 +33,8 @@ def require_plan_config(path: str | Path | None) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.cli import CliError
     from pipelines.flows.plan import plan_flow
-    from pipelines.planning import current_text, saving_text, spot_text
+    from pipelines.planning import current_text, saving_text, split_text, spot_text
+    from pipelines.report_io import money
     from pipelines.settings import Settings
     from pipelines.warehouse import WarehouseLockedError
 
@@ -55,11 +56,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"plan run {out['run_id']} (data up to {out['data_cutoff']}): " +
           ", ".join(f"{k} {v}" for k, v in out["rows"].items()))
     for a in out["allocation"]:
-        how = "re-tuned" if a["retuned"] else "this month's split"
-        if a["retuned"] and a["kept_default"]:
-            how = "re-tuned: the default split kept, no other saves enough"
         print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
-              f"({how}), {a['monthly_cost']:,.0f}/month, {saving_text(a['savings_vs_default'])}{current_text(a)}")
+              f"({split_text(a)}), {money(a['monthly_cost'])}/month, {saving_text(a['savings_vs_default'])}"
+              f"{current_text(a)}")
     for sp in out.get("spot", []):
         print(f"  {sp['unique_id']}: {spot_text(sp)}")
     return 0

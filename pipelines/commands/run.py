@@ -59,6 +59,7 @@ def _print_summary(out: dict) -> None:
             print(f"  {n} deliveries wait for {sink}, not configured in this run (sent if it is again)")
     if "plan" in out:
         from pipelines.planning import current_text, saving_text, spot_text
+        from pipelines.report_io import money
 
         p = out["plan"]
         print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
@@ -66,7 +67,7 @@ def _print_summary(out: dict) -> None:
             gain = ("default split kept (no other saves enough)" if a["kept_default"]
                     else saving_text(a["savings_vs_default"]))
             print(f"  {a['unique_id']:<20} split private/public/edge {a['private']:.2f}/{a['public']:.2f}/"
-                  f"{a['edge']:.2f}: {a['monthly_cost']:>12,.0f}/month, {gain}{current_text(a)}")
+                  f"{a['edge']:.2f}: {money(a['monthly_cost']):>12}/month, {gain}{current_text(a)}")
         for sp in p.get("spot", []):
             print(f"  {sp['unique_id']:<20} {spot_text(sp)}")
     if "report" in out:

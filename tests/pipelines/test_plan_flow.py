@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -67,16 +68,42 @@ def test_plan_flow_end_to_end(prefect_harness, db_path, fleet) -> None:
         for key, payload in con.execute("SELECT key, payload FROM recommendations WHERE key LIKE '%/tuned'").fetchall():
             con.execute("UPDATE recommendations SET payload = ? WHERE key = ?", [json.dumps(json.loads(payload) | odd), key])
     again = plan_flow(str(db_path))
-    assert all(not a["retuned"] for a in again["allocation"])
+    # kept, not tuned by this run; still a re-tuned split (it is not the default)
+    assert all(not a["tuned_this_run"] and a["retuned"] and not a["kept_default"] for a in again["allocation"])
     kept = pd.json_normalize([json.loads(p) for p in _recommendations(db_path).query("kind == 'allocation'")["payload"]])
     assert kept["expected_savings"].notna().all()  # a kept split says what it is expected to save, too
     assert all({k: a[k] for k in odd} == odd for a in again["allocation"])
     retuned = plan_flow(str(db_path), retune=True)["allocation"]
-    assert all(a["retuned"] for a in retuned) and any(a["private"] != 0.15 for a in retuned)
+    assert all(a["tuned_this_run"] for a in retuned) and any(a["private"] != 0.15 for a in retuned)
+    # retuned says whether the split moved off the default, not that the tuner ran
+    assert all(a["retuned"] == ((a["private"], a["public"], a["edge"]) != (0.3, 0.5, 0.2)) for a in retuned)
     # a plain plan on the same data does not undo the retune with the earlier run's split
     after = _recommendations(db_path)
     assert plan_flow(str(db_path))["allocation"] == retuned
     pd.testing.assert_frame_equal(_recommendations(db_path), after)
+
+
+def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
+    """The run that tuned a pool's split is found by tuned_this_run, also when the tuner kept
+    the default (retuned false); a run that only kept an earlier split is not one; runs written
+    before tuned_this_run existed said it with retuned."""
+    from pipelines.planning import PlanInputs, kept_splits
+
+    cutoff = pd.Timestamp("2026-02-10 12:00")
+    default = {"private": 0.3, "public": 0.5, "edge": 0.2}
+    moved = {"private": 0.5, "public": 0.5, "edge": 0.0}
+    rows = [
+        ("plan-a", "a/p/gpu/tuned", default | {"tuned_this_run": True, "retuned": False}),
+        ("plan-a", "b/p/gpu/tuned", moved | {"retuned": True}),  # written before tuned_this_run
+        ("plan-a", "c/p/gpu/tuned", moved | {"tuned_this_run": False, "retuned": True}),
+    ]
+    for run_id, key, payload in rows:
+        con.execute("INSERT INTO recommendations VALUES (?, 'allocation', ?, ?, NULL, ?, ?)",
+                    [run_id, key, json.dumps(payload), cutoff - pd.Timedelta(days=1), cutoff - pd.Timedelta(days=1)])
+    empty = pd.DataFrame()
+    kept = kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff))
+    assert {uid: (s.private, s.public, s.edge) for uid, s in kept.items()} == {
+        "a/p/gpu": (0.3, 0.5, 0.2), "b/p/gpu": (0.5, 0.5, 0.0)}
 
 
 def test_capacity_counts_every_node_at_its_last_reading(con) -> None:
@@ -148,3 +175,37 @@ def test_run_every_stage_writes_plan_and_report(prefect_harness, tmp_path, db_pa
     assert spot["p_spike"].notna().all()
     assert (tmp_path / "reports" / "recommendations_allocation.csv").exists()
     assert (tmp_path / "reports" / "recommendations_prescale.parquet").exists()
+
+
+def test_plan_prints_costs_in_the_reports_currency(tmp_path, monkeypatch, capsys) -> None:
+    """`headroom plan` writes costs as the report does ($, one helper), a saving that rounds to
+    0 as $0 (never -0), and how each split was chosen in words."""
+    import pipelines.flows.plan as plan_flow_module
+
+    row = {"unique_id": "c/p/gpu", "private": 0.3, "public": 0.5, "edge": 0.2, "monthly_cost": 28385.6,
+           "savings_vs_default": -0.2, "current_fleet_cost": 15866.9}
+    out = {"run_id": "plan-x", "data_cutoff": "2026-02-01 23:00:00", "rows": {"allocation": 4},
+           "allocation": [row | {"tuned_this_run": True, "retuned": False, "kept_default": True},
+                          row | {"unique_id": "d/p/cpu", "tuned_this_run": False, "retuned": True,
+                                 "kept_default": False, "savings_vs_default": 900.4}],
+           "spot": [{"unique_id": "c/p/gpu", "action": "use_spot", "zone": "z1", "instance_type": "g8",
+                     "discount": 0.4, "p_spike": 0.1, "expected_monthly_saving": 1234.5}]}
+    monkeypatch.setattr(plan_flow_module, "plan_flow", lambda **kwargs: out)
+    (tmp_path / "w.duckdb").touch()
+    assert cli.main(["plan", "--db", str(tmp_path / "w.duckdb")]) == 0
+    text = capsys.readouterr().out
+    assert "(tuned now: the default split kept, no other saves enough), $28,386/month, saves $0/month" in text
+    assert "(this month's re-tuned split, kept), $28,386/month, saves $900/month" in text
+    assert "the running fleet as private machines: $15,867/month" in text and "saves $1,234/month" in text
+    assert not re.search(r"-\$?0(?![\d,.])", text) and "-$" not in text  # no "-0", "-$0" (dates aside)
+
+
+def test_a_value_that_rounds_to_minus_zero_is_stored_as_zero() -> None:
+    from pipelines.planning import PlanInputs, recommendation_rows
+
+    empty = pd.DataFrame()
+    plan = {"spot": pd.DataFrame({"unique_id": ["c/p/gpu"], "expected_monthly_saving": [-1e-9],
+                                  "discount": [-0.0], "p_spike": [0.25]})}
+    rows = recommendation_rows(plan, PlanInputs(empty, empty, empty, empty, pd.Timestamp("2026-02-01")))
+    payload = rows["payload"].iloc[0]
+    assert "-0.0" not in payload and json.loads(payload)["expected_monthly_saving"] == 0.0

@@ -317,3 +317,87 @@ def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
     assert "$7,000 per month for the forecast demand, $2,000 less than the default 3-5-2 split." in line
     assert "The running fleet, priced as private machines, would cost $5,000 for the same demand (less than" in line
     assert "widen them in the plan config" in line
+
+
+def test_exports_never_show_negative_zero(tmp_path: Path) -> None:
+    """A payload value that rounded to -0.0 (or any frame passed in) is written as 0.0."""
+    payload = {"expected_savings": -0.0, "savings_vs_default": 0.0, "monthly_cost": 5.0}
+    plan = pd.DataFrame({"run_id": ["r"], "kind": ["allocation"], "key": ["k"], "model_id": [None],
+                         "data_cutoff": [START], "payload": [json.dumps(payload)]})
+    flat = report_io.flatten_recommendations(plan)["allocation"]
+    assert not np.signbit(flat["expected_savings"].to_numpy()).any()
+    frame = pd.DataFrame({"run_id": ["r", "r"], "key": ["a", "b"], "model_id": [None, None],
+                          "data_cutoff": [None, None], "x": [-0.0, float("nan")],
+                          "mixed": pd.Series([-0.0, None], dtype=object)})
+    report_io.write_report(tmp_path, "<html></html>", {"allocation": frame})
+    csv = (tmp_path / "recommendations_allocation.csv").read_text()
+    assert "-0.0" not in csv and "0.0" in csv
+    back = pd.read_parquet(tmp_path / "recommendations_allocation.parquet")
+    assert not np.signbit(back["x"].to_numpy()[:1]).any() and back["x"].isna().iloc[1]
+    assert not np.signbit(float(back["mixed"].iloc[0]))
+    assert np.signbit(frame["x"].to_numpy()[0])  # the caller's frame is not changed
+
+
+def test_money_is_one_format_with_the_currency() -> None:
+    assert report_io.money(1234.6) == "$1,235" and report_io.money(-40) == "-$40"
+    assert report_io.money(-0.4) == "$0" and report_io.money(-0.0) == "$0"
+    assert report_io.money(None) == "–" and report_io.money(float("nan")) == "–"
+
+
+def _plan_page_data() -> report_io.ReportData:
+    """A plan run with allocation and pre-scale rows and a champion, nothing else."""
+    alloc = pd.DataFrame({"unique_id": ["c/p/gpu"] * 2, "resource": ["gpu"] * 2, "plan": ["default_3_5_2", "tuned"],
+                          "private": [0.3, 0.7], "public": [0.5, 0.3], "edge": [0.2, 0.0],
+                          "monthly_cost": [9000.0, 7000.0], "private_cost": [3000.0, 4000.0],
+                          "public_cost": [4500.0, 2700.0], "edge_cost": [1000.0, 0.0], "idle_penalty": [500.0, 300.0],
+                          "savings_vs_default": [0.0, 2000.0], "retuned": [False, True]})
+    ts = START + pd.Timedelta(hours=1)
+    pre = pd.DataFrame({"key": ["c/p/gpu/1"], "unique_id": ["c/p/gpu"], "ts": [ts], "action": ["scale_up"],
+                        "instances_delta": [1], "units_per_instance": [8.0], "capacity": [16.0],
+                        "target_capacity": [24.0], "applies_to": ["pool nodes (whole demand, not split)"]})
+    champions = pd.DataFrame({"group": ["gpu"], "kind": ["lgbm"], "model_id": ["m"], "data_cutoff": [START],
+                              "wape": [0.1], "mase": [0.8], "smape": [9.0], "msis": [7.0],
+                              "coverage_80": [0.8], "coverage_95": [0.95]})
+    empty = pd.DataFrame()
+    return report_io.ReportData(data_cutoff=START, counts={}, forecasts=empty, history=empty, heatmap=empty,
+                                heatmap_resource=None, alerts=empty, champions=champions, plan_run="plan-1",
+                                recommendations={"allocation": alloc, "prescale": pre})
+
+
+def test_the_page_explains_its_terms_and_writes_costs_with_the_currency() -> None:
+    page = report_html.render_report(_plan_page_data())
+    glossary = page[page.index('<section id="glossary">'):]
+    for term in ("wape", "mase", "smape", "msis", "coverage", "retuned", "spill"):
+        assert f'id="g-{term}"' in glossary
+    assert "Below 1 beats that baseline" in glossary  # what good looks like
+    assert '<a href="#glossary">glossary</a>' in page  # in the nav and the champion models section
+    models = page[page.index('<section id="models">'):page.index('<section id="glossary">')]
+    for col, anchor in (("wape", "wape"), ("mase", "mase"), ("coverage_80", "coverage"), ("msis", "msis")):
+        assert f'<th><a href="#g-{anchor}">{col}</a></th>' in models
+    alloc = page[page.index('<section id="allocation">'):page.index('<section id="reservations">')]
+    assert '<td class="num">$7,000</td>' in alloc and '<td class="num">$2,000</td>' in alloc
+    assert '<td class="num">0.7</td>' in alloc  # shares are not money
+
+
+def test_the_prescale_section_says_what_it_scales() -> None:
+    page = report_html.render_report(_plan_page_data())
+    section = page[page.index('<section id="prescale">'):page.index('<section id="alerts">')]
+    assert "The schedule applies to each pool's running nodes" in section
+    assert "does not follow the split above" in section and "units_per_instance</th>" in section
+    summary = page[page.index(">Summary<"):]
+    assert "1 scale-up and 0 scale-down action(s) of the pools&#x27; running nodes" in summary
+
+
+def test_the_cost_legend_is_outside_every_panel() -> None:
+    """The legend sits above the panels, so it cannot cover a bar, however tall."""
+    alloc = _plan_page_data().recommendations["allocation"]
+    fig = report_html.cost_figure(pd.concat([alloc, alloc.assign(unique_id="d/q/cpu")]))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert not any(legend.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["private cost", "public cost", "edge cost",
+                                                                  "idle penalty"]
+    assert fig.axes[0].get_ylabel() == "monthly cost ($)"
+    plt.close(fig)

@@ -406,3 +406,59 @@ def test_the_running_fleet_is_priced_as_private_machines_with_the_excess_on_publ
     assert got == pytest.approx((private + public) * 730 / 2)
     assert P.current_fleet_cost(np.array([6.0]), 10.0, {"public": offers["public"]}, costs) is None
     assert P.current_fleet_cost(np.array([6.0]), 0.0, offers, costs) is None
+
+
+def test_a_tie_with_the_default_saves_exactly_zero_not_minus_zero() -> None:
+    """No edge offer: the default's edge share spills to public, costing the same as the split
+    that plans it on public. The saving is 0, never a tiny negative that rounds to -0.0 (the
+    tuner compared the rounded cost with the unrounded default's)."""
+    for price in (0.123456789, 2 / 3, 1.1, 7.77):
+        offers = {"private": Offer("private", "o", "dc", "m", 1.0, price),
+                  "public": Offer("public", "c", "r1", "m", 1.0, price)}
+        plans = P.tune_split(np.full(48, 10.0), offers, FREE).set_index("plan")
+        tuned = plans.loc["tuned"]
+        assert (tuned["private"], tuned["public"], tuned["edge"]) == (0.3, 0.7, 0.0)
+        for col in ("expected_savings", "savings_vs_default"):
+            assert plans[col].tolist() == [0.0, 0.0] and not np.signbit(plans[col]).any(), (price, col)
+        kept = P.allocation.kept_plans(np.full(48, 10.0), P.DEFAULT_SPLIT, P.Split(0.3, 0.7, 0.0), offers, FREE)
+        assert not np.signbit(kept[["expected_savings", "savings_vs_default"]].to_numpy()).any()
+
+
+def _one_pool_plan(policy: P.PlanPolicy | None = None, splits: dict | None = None) -> dict[str, pd.DataFrame]:
+    """A steady CPU pool (every location has an offer), 14 days of history and 24 hours ahead."""
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    history = pd.DataFrame({"unique_id": "c/cpu/cpu", "ds": ds, "y": 40 * 64.0})
+    fds = pd.date_range(ds[-1] + pd.Timedelta(hours=1), periods=24, freq="h")
+    forecast = pd.DataFrame({"unique_id": "c/cpu/cpu", "ds": fds, "mean": 2600.0, "hi_80": 2900.0})
+    capacity = pd.DataFrame({"unique_id": ["c/cpu/cpu"], "capacity": [48 * 64.0], "units_per_node": [64.0]})
+    return P.make_plan(history, forecast, capacity, catalog(), policy or P.PlanPolicy(), splits=splits)
+
+
+def test_retuned_means_the_split_left_the_default() -> None:
+    """retuned: the row's split is not the default; tuned_this_run: this run chose it. The
+    default row, and a tuned row that kept the default, are not re-tuned."""
+    moved = _one_pool_plan()["allocation"].set_index("plan")  # private 3x cheaper: the tuner moves
+    assert moved.loc["tuned", "private"] != 0.3
+    assert moved["retuned"].to_dict() == {"default_3_5_2": False, "tuned": True}
+    assert moved["tuned_this_run"].all()
+    stay = P.PlanPolicy(allocation=P.AllocationPolicy(min_savings=0.99))  # nothing saves 99%: default kept
+    kept_default = _one_pool_plan(stay)["allocation"].set_index("plan")
+    assert kept_default.loc["tuned", ["private", "public", "edge"]].tolist() == [0.3, 0.5, 0.2]
+    assert not kept_default["retuned"].any() and kept_default["tuned_this_run"].all()
+    earlier = _one_pool_plan(splits={"c/cpu/cpu": P.Split(0.4, 0.4, 0.2)})["allocation"].set_index("plan")
+    assert earlier["retuned"].to_dict() == {"default_3_5_2": False, "tuned": True}
+    assert not earlier["tuned_this_run"].any()  # this month's split, kept
+
+
+def test_prescale_rows_say_what_they_scale() -> None:
+    """The schedule moves the pool's running nodes, for its whole demand (not a share of the
+    split), in steps of one node: every row says so and gives the node size."""
+    plan = _one_pool_plan()
+    pre = plan["prescale"]
+    assert (pre["applies_to"] == "pool nodes (whole demand, not split)").all()
+    assert (pre["units_per_instance"] == 64.0).all()
+    assert (pre["target_capacity"] - pre["capacity"] == pre["instances_delta"] * 64.0).all()
+    # sized for the whole forecast, not the public share: hi_80 2900 + 10% -> 50 nodes of 64
+    assert pre["target_capacity"].max() == 50 * 64.0
+    tuned = plan["allocation"].set_index("plan").loc["tuned"]
+    assert tuned["public"] < 1.0
