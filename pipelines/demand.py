@@ -60,7 +60,7 @@ MIN_REPORTING_SHARE = 0.5  # an hour with no more of its nodes than this (after 
 LATE_CARRY = 3
 
 
-def sum_nodes(node_hours: pd.DataFrame) -> pd.DataFrame:
+def sum_nodes(node_hours: pd.DataFrame, late: str = "carry") -> pd.DataFrame:
     """:func:`combine_nodes` from node hourly means ``unique_id, node_id, ds, used``."""
     g = node_hours.groupby(["unique_id", "ds"], sort=True)["used"]
     totals = pd.DataFrame({"y": g.sum().round(6), "nodes": g.size()}).reset_index()
@@ -70,10 +70,11 @@ def sum_nodes(node_hours: pd.DataFrame) -> pd.DataFrame:
                           "last_used": per_node["used"].last()}).reset_index()
     span_h = (spans["last"] - spans["first"]) / pd.Timedelta(hours=1) + 1
     gappy = spans.loc[spans["hours"] < span_h, ["unique_id", "node_id"]]
-    return combine_nodes(totals, spans, node_hours.merge(gappy, on=["unique_id", "node_id"]))
+    return combine_nodes(totals, spans, node_hours.merge(gappy, on=["unique_id", "node_id"]), late)
 
 
-def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame) -> pd.DataFrame:
+def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame,
+                  late: str = "carry") -> pd.DataFrame:
     """Demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported; and ``samples``,
     the readings behind them, when ``totals`` has it) from the per-hour sums of the nodes
     that reported, each node's span, and the hours of the nodes that fell silent inside
@@ -92,8 +93,15 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     kept by the rule above: a node whose readings come a few hours after the others' would
     otherwise read as a dip in demand, which a forecast starts from and the burst detector
     reads once and never again. A node drained before it left (near zero) adds nothing; one
-    further behind counts as absent (it may be gone)."""
-    late = pd.Timedelta(hours=24)  # a node quiet for less than this at the end of the data is late
+    further behind counts as absent (it may be gone), and so does one that reports in another
+    series of its cluster since (moved to another pool). With ``late="wait"`` (the burst
+    detector) those hours are left out instead, until the node reports them or falls further
+    behind: a busy node that died, its jobs rescheduled onto the others, would otherwise be
+    counted twice, a burst the detector could not take back."""
+    if late not in ("carry", "wait"):
+        raise ValueError(f"late must be 'carry' or 'wait', got {late!r}")
+    quiet = pd.Timedelta(hours=24)  # a node quiet for less than this at the end of the data is late
+    spans = _latest_anywhere(spans)
     parts = []
     gappy_by = dict(tuple(gappy.groupby("unique_id", sort=False))) if not gappy.empty else {}
     for uid, t in totals.groupby("unique_id", sort=True):
@@ -105,7 +113,8 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         # it went quiet less than a day before it), by a running sum
         sp = spans[spans["unique_id"] == uid]
         end = grid[-1]
-        last = sp["last"].where(~((end - sp["last"] <= late) & (sp["last"] < end)), end)
+        # (a node that moved to another pool is not expected back)
+        last = sp["last"].where(~((end - sp["last"] <= quiet) & (sp["last"] < end) & ~sp["elsewhere"]), end)
         step = np.zeros(len(grid) + 1)
         np.add.at(step, sp["first"].map(pos).to_numpy(dtype=int), 1)
         np.add.at(step, last.map(pos).to_numpy(dtype=int) + 1, -1)
@@ -141,7 +150,9 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         if partial:
             log.warning("demand %s: %d hour(s) with %.0f%% or fewer of the nodes reporting treated as missing",
                         uid, partial, 100 * MIN_REPORTING_SHARE)
-        y = _carry_late_nodes(uid, y, keep, sp, grid, end)
+        y, carried = _carry_late_nodes(uid, y, keep, sp, grid, end)
+        if late == "wait":
+            keep = keep & ~carried
         part = pd.DataFrame({"unique_id": uid, "ds": grid[keep], "y": np.round(y[keep], 6),
                              "nodes": nodes[keep].astype(int)})
         if "samples" in t:
@@ -151,28 +162,48 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     return pd.concat(parts, ignore_index=True)
 
 
-def _carry_late_nodes(uid: str, y: np.ndarray, keep: np.ndarray, spans: pd.DataFrame,
-                      grid: pd.DatetimeIndex, end: pd.Timestamp) -> np.ndarray:
+def _latest_anywhere(spans: pd.DataFrame) -> pd.DataFrame:
+    """``spans`` with ``elsewhere``: whether the node has a later reading in another pool of
+    its cluster (it moved there): not late, then. (Another resource of the same pool does not
+    count: its exporter may be on time while this one's is late.)"""
+    parts = spans["unique_id"].str.split("/", n=2, expand=True) if not spans.empty else None
+    if parts is None or parts.shape[1] < 2:
+        return spans.assign(elsewhere=False)
+    keyed = spans.assign(_c=parts[0], _p=parts[1])
+    pools = keyed.groupby(["_c", "node_id", "_p"], as_index=False)["last"].max()
+    other = pools.merge(pools, on=["_c", "node_id"], suffixes=("", "_o"))
+    other = other[other["_p"] != other["_p_o"]].groupby(["_c", "node_id", "_p"], as_index=False)["last_o"].max()
+    keyed = keyed.merge(other, on=["_c", "node_id", "_p"], how="left")
+    return spans.assign(elsewhere=(keyed["last_o"] > keyed["last"]).fillna(False).to_numpy(dtype=bool))
+
+
+def _carry_late_nodes(uid: str, y: np.ndarray, keep: np.ndarray, spans: pd.DataFrame, grid: pd.DatetimeIndex,
+                      end: pd.Timestamp) -> tuple[np.ndarray, np.ndarray]:
     """``y`` plus, in the kept hours after each node's last one, that node's last hourly mean,
-    for the nodes at most ``LATE_CARRY`` hours behind ``end`` (see :func:`combine_nodes`)."""
+    for the nodes at most ``LATE_CARRY`` hours behind ``end`` and silent everywhere (see
+    :func:`combine_nodes`); and the hours where something was carried."""
     behind = end - spans["last"]
-    late = spans[(behind > pd.Timedelta(0)) & (behind <= pd.Timedelta(hours=LATE_CARRY))]
+    late = spans[(behind > pd.Timedelta(0)) & (behind <= pd.Timedelta(hours=LATE_CARRY)) & ~spans["elsewhere"]]
+    carried = np.zeros(len(y), dtype=bool)
     if late.empty or "last_used" not in late:
-        return y
+        return y, carried
     y = y.copy()
     after = grid.searchsorted(late["last"].to_numpy(), side="right")
     for start, used in zip(after, late["last_used"].to_numpy(dtype=float)):
         y[start:] = np.where(keep[start:], y[start:] + used, y[start:])
+        if used > 0:
+            carried[start:] |= keep[start:]
     log.info("demand %s: %d node(s) not reported since up to %d hour(s) before the end count at their last "
              "hourly mean meanwhile", uid, len(late), LATE_CARRY)
-    return y
+    return y, carried
 
 
 def load_demand(
-    con: duckdb.DuckDBPyConnection, since: pd.Timestamp | None = None, until: pd.Timestamp | None = None
+    con: duckdb.DuckDBPyConnection, since: pd.Timestamp | None = None, until: pd.Timestamp | None = None,
+    late: str = "carry",
 ) -> pd.DataFrame:
-    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`combine_nodes` and
-    :func:`regularize`)."""
+    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`combine_nodes`, whose
+    ``late`` says what a node a few hours behind counts as, and :func:`regularize`)."""
     params = [since, since, until, until]
     totals = warehouse.query(con, TOTALS_SQL, params)
     if totals.empty:
@@ -180,7 +211,7 @@ def load_demand(
                              "y": pd.Series(dtype=float)})
     spans = warehouse.query(con, SPANS_SQL, params)
     gappy = warehouse.query(con, GAPPY_SQL, params)
-    return regularize(combine_nodes(totals, spans, gappy))
+    return regularize(combine_nodes(totals, spans, gappy, late))
 
 
 MAX_INTERPOLATED_GAP = pd.Timedelta(hours=24)  # a longer outage is not filled in

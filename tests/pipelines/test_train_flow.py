@@ -96,6 +96,33 @@ def test_a_node_a_few_hours_behind_counts_at_its_last_value(caplog) -> None:
     assert (gone.loc[hours[71 - demand.LATE_CARRY]:] == 30).all() and (gone.loc[:hours[67]] == 40).all()
 
 
+def test_the_burst_detector_waits_for_a_late_node_and_a_moved_node_is_not_late() -> None:
+    """A busy node dies 2 hours before the end and its load moves onto the other 3: carried at
+    its last value it would be counted twice (a burst the CUSUM cannot take back), so the
+    detector's view (late="wait") leaves those hours out until the node reports or falls more
+    than LATE_CARRY hours behind. A node that moved to another pool of its cluster is not late
+    in the old one; a node whose other resource reports on time still is (its exporter is late)."""
+    hours = pd.date_range("2024-01-01", periods=72, freq="h")
+    rows = [{"unique_id": "c/p/gpu", "node_id": f"n{k}", "ds": h,
+             "used": 10.0 + (10.0 / 3 if k < 3 and i >= 70 else 0.0)}
+            for k in range(4) for i, h in enumerate(hours) if not (k == 3 and i >= 70)]
+    frame = pd.DataFrame(rows)
+    carried = demand.regularize(demand.sum_nodes(frame)).set_index("ds")["y"]
+    assert carried.iloc[-1] == pytest.approx(50)  # the train/plan view: 40 + the dead node's 10
+    waited = demand.regularize(demand.sum_nodes(frame, late="wait")).set_index("ds")["y"]
+    assert waited.index[-1] == hours[69] and (waited == 40).all()
+    with pytest.raises(ValueError, match="late must be"):
+        demand.sum_nodes(frame, late="never")
+
+    moved = frame.copy()
+    moved.loc[(moved["node_id"] == "n0") & (moved["ds"] >= hours[70]), "unique_id"] = "c/q/gpu"
+    moved = pd.concat([moved, frame[(frame.node_id == "n3") & (frame.ds >= hours[68])].assign(unique_id="c/p/cpu")])
+    out = demand.regularize(demand.sum_nodes(moved)).set_index(["unique_id", "ds"])["y"]
+    # n0 moved to q: p counts n1, n2 (and late n3 at its last value, 10), not n0 as well
+    assert out.loc[("c/p/gpu", hours[71])] == pytest.approx(2 * (10 + 10 / 3) + 10)
+    assert out.loc[("c/q/gpu", hours[71])] == pytest.approx(10 + 10 / 3)
+
+
 def test_an_hour_still_in_progress_waits_until_it_is_complete(con) -> None:
     """5-minute readings up to 10:25: the 10:00 hour has 6 of its 12 readings per node, so
     it is not demand yet (the detect flow would commit its CUSUM state past it); once the
