@@ -213,6 +213,8 @@ def sync_alerts(
     touched = {r["fingerprint"] for r in rows}
     stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
     with transaction(con):
+        # read before the delete and the upsert below take the rows another run is sending
+        senders = _senders(con, [*refired, *(q[0] for q in queue), *stale])
         if refired:
             con.execute("DELETE FROM alert_deliveries WHERE state = 'pending' AND status <> 'firing' "
                         "AND fingerprint IN (SELECT unnest(?))", [refired])
@@ -227,8 +229,45 @@ def sync_alerts(
             resolved += len(stale)
         if queue:
             q = pd.DataFrame(queue, columns=["fingerprint", "sink", "status", "severity", "probability", "summary"])
-            upsert(con, "alert_deliveries", _queued(q, now))
+            upsert(con, "alert_deliveries", _held_for(_queued(q, now), senders))
     return {"fired": fired, "updated": updated, "resolved": resolved}
+
+
+HELD = "held:"  # claimed_by of a delivery queued while another run sends that alert to that sink
+
+
+def _senders(con: duckdb.DuckDBPyConnection, fingerprints: Sequence[str]) -> pd.DataFrame:
+    """``fingerprint, sink, run, until``: the live claims of other runs on these alerts' pending
+    deliveries (in the caller's transaction), i.e. what is being sent while this run records."""
+    if not fingerprints:
+        return pd.DataFrame(columns=["fingerprint", "sink", "run", "until"])
+    return query(con, f"""
+        SELECT fingerprint, sink, max(CASE WHEN starts_with(claimed_by, '{HELD}') THEN substr(claimed_by, {len(HELD) + 1})
+                                           ELSE claimed_by END) AS run, max(claimed_until) AS until
+        FROM alert_deliveries
+        WHERE state = 'pending' AND claimed_by IS NOT NULL AND claimed_until > ? AND fingerprint IN (SELECT unnest(?))
+        GROUP BY fingerprint, sink
+    """, [_wall_now(), sorted(set(fingerprints))])
+
+
+def _held_for(q: pd.DataFrame, senders: pd.DataFrame) -> pd.DataFrame:
+    """``q`` with each delivery to a sink another run is sending its alert to held for that
+    run (``held:<run>`` until its claim lapses): re-queueing replaces or deletes the rows that
+    run claimed, and an unheld new row would let a third run send it before the batch in flight
+    lands (a new firing overtaken by the old resolution). The run frees them when it records."""
+    if senders.empty or q.empty:
+        return q
+    m = q.merge(senders, on=["fingerprint", "sink"], how="left")
+    hold = m["run"].notna().to_numpy()
+    q = q.copy()
+    q.loc[hold, "claimed_by"] = (HELD + m.loc[hold, "run"].astype(str)).to_numpy()
+    q.loc[hold, "claimed_until"] = m.loc[hold, "until"].to_numpy()
+    return q
+
+
+def _wall_now() -> datetime:
+    """The wall clock, naive UTC, as claims are written (never the run's clock)."""
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 CLAIM_LEASE_MIN = pd.Timedelta(minutes=10)
@@ -246,7 +285,7 @@ class Claim:
 
     @classmethod
     def take(cls, lease: pd.Timedelta) -> Claim:
-        at = datetime.now(UTC).replace(tzinfo=None)
+        at = _wall_now()
         return cls(f"{os.getpid()}-{uuid.uuid4().hex[:12]}", at, (pd.Timestamp(at) + lease).to_pydatetime())
 
 
@@ -332,14 +371,20 @@ def _batch(con: duckdb.DuckDBPyConnection, sink: Sink, now: datetime, claim: Cla
         ORDER BY a.starts_at, d.fingerprint,
                  CASE WHEN d.status = 'firing' THEN 0 WHEN d.status = 'resolved' THEN 2 ELSE 1 END, d.status
     """, [sink.name, claim.run_id])
+    # re-sends: what is firing, and for ``hold`` after its end what resolved (as Prometheus
+    # keeps sending a resolved alert): a run's re-send of a firing alert that lands after another
+    # run's resolution (both in flight at once) would hold it active until its endsAt
+    hold = pd.Timedelta(getattr(sink, "hold", pd.Timedelta(hours=1)))
     refresh = query(con, """
-        SELECT 'firing' AS delivery_status, d.attempts, a.*
+        SELECT a.status AS delivery_status, d.attempts, a.*
         FROM alert_deliveries d JOIN alerts a USING (fingerprint)
-        WHERE d.sink = ? AND d.status = 'firing' AND d.state = 'delivered' AND a.status = 'firing'
+        WHERE d.sink = ? AND d.state = 'delivered' AND d.status = a.status
+          AND (a.status = 'firing' OR (a.status = 'resolved' AND a.ends_at >= ?))
           AND NOT EXISTS (SELECT 1 FROM alert_deliveries p WHERE p.sink = d.sink
                           AND p.fingerprint = d.fingerprint AND p.state = 'pending')
         ORDER BY a.starts_at, d.fingerprint
-    """, [sink.name]) if getattr(sink, "resends_firing", False) else pd.DataFrame()
+    """, [sink.name, (pd.Timestamp(now) - hold).to_pydatetime()]) if getattr(sink, "resends_firing", False) \
+        else pd.DataFrame()
     payload = []
     for r in [*pending.to_dict("records"), *refresh.to_dict("records")]:
         rec = {k: (None if (not isinstance(v, (list, dict)) and pd.isna(v)) else v) for k, v in r.items()}
@@ -382,13 +427,18 @@ def record_batches(con: duckdb.DuckDBPyConnection, batches: Sequence[Batch], now
     pending deliveries each sink accepted."""
     out: dict[str, int] = {}
     for b in batches:
+        marked = 0
         if b.sent and not b.keys.empty:
-            _mark(con, b, "delivered", now, None)
+            marked = _mark(con, b, "delivered", now, None)
         elif b.error is not None and not b.keys.empty:
             _mark(con, b, "pending", now, b.error)
         if b.sent and b.refreshed:
-            log.info("sink %s: %d firing alert(s) re-sent", b.sink.name, b.refreshed)
-        out[b.sink.name] = len(b.keys) if b.sent else 0
+            log.info("sink %s: %d active (or just resolved) alert(s) re-sent", b.sink.name, b.refreshed)
+        if b.sent and marked < len(b.keys):
+            log.warning("sink %s: %d of the %d deliveries sent were queued again meanwhile (the alert moved on) or "
+                        "taken over by another run (this run's claim lapsed): not recorded by this run",
+                        b.sink.name, len(b.keys) - marked, len(b.keys))
+        out[b.sink.name] = marked
     return out
 
 
@@ -400,20 +450,24 @@ def deliver_pending(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: 
     return record_batches(con, batches, now)
 
 
-def _mark(con: duckdb.DuckDBPyConnection, batch: Batch, state: str, now: datetime, error: str | None) -> None:
-    """Record a batch's outcome on the deliveries its run still claims, and end the claim. A
-    delivery queued again meanwhile (the warehouse is closed while sending: another run saw
-    the alert resolve and fire again) lost the claim, so the old batch does not settle it;
-    nor does one another run took over when this run's lease lapsed."""
+def _mark(con: duckdb.DuckDBPyConnection, batch: Batch, state: str, now: datetime, error: str | None) -> int:
+    """Record a batch's outcome on the deliveries its run still claims, end the claim, free
+    what was held for it (see :func:`_held_for`), and return how many it recorded. A delivery
+    queued again meanwhile (the warehouse is closed while sending: another run saw the alert
+    resolve and fire again) lost the claim, so the old batch does not settle it; nor does one
+    another run took over when this run's lease lapsed."""
+    run = batch.claim.run_id if batch.claim else None
     con.register("_delivery_keys", batch.keys)
     try:
         with transaction(con):
-            con.execute("""
+            con.execute("UPDATE alert_deliveries SET claimed_by = NULL, claimed_until = NULL "
+                        "WHERE sink = ? AND claimed_by = ?", [batch.sink.name, f"{HELD}{run}"])
+            return int(con.execute("""
                 UPDATE alert_deliveries SET state = ?, attempts = attempts + 1, last_error = ?, updated_at = ?,
                                             claimed_by = NULL, claimed_until = NULL
                 FROM _delivery_keys k
                 WHERE alert_deliveries.sink = ? AND alert_deliveries.fingerprint = k.fingerprint
                   AND alert_deliveries.status = k.status AND alert_deliveries.claimed_by = ?
-            """, [state, error, now, batch.sink.name, batch.claim.run_id if batch.claim else None])
+            """, [state, error, now, batch.sink.name, run]).fetchone()[0])
     finally:
         con.unregister("_delivery_keys")

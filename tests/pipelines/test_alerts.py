@@ -197,7 +197,9 @@ def test_a_burst_found_already_over_goes_out_firing_then_resolved(con, tmp_path)
 
 def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, server, tmp_path):
     """Alertmanager ends an alert nobody re-sends: every run re-posts the firing ones,
-    endsAt an hour past the run; the other sinks still hear each transition once."""
+    endsAt an hour past the run, and for an hour after its end a resolved one (a re-send of
+    the firing one still in flight from an overlapping run must not outlive the resolution);
+    the other sinks still hear each transition once."""
     am = al.AlertmanagerSink(server.url, retries=0)
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
     names = [am.name, jl.name]
@@ -208,11 +210,13 @@ def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, serv
     al.sync_alerts(con, "burst", [], T2, names)  # over
     assert al.deliver_pending(con, [am, jl], T2) == {"alertmanager": 1, "jsonl": 1}
     assert al.deliver_pending(con, [am, jl], T2) == {"alertmanager": 0, "jsonl": 0}
+    assert al.deliver_pending(con, [am, jl], T2 + pd.Timedelta(hours=2)) == {"alertmanager": 0, "jsonl": 0}
     bodies = [b for _, b in server.bodies]
-    assert len(bodies) == 3  # fired, re-sent, resolved; nothing once it is resolved
+    assert len(bodies) == 4  # fired, re-sent, resolved, resolved re-sent; nothing an hour after its end
     assert [b[0]["endsAt"] for b in bodies] == [
-        "2026-01-10T13:00:00.000000Z", "2026-01-10T13:15:00.000000Z", "2026-01-10T12:30:00.000000Z"]
-    assert bodies[0][0]["labels"] == bodies[1][0]["labels"] == bodies[2][0]["labels"]
+        "2026-01-10T13:00:00.000000Z", "2026-01-10T13:15:00.000000Z", "2026-01-10T12:30:00.000000Z",
+        "2026-01-10T12:30:00.000000Z"]
+    assert bodies[0][0]["labels"] == bodies[1][0]["labels"] == bodies[2][0]["labels"] == bodies[3][0]["labels"]
     assert len(jl.path.read_text().splitlines()) == 2
 
 
@@ -442,6 +446,26 @@ def test_two_runs_reading_pending_deliveries_at_once_send_each_once(con, tmp_pat
     left = query(con, "SELECT DISTINCT state, claimed_by, claimed_until FROM alert_deliveries")
     assert left.to_dict("records") == [{"state": "delivered", "claimed_by": None, "claimed_until": pd.NaT}]
     assert al.deliver_pending(con, [jl], T2) == {"jsonl": 0}  # and nothing later
+
+
+def test_an_alert_that_fires_again_while_its_resolution_is_in_flight_waits_for_it(con, tmp_path):
+    """Run A sends an alert's firing and resolution (the sink was down for both); meanwhile run
+    B sees it fire again. B's new firing replaces the row A claimed: held for A, it goes out
+    only after A has recorded, so the receiver ends on 'firing', as the alert is."""
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
+    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name])
+    a = al.pending_batches(con, [jl], T1)
+    assert [r["status"] for r in a[0].payload] == ["firing", "resolved"]
+    al.sync_alerts(con, "hardware_fault", [fault()], T2, [jl.name])  # run B, while A sends
+    b = al.pending_batches(con, [jl], T2)
+    assert b[0].payload == []  # held for A
+    al.send_batches(a)
+    assert al.record_batches(con, a, T1) == {"jsonl": 0}  # what A claimed was re-queued meanwhile
+    assert al.deliver_pending(con, [jl], T2) == {"jsonl": 1}
+    said = [(x["status"], x["starts_at"]) for x in map(json.loads, jl.path.read_text().splitlines())]
+    assert said[-1] == ("firing", "2026-01-10T12:30:00.000000Z") and [s for s, _ in said] == ["firing", "resolved",
+                                                                                              "firing"]
 
 
 def test_a_claim_left_by_a_run_that_died_lapses_and_the_alert_goes_out(con, tmp_path):
