@@ -476,7 +476,7 @@ def summary_lines(data: ReportData) -> list[str]:
         who = ", ".join(
             f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
             for r in tuned.to_dict("records"))
-        direction = "less" if saved >= 0 else "more"
+        direction = "less" if round(saved) >= 0 else "more"  # as money() rounds it: never "$0 more"
         total = float(pd.to_numeric(tuned["monthly_cost"]).sum())
         current = pd.to_numeric(tuned.get("current_fleet_cost", pd.Series(dtype=float)), errors="coerce")
         now = (f" The running fleet, priced as private machines, would cost {money(current.sum())} for the same "
