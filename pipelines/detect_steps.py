@@ -127,13 +127,18 @@ def policy_params(policy: FaultPolicy | SpikePolicy) -> str:
     return json.dumps(dataclasses.asdict(policy), sort_keys=True)
 
 
-def train_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPolicy
+def train_faults(telemetry: pd.DataFrame | dict[str, pd.DataFrame], failures: pd.DataFrame, policy: FaultPolicy
                  ) -> tuple[FaultPredictor | None, pd.Timestamp | None]:
-    """Fit on the history whose labels are known (rows at least one horizon old)."""
+    """Fit on the history whose labels are known (rows at least one horizon old). Given a
+    dict, its ``telemetry`` is taken out of it, so the raw readings (the bulk of the memory)
+    are freed once the features are built."""
+    if isinstance(telemetry, dict):
+        telemetry = telemetry.pop("telemetry")
     if telemetry.empty or failures.empty:
         log.info("fault model not trained: %d telemetry rows, %d failures", len(telemetry), len(failures))
         return None, None
     feats = build_fault_features(telemetry, policy)
+    del telemetry
     cutoff = feats["ts"].max() - pd.Timedelta(policy.horizon)
     known = feats["ts"] <= cutoff
     if label_failures(feats[known], failures, policy).sum() == 0:
@@ -188,15 +193,35 @@ def run_faults(telemetry: pd.DataFrame, failures: pd.DataFrame, policy: FaultPol
     return [] if model is None else score_faults(model, telemetry, policy, failures)
 
 
-def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str, now: datetime,
-                  retrain_every: str, train: Callable[[], tuple[object | None, pd.Timestamp | None]],
-                  until: datetime | None = None) -> bool:
-    """Call ``train`` and register its model unless a ``kind`` model with ``params`` is younger
-    than ``retrain_every`` (and, with ``until``, not from after it); True when a new model was
-    registered."""
+@dataclass
+class ModelJob:
+    """A model to train: what it is registered as, and ``train``, which reads nothing from the
+    warehouse (its data was read with the job), so no connection is open while it fits."""
+
+    kind: str
+    target: str
+    params: str
+    train: Callable[[], tuple[object | None, pd.Timestamp | None]]
+
+
+def _model_job(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str, now: datetime,
+               retrain_every: str, read: Callable[[], Callable[[], tuple[object | None, pd.Timestamp | None]]],
+               until: datetime | None = None) -> ModelJob | None:
+    """None when a ``kind`` model with ``params`` is younger than ``retrain_every`` (and, with
+    ``until``, not from after it); else the job, its data read now (``read`` returns the fit)."""
     if detect_store.latest_model(con, kind, params, now - pd.Timedelta(retrain_every), until) is not None:
-        return False
-    model, cutoff = train()
+        return None
+    return ModelJob(kind, target, params, read())
+
+
+def run_model_job(job: ModelJob) -> tuple[object | None, pd.Timestamp | None]:
+    """Train ``job``'s model (no warehouse needed); (None, None) when there is nothing to learn."""
+    return job.train()
+
+
+def register_model(con: duckdb.DuckDBPyConnection, job: ModelJob, model: object | None,
+                   cutoff: pd.Timestamp | None, now: datetime) -> bool:
+    """Register a trained model; True when one was registered (False for nothing learnt)."""
     if model is None or cutoff is None:
         return False
     # with the out-of-fold alert metrics the threshold was set on (what to expect of the alerts)
@@ -204,17 +229,36 @@ def _ensure_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params
            for k, v in getattr(model, "oof_metrics_", {}).items()}
     metrics = json.dumps({"threshold": model.threshold_, **({"out_of_fold": oof} if oof else {})})
     # pickle: our own estimator, stored in and read back from our own warehouse only
-    detect_store.save_model(con, kind, target, params, cutoff.to_pydatetime(), pickle.dumps(model), metrics, now)
+    detect_store.save_model(con, job.kind, job.target, job.params, cutoff.to_pydatetime(), pickle.dumps(model),
+                            metrics, now)
     return True
+
+
+def _ensure(con: duckdb.DuckDBPyConnection, job: ModelJob | None, now: datetime) -> bool:
+    if job is None:
+        return False
+    model, cutoff = run_model_job(job)
+    return register_model(con, job, model, cutoff, now)
+
+
+def fault_model_job(con: duckdb.DuckDBPyConnection, now: datetime, policy: FaultPolicy,
+                    retrain_every: str, until: datetime | None = None) -> ModelJob | None:
+    """The fault model to train on the data up to ``until`` (when given), its data read, or
+    None when one with ``policy`` is younger than ``retrain_every``."""
+    def read() -> Callable[[], tuple[object | None, pd.Timestamp | None]]:
+        inputs = {"telemetry": detect_store.telemetry(con, until)}
+        failures = detect_store.failures(con, until)
+        return lambda: train_faults(inputs, failures, policy)
+    return _model_job(con, FAULT_MODEL, "device_telemetry", policy_params(policy), now, retrain_every, read, until)
 
 
 def ensure_fault_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: FaultPolicy,
                        retrain_every: str, until: datetime | None = None) -> bool:
     """Train and register a fault model (on the data up to ``until``, when given) unless one
-    with ``policy`` is younger than ``retrain_every``; True when a new model was registered."""
-    return _ensure_model(con, FAULT_MODEL, "device_telemetry", policy_params(policy), now, retrain_every,
-                         lambda: train_faults(detect_store.telemetry(con, until), detect_store.failures(con, until),
-                                              policy), until)
+    with ``policy`` is younger than ``retrain_every``; True when a new model was registered.
+    (The detect flow runs :func:`fault_model_job`'s steps itself, with no connection open
+    while the model fits.)"""
+    return _ensure(con, fault_model_job(con, now, policy, retrain_every, until), now)
 
 
 def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
@@ -305,13 +349,21 @@ def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolic
     return [] if model is None else score_spikes(model, prices, on_demand, policy)
 
 
+def spike_model_job(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
+                    retrain_every: str, until: datetime | None = None) -> ModelJob | None:
+    """The spike model to train on the prices up to ``until`` (when given), its data read, or
+    None when one with ``policy`` is younger than ``retrain_every``."""
+    def read() -> Callable[[], tuple[object | None, pd.Timestamp | None]]:
+        prices, on_demand = detect_store.spot_prices(con, until), detect_store.on_demand(con)
+        return lambda: train_spikes(prices, on_demand, policy)
+    return _model_job(con, SPIKE_MODEL, "spot_prices", _spike_params(con, policy), now, retrain_every, read, until)
+
+
 def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
                        retrain_every: str, until: datetime | None = None) -> bool:
     """Train and register a spike model (on the prices up to ``until``, when given) unless one
     with ``policy`` is younger than ``retrain_every``; True when a new model was registered."""
-    return _ensure_model(con, SPIKE_MODEL, "spot_prices", _spike_params(con, policy), now, retrain_every,
-                         lambda: train_spikes(detect_store.spot_prices(con, until), detect_store.on_demand(con),
-                                              policy), until)
+    return _ensure(con, spike_model_job(con, now, policy, retrain_every, until), now)
 
 
 # Spot prices are change events: hours without a change are the price holding, so markets are

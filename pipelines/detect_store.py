@@ -11,7 +11,7 @@ import pandas as pd
 
 from anomaly.cusum import CusumState
 from pipelines.demand import load_demand
-from pipelines.warehouse import query, transaction, upsert
+from pipelines.warehouse import query, query_categorical, transaction, upsert
 
 
 def _upto(until: datetime | None) -> datetime:
@@ -33,8 +33,8 @@ def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None)
 def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
     """All device telemetry (at or before ``until``) in the long contract (training; scoring
     reads :func:`recent_telemetry`)."""
-    return query(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry WHERE ts <= ? "
-                      "ORDER BY device_id, ts", [_upto(until)])
+    return query_categorical(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry "
+                                  "WHERE ts <= ? ORDER BY device_id, ts", [_upto(until)])
 
 
 def data_end(con: duckdb.DuckDBPyConnection):
@@ -68,7 +68,7 @@ def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
     newest = pd.Timestamp(newest)
     live, lo = newest - stale, newest - stale - 2 * span  # literals: DuckDB skips older row groups
     us = int(span / pd.Timedelta(microseconds=1))
-    return query(con, """
+    return query_categorical(con, """
         WITH recent AS (SELECT ts, device_id, node_id, metric, value FROM device_telemetry
                         WHERE ts >= ? AND ts <= ?),
         last AS (SELECT device_id, max(ts) AS ts FROM recent GROUP BY device_id HAVING max(ts) >= ?),

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import re
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -220,6 +221,23 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> i
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pd.DataFrame:
     """Run a read query and return a DataFrame."""
     return con.execute(sql, params or []).df()
+
+
+def query_categorical(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pd.DataFrame:
+    """:func:`query`, with text columns as pandas categoricals (through Arrow, never a Python
+    string per row) and timestamps in nanoseconds as :func:`query` gives them: a long table of
+    repeated ids (device telemetry: device, node and metric on every reading) takes a tenth of
+    the memory, and is faster to fetch."""
+    with warnings.catch_warnings():  # "an extra copy of the rows": con.sql() would not make it, but it
+        # refuses to run while an earlier execute() on the connection has rows left unfetched
+        warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
+        table = con.execute(sql, params or []).to_arrow_table()
+    frame = table.to_pandas(strings_to_categorical=True)
+    del table
+    for col in frame.columns:
+        if pd.api.types.is_datetime64_dtype(frame[col]) and frame[col].dtype != "datetime64[ns]":
+            frame[col] = frame[col].astype("datetime64[ns]")
+    return frame
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -48,8 +48,9 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
 def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_every: str,
                       until: datetime | None = None) -> bool:
     """Train and register the fault model unless one with this policy is recent enough."""
-    with open_warehouse(db_path) as con:
-        return detect_steps.ensure_fault_model(con, now, policy, retrain_every, until)
+    with open_warehouse(db_path, read_only=True) as con:
+        job = detect_steps.fault_model_job(con, now, policy, retrain_every, until)
+    return _train(db_path, job, now)
 
 
 @task
@@ -65,8 +66,19 @@ def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: Fa
 def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str,
                       until: datetime | None = None) -> bool:
     """Train and register the spike model unless one with this policy is recent enough."""
+    with open_warehouse(db_path, read_only=True) as con:
+        job = detect_steps.spike_model_job(con, now, policy, retrain_every, until)
+    return _train(db_path, job, now)
+
+
+def _train(db_path: str, job: detect_steps.ModelJob | None, now: datetime) -> bool:
+    """Fit with the warehouse closed (minutes on a large fleet: an hourly ingest must not wait
+    for it, nor fail), then open it to register the model."""
+    if job is None:
+        return False
+    model, cutoff = detect_steps.run_model_job(job)
     with open_warehouse(db_path) as con:
-        return detect_steps.ensure_spike_model(con, now, policy, retrain_every, until)
+        return detect_steps.register_model(con, job, model, cutoff, now)
 
 
 @task

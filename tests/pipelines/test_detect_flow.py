@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from anomaly.cusum import CusumDetector, CusumPolicy
+from anomaly.fault_features import FaultPolicy
 from pipelines import alerts as alerting
 from pipelines import detect_store, warehouse
 from pipelines.flows.detect import detect_flow
@@ -249,6 +250,36 @@ def test_delivery_does_not_hold_the_warehouse_while_sending(db_path: Path):
     probe = ProbeSink()
     assert deliver.fn(str(db_path), datetime(2026, 1, 10), [probe]) == {"delivered": {"probe": 1}, "failed": {}}
     assert probe.rc == 0  # the other process got the warehouse while the alert was being sent
+
+
+def test_training_a_model_does_not_hold_the_warehouse(db_path: Path, fleet, monkeypatch):
+    """The fault model fits for minutes on a large fleet: meanwhile another process (the
+    hourly ingest) must get the warehouse; the model is registered after."""
+    import subprocess
+    import sys
+
+    from anomaly.faults import FaultPredictor
+    from pipelines.flows.detect import train_fault_model
+
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    rc: list[int] = []
+    fit = FaultPredictor.fit
+
+    def probing_fit(self, *args, **kwargs):
+        code = ("import sys; from pipelines import warehouse; "
+                "warehouse.connect(sys.argv[1], lock_timeout_s=2).close()")
+        rc.append(subprocess.run([sys.executable, "-c", code, str(db_path)], capture_output=True).returncode)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(FaultPredictor, "fit", probing_fit)
+    assert train_fault_model.fn(str(db_path), datetime(2026, 1, 1), FaultPolicy(), "1D") is True
+    assert rc == [0]  # the other process got the warehouse while the model was fitting
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM models WHERE kind = 'fault_predictor'").fetchone()[0] == 1
+        # the readings come with their ids as categoricals: a tenth of the memory of a string per row
+        tel = detect_store.telemetry(con)
+    assert isinstance(tel["device_id"].dtype, pd.CategoricalDtype) and tel["ts"].dtype == "datetime64[ns]"
 
 
 def test_predictions_about_a_window_already_past_are_not_raised(prefect_harness, db_path: Path, tmp_path: Path,
