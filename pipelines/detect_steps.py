@@ -96,6 +96,28 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     return BurstResult(new_states, current, ended, len(events))
 
 
+def burst_read_since(states: dict[str, CusumState], policy: CusumPolicy) -> pd.Timestamp | None:
+    """The first hour the CUSUM needs to continue ``states``: a refit reads the policy's
+    ``calibration_span`` before each refit time, the first of which is a day after a state's
+    last calibration; a day more keeps the window's edge (a gap cut in two) out of any refit.
+    None (read everything) when some state has never been calibrated or belongs to another
+    season (it is calibrated again, on all the history there is). A series whose state is
+    more than a calibration span older than the newest (it stopped reporting) does not hold
+    the window back: if it comes back, its refits read what the window holds."""
+    span = pd.Timedelta(policy.calibration_span)
+    anchors = []
+    for st in states.values():
+        anchor = st.calibrated_at if st.calibrated_at is not None else st.last_ts
+        if anchor is None or (st.season_length, st.n_seasons) != (policy.season_length, policy.n_seasons):
+            return None
+        anchors.append(pd.Timestamp(anchor))
+    if not anchors or policy.recalibrate_every is None:
+        return None
+    newest = max(anchors)
+    oldest = min(a for a in anchors if a >= newest - span)
+    return oldest + pd.Timedelta(policy.recalibrate_every) - span - pd.Timedelta(days=1)
+
+
 def states_past(states: dict[str, CusumState], until: datetime | None) -> list[str]:
     """The series whose CUSUM state has already read past ``until`` (a replay's clock behind
     an earlier run): their hours up to the state are not read again."""

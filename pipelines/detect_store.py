@@ -19,14 +19,18 @@ def _upto(until: datetime | None) -> datetime:
     return datetime.max if until is None else pd.Timestamp(until).to_pydatetime()
 
 
-def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
+                  since: pd.Timestamp | None = None) -> pd.DataFrame:
     """Hourly demand ``unique_id, ds, y`` (``cluster/pool/resource``), the same series the
     forecasters see (:func:`pipelines.demand.load_demand`: node hourly means summed, a
     partial last hour dropped, so a half-reported hour never looks like a drop), from the
     readings at or before ``until`` when given (a replay's clock). The hours a node a few
     hours behind has not reported yet wait for it (``late="wait"``): the CUSUM reads an hour
-    once, so it must not read a stand-in for the node's load."""
-    return load_demand(con, until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1),
+    once, so it must not read a stand-in for the node's load. ``since``: the readings from
+    then on only (what the CUSUM states still need, see
+    :func:`pipelines.detect_steps.burst_read_since`)."""
+    return load_demand(con, since=since,
+                       until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1),
                        late="wait")
 
 

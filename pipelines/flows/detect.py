@@ -31,7 +31,13 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
     """Continue the CUSUM states over the demand series (up to ``until``); persist states;
     sync burst alerts."""
     with open_warehouse(db_path) as con:
-        series, states = detect_store.demand_series(con, until), detect_store.load_states(con, "cusum")
+        states = detect_store.load_states(con, "cusum")
+        # only what the states still need (a year of history is not re-read every 15 minutes),
+        # unless a series has no state yet: its first calibration reads all of its history
+        since = detect_steps.burst_read_since(states, policy)
+        series = detect_store.demand_series(con, until, since)
+        if since is not None and not set(series["unique_id"]) <= set(states):
+            series = detect_store.demand_series(con, until)
         ahead = detect_steps.states_past(states, until)
         if ahead:
             log.warning("bursts: %d series' CUSUM already read past %s (%s ...): those hours are not read "

@@ -252,6 +252,41 @@ def test_delivery_does_not_hold_the_warehouse_while_sending(db_path: Path):
     assert probe.rc == 0  # the other process got the warehouse while the alert was being sent
 
 
+def test_the_burst_detector_reads_only_what_its_states_need(tmp_path: Path, monkeypatch):
+    """After the first run, detect reads the calibration span (28 days) before the states'
+    last refit, not the whole history: on 45 days the states and alerts equal those of a
+    detector that reads everything, run after run."""
+    from pipelines import detect_steps
+    from pipelines.flows.detect import detect_bursts
+
+    fleet = generate_fleet(nodes=3, days=40, seed=2, telemetry=False)
+    policy = CusumPolicy()
+    full_read = detect_steps.burst_read_since
+    reads: dict[str, list] = {"bounded": [], "full": []}
+    out = {}
+    for name in ("bounded", "full"):
+        db = tmp_path / f"{name}.duckdb"
+        with warehouse.open_warehouse(db) as con:
+            load(con, {**fleet, "utilization": fleet["utilization"].iloc[:0]})
+        since = full_read if name == "bounded" else (lambda states, policy: None)
+        monkeypatch.setattr(detect_steps, "burst_read_since",
+                            lambda states, policy, f=since, r=reads[name]: r.append(f(states, policy)) or r[-1])
+        start = fleet["utilization"]["ts"].min()
+        for day in (33, 40):
+            cut = start + pd.Timedelta(days=day)
+            with warehouse.open_warehouse(db) as con:
+                con.execute("DELETE FROM utilization")
+                load(con, {**{k: fleet[k].iloc[:0] for k in TABLES}, "utilization": fleet["utilization"]}, cut)
+            detect_bursts.fn(str(db), cut.to_pydatetime(), ["x"], policy)
+        with warehouse.open_warehouse(db) as con:
+            out[name] = (detect_store.load_states(con, "cusum"),
+                         con.execute("SELECT fingerprint, status, starts_at, ends_at FROM alerts ORDER BY 1").fetchall())
+    assert reads["bounded"][0] is None and all(r is not None for r in reads["bounded"][1:])
+    assert reads["bounded"][-1] > start + pd.Timedelta(days=3)  # later runs skip the first days
+    assert out["bounded"][0] == out["full"][0] and out["bounded"][1] == out["full"][1]
+    assert out["bounded"][1]  # there were bursts to find
+
+
 def test_training_a_model_does_not_hold_the_warehouse(db_path: Path, fleet, monkeypatch):
     """The fault model fits for minutes on a large fleet: meanwhile another process (the
     hourly ingest) must get the warehouse; the model is registered after."""
