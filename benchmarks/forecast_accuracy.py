@@ -292,11 +292,12 @@ def main(argv: list[str] | None = None) -> int:
                         "coverage_80_se", "coverage_95_se", "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "seconds", "cpu_seconds",
                         "rows"] if c in out.columns]
     out = out[cols]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(args.out, index=False)
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
+    with pd.option_context("display.width", 200, "display.max_columns", 30):  # first: a bad --out loses nothing
         print(out.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"wrote {args.out}")
+    target = Path(args.out) / "forecast.csv" if Path(args.out).is_dir() else Path(args.out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(target, index=False)
+    print(f"wrote {target}")
     return 0
 
 
