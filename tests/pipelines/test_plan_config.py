@@ -118,8 +118,8 @@ def test_a_bad_configured_policy_stops_run_and_serve_first(tmp_path: Path, monke
 def test_saving_text_says_which_way() -> None:
     from pipelines.planning import saving_text
 
-    assert saving_text(1234.4) == "saves 1,234/month vs the default split"
-    assert saving_text(-50.0).startswith("costs 50/month more than the default split")
+    assert saving_text(1234.4) == "saves $1,234/month vs the default split"
+    assert saving_text(-50.0).startswith("costs $50/month more than the default split")
 
 
 def test_offer_regions_reach_the_policy() -> None:
