@@ -21,7 +21,12 @@ stretches of one series, can be pooled: normalised (locally weighted) split
 conformal. The interval half-width at step ``j`` is the conformal quantile of
 the pooled normalised errors at step ``j`` times the series' volatility at the
 forecast origin, so intervals widen when a series turns turbulent and narrow
-when it calms down. The model itself is fit on all data (first, so that a model
+when it calms down. The quantile weighs recent origins more (non-exchangeable
+conformal prediction, Barber et al. 2023): an origin's weight halves with every
+quarter of the calibration stretch it lies further back (or every ``MIN_HALF_LIFE``
+steps, if longer: a short stretch has too few errors to discount), so with the default
+two weeks of hourly origins the oldest count a sixteenth of the newest, and the errors
+of the days nearest the forecast, the regime it starts in, count most. The model itself is fit on all data (first, so that a model
 whose training length is chosen on data can give its copy the same, see
 ``_calibration_copy``).
 """
@@ -45,6 +50,8 @@ MAX_CAL_ORIGINS = 168
 LOCAL_SEASONS = 7
 LONGRUN_SHARE = 0.25
 LEVEL_SHARE = 1e-3
+HALF_LIFE_SHARE = 0.25  # an origin's weight halves every quarter of the calibration stretch ...
+MIN_HALF_LIFE = 84  # ... or every 84 steps if longer: a short stretch is weighed about evenly
 FORECAST_COLUMNS = ["unique_id", "ds", "model", "mean", "lo_80", "hi_80", "lo_95", "hi_95"]
 
 
@@ -167,20 +174,29 @@ class BaseForecaster:
                 f"series {uid!r}: {int(lengths.min())} points is too short for {self.name} with "
                 f"horizon {self.horizon} and conformal calibration; need at least {need}"
             )
-        if n_cal < min(19, self.calibration_origins):  # ceil((n + 1) * 0.95) > n: the widest error seen
-            log.warning("%s: only %d calibration origin(s) fit before the horizon; intervals at 95%% (and at "
-                        "80%% below 4) are the widest calibration error, so their coverage is loose: give "
-                        "the series more history", self.name, n_cal)
         self._fit_points(frame)
         self._calibrate(frame, n_cal)
+        # the forecast's own weight is the share of the quantile no calibration error can reach:
+        # above 5%, the 95% interval is the widest error seen (coverage loose, bands wide)
+        loose = [lv for lv in (95, 80) if self._unreached_share() > 1 - lv / 100]
+        if loose and n_cal < self.calibration_origins:
+            log.warning("%s: only %d calibration origin(s) fit before the horizon; intervals at %s%% are the "
+                        "widest calibration error, so their coverage is loose: give the series more history",
+                        self.name, n_cal, " and ".join(map(str, loose)))
         self.history_ = frame
         self.nonnegative_ = bool((frame["y"] >= 0).all())
         return self
 
+    def _unreached_share(self) -> float:
+        """The forecast's weight over all weights (see :meth:`conformal_quantile`): a level
+        above ``1 -`` this is the widest calibration error."""
+        w = getattr(self, "conformal_weights_", None)
+        return 1.0 / (self.conformal_scores_.shape[0] + 1) if w is None else float(w.max() / (w.sum() + w.max()))
+
     def min_points(self) -> int:
         """Points each series needs for ``fit``: the model's own minimum plus a horizon, so
-        that one calibration origin fits before it (19 or more give intervals that are not
-        the widest error seen)."""
+        that one calibration origin fits before it (the fit warns while too few origins fit
+        for intervals that are not the widest error seen)."""
         return self._min_length() + self.horizon
 
     def _calibration_copy(self) -> Self:
@@ -201,7 +217,7 @@ class BaseForecaster:
         # on the data before the block's first origin
         refits = max(1, min(int(self.calibration_refits), len(offsets)))
         edges = np.linspace(0, n_cal, refits + 1).round().astype(np.int64)
-        errs, blocks = [], []
+        errs, blocks, ages = [], [], []
         for lo, hi in zip(edges[:-1], edges[1:]):
             block = offsets[(offsets >= lo) & (offsets < hi)]
             if block.size == 0:
@@ -217,9 +233,13 @@ class BaseForecaster:
             ctx = Context(np.repeat(uids, len(block)), np.vstack(rows), np.concatenate(ends))
             errs.append(np.abs(np.vstack(truths) - calib._predict_points(ctx, self.horizon)))
             blocks.append(block)
+            ages.append(np.tile(span - block, len(ys)))  # steps from each origin to the end of history
         self.scale_floor_ = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
         local = np.concatenate([self._local_scale(y, len(y) - span + block) for block in blocks for y in ys])
         self.conformal_scores_ = (np.vstack(errs) / local[:, None]).astype(np.float64)
+        age = np.concatenate(ages).astype(np.float64)
+        half_life = max(HALF_LIFE_SHARE * n_cal, MIN_HALF_LIFE)
+        self.conformal_weights_ = 0.5 ** ((age - age.min()) / half_life)
         self.conformal_scale_ = {u: float(self._local_scale(y, [len(y)])[0]) for u, y in zip(uids.tolist(), ys)}
 
     def _local_scale(self, y: np.ndarray, known: np.ndarray | list[int]) -> np.ndarray:
@@ -246,12 +266,22 @@ class BaseForecaster:
             raise NotFittedError(f"{self.name} is not fitted yet: call fit(history) before predict")
 
     def conformal_quantile(self, level: int) -> np.ndarray:
-        """Normalised half-width per horizon step for a central ``level``% interval."""
+        """Normalised half-width per horizon step for a central ``level``% interval: the
+        weighted conformal quantile of the calibration errors, the forecast itself weighing
+        as much as the newest origin (at infinity: the widest error seen when the weights of
+        the errors below it fall short)."""
         self._check_fitted()
         scores = self.conformal_scores_
         n = scores.shape[0]
-        rank = min(math.ceil((n + 1) * level / 100.0), n)
-        return np.sort(scores, axis=0)[rank - 1]
+        weights = getattr(self, "conformal_weights_", None)
+        if weights is None:  # an artifact calibrated before the weights: equal weights
+            rank = min(math.ceil((n + 1) * level / 100.0), n)
+            return np.sort(scores, axis=0)[rank - 1]
+        order = np.argsort(scores, axis=0, kind="stable")
+        cum = np.cumsum(weights[order], axis=0) / (weights.sum() + weights.max())
+        # the first error whose cumulative weight reaches the level (a hair of float noise allowed)
+        rank = np.minimum((cum < level / 100.0 - 1e-12).sum(axis=0), n - 1)
+        return np.take_along_axis(scores, order, axis=0)[rank, np.arange(scores.shape[1])]
 
     def predict(
         self, h: int | None = None, level: tuple[int, ...] = (80, 95), history: pd.DataFrame | None = None

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import forecasters
-from forecasters import FORECAST_COLUMNS, NotFittedError, cross_validation, dumps, loads
+from forecasters import FORECAST_COLUMNS, NotFittedError, base, cross_validation, dumps, loads
 
 from .conftest import H, make_model, make_panel, model_params
 
@@ -195,6 +195,33 @@ def test_intervals_follow_the_volatility_at_the_origin() -> None:
     scores = forecasters.evaluate(cv, data, 24).iloc[0]
     assert abs(scores["coverage_80"] - 0.80) < 0.08
     assert scores["coverage_95"] > 0.88
+
+
+def test_recent_calibration_origins_weigh_more(caplog) -> None:
+    """An origin's weight halves every quarter of the calibration stretch (400 origins: the
+    newest weighs 1, the oldest about 1/16), or every MIN_HALF_LIFE steps for a short stretch,
+    and the quantile is weighted: when only the newest 15 origins erred widely, the 80%
+    half-width is that wide error (equal weights, the split-conformal rank, give the calm one).
+    A stretch too short for any error to reach the 95% level is said in the log."""
+    t = np.arange(24 * 40)
+    data = pd.DataFrame({"unique_id": "v", "ds": pd.date_range("2024-01-01", periods=len(t), freq="h"),
+                         "y": 50 + 10 * np.sin(2 * np.pi * t / 24) + np.random.default_rng(1).normal(0, 1, len(t))})
+    model = forecasters.get("seasonal_naive")(horizon=6, calibration_origins=400).fit(data)
+    w = model.conformal_weights_
+    assert w.shape == (base.MAX_CAL_ORIGINS,) and w.max() == 1 and w.min() == pytest.approx(0.5 ** (399 / 100))
+    n = len(w)
+    newest = np.argsort(-w)[:15]
+    model.conformal_scores_ = np.ones((n, 6))
+    model.conformal_scores_[newest] = 2.0
+    assert (model.conformal_quantile(80) == 2).all()
+    model.conformal_weights_ = np.ones(n)
+    assert (model.conformal_quantile(80) == 1).all()  # rank ceil(169 * 0.8) = 136 of 153 calm errors
+    assert (model.conformal_quantile(95) == 2).all()
+    short = forecasters.get("seasonal_naive")(horizon=6, calibration_origins=100).fit(data)
+    assert short.conformal_weights_.min() == pytest.approx(0.5 ** (99 / base.MIN_HALF_LIFE))
+    with caplog.at_level("WARNING"):
+        forecasters.get("seasonal_naive")(horizon=6).fit(data.iloc[:24 * 2])
+    assert "intervals at 95% are the widest calibration error" in caplog.text
 
 
 def test_predict_from_new_history_uses_only_that_history(panel: pd.DataFrame) -> None:
