@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -435,3 +436,14 @@ def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSp
         return {i: (int(lines[i]), raw_of(lines[i]) if raw_of else str(raws[i])) for i in idxs}
 
     return RawInput(fmt, rows_read, structural, locate)
+
+
+def load_json(path: Path) -> object:
+    """A JSON file (gzip or plain) as Python objects; invalid JSON names its line and column."""
+    try:
+        with open_text(path) as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise IngestFileError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IngestFileError(path, f"unreadable: {exc}") from exc

@@ -8,30 +8,24 @@ import json
 import logging
 import math
 import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from pipelines.adapters import IngestFileError, header_of, open_text
+from pipelines.adapters import IngestFileError, header_of, load_json, open_text
 from pipelines.contract import KindSpec
+from pipelines.prometheus_json import Samples, objects, read_samples
 
 log = logging.getLogger(__name__)
 
 
-def _load_json(path: Path) -> object:
-    try:
-        with open_text(path) as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise IngestFileError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IngestFileError(path, f"unreadable: {exc}") from exc
-
-
 def aws_json_frame(path: Path) -> pd.DataFrame:
     """``aws ec2 describe-spot-price-history`` output -> spot-prices contract rows."""
-    doc = _load_json(path)
+    doc = load_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("SpotPriceHistory"), list):
         raise IngestFileError(path, "not a describe-spot-price-history document (no SpotPriceHistory list)")
     rows = []
@@ -70,100 +64,37 @@ NODE_MEM_TOTAL = "node_memory_MemTotal_bytes"
 NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
 
 
-def _without_port(instance: str | None) -> str:
-    """``node2:9100`` -> ``node2``: node-exporter and DCGM-exporter of one host differ only by port."""
-    if not instance:
-        return ""
-    host, sep, port = str(instance).rpartition(":")
-    return host.strip("[]") if sep and port.isdigit() and host else str(instance)
+def _with_labels(frame: pd.DataFrame, labels: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``frame`` (a shallow copy) with the label columns ``cols`` of each row's series, and
+    its values as Python objects."""
+    out = frame.copy(deep=False)
+    out["value"] = objects(frame["value"])
+    at = frame["series"].to_numpy() - 1
+    for c in cols:
+        out[c] = labels[c].to_numpy(dtype=object)[at]
+    return out
 
 
-def _prom_samples(path: Path) -> pd.DataFrame:
-    doc = _load_json(path)
-    if not isinstance(doc, dict) or doc.get("status") != "success":
-        said = (f": {doc.get('errorType', '')} {doc.get('error', '')}".rstrip()
-                if isinstance(doc, dict) and doc.get("status") == "error" else "")
-        raise IngestFileError(path, f"not a successful Prometheus API response (status "
-                                    f"{doc.get('status') if isinstance(doc, dict) else None!r}){said}")
-    data = doc.get("data")
-    if not isinstance(data, dict):
-        raise IngestFileError(path, f"'data' must be an object with resultType and result, got {type(data).__name__}")
-    if data.get("resultType") != "matrix":
-        raise IngestFileError(path, f"expected a query_range matrix, got resultType={data.get('resultType')!r}")
-    result = data.get("result") or []
-    if not isinstance(result, list):
-        raise IngestFileError(path, f"'data.result' must be a list of series, got {type(result).__name__}")
-    # built a column at a time: the labels are the same for every sample of a series, so
-    # each label column is its series' values repeated (object arrays of shared strings)
-    label_cols = ("name", "host", "gpu", "uuid", "cpu", "mode", "cluster", "pool")
-    per_series: dict[str, list] = {c: [] for c in label_cols}
-    counts: list[int] = []
-    ts: list = []
-    value: list = []
-    for s, series in enumerate(result, start=1):
-        if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict) \
-                or not isinstance(series.get("values", []), list):
-            raise IngestFileError(path, f"series {s} of data.result is not {{'metric': {{...}}, 'values': [...]}}")
-        labels = series.get("metric") or {}
-        values = series.get("values") or []
-        counts.append(len(values))
-        fixed = {
-            "name": labels.get("__name__", ""),
-            "host": labels.get("Hostname") or _without_port(labels.get("instance")) or labels.get("node") or "",
-            "gpu": labels.get("gpu", ""), "uuid": labels.get("UUID", ""),
-            "cpu": labels.get("cpu", ""), "mode": labels.get("mode", ""),
-            "cluster": labels.get("cluster", ""), "pool": labels.get("pool", ""),
-        }
-        for c, v in fixed.items():
-            per_series[c].append(v)
-        if all(type(p) is list and len(p) == 2 for p in values):  # as Prometheus writes them
-            if values:
-                t, v = zip(*values)
-                ts.extend(t)
-                value.extend(v)
-        else:  # a pair cut short or not a pair: what it lacks is missing (a reject)
-            pairs = [(p + [None, None])[:2] if isinstance(p, list) else [None, None] for p in values]
-            ts.extend(p[0] for p in pairs)
-            value.extend(p[1] for p in pairs)
-    n = np.asarray(counts, dtype=np.int64)
-    cols: dict[str, np.ndarray] = {
-        "series": np.repeat(np.arange(1, len(n) + 1, dtype=np.int64), n),
-        # 1, 2, ... within each series
-        "sample": np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n) + 1,
-    }
-    for c in label_cols:
-        cols[c] = np.repeat(np.fromiter(per_series[c], dtype=object, count=len(n)), n)
-    cols["ts"] = np.fromiter(ts, dtype=object, count=len(ts))
-    cols["value"] = np.fromiter(value, dtype=object, count=len(value))
-    frame = pd.DataFrame(cols)
-    # "line" for a JSON sample: series number * 1e6 + sample number keeps it unique and readable
-    frame["_line"] = frame["series"] * 1_000_000 + frame["sample"]
-    frame["_raw"] = None  # written only for the samples that are rejected: see raw_of
-
-    def raw_of(line: int) -> str:
-        """The sample at a ``_line`` as the file has it, for its reject."""
-        series = result[int(line) // 1_000_000 - 1]
-        pair = series["values"][int(line) % 1_000_000 - 1]
-        return '{"metric": ' + json.dumps(series.get("metric") or {}, sort_keys=True) + ', "value": ' \
-            + json.dumps(pair) + "}"
-
-    frame.attrs["raw_of"] = raw_of
-    return frame
+def _rows(frame: pd.DataFrame, labels: pd.DataFrame, name: str, cols: Sequence[str]) -> pd.DataFrame:
+    """The samples of the series named ``name``, with the label columns ``cols``."""
+    of_name = (labels["name"] == name).to_numpy()
+    return _with_labels(frame[of_name[frame["series"].to_numpy() - 1]], labels, cols)
 
 
-def _check_names(path: Path, s: pd.DataFrame, mapped: set[str], kind: str) -> None:
+def _check_names(path: Path, samples: Samples, mapped: set[str], kind: str) -> None:
     """No series of a metric this kind maps is an error that lists what the file holds;
     some unmapped series are a warning (they are not loaded)."""
-    names = set(s["name"])
+    named = samples.labels[samples.labels["n"] > 0]  # a series without samples says nothing
+    names = set(named["name"])
     other = sorted(names - mapped)
     shown = ", ".join(n or "(no __name__ label: a rate() or sum() query drops it)" for n in other[:5])
-    if s.empty:
+    if samples.frame.empty:
         return
     if not names & mapped:
         raise IngestFileError(path, f"no series of a metric that {kind} maps ({', '.join(sorted(mapped))}); "
                                     f"the file holds {shown}")
     if other:
-        n = int(s["name"].isin(other).sum())
+        n = int(named.loc[named["name"].isin(other), "n"].sum())
         log.warning("%s: %d sample(s) of metric(s) %s are not loaded as %s", path, n, shown, kind)
 
 
@@ -171,27 +102,70 @@ IDENTITY = ["name", "cluster", "pool", "host", "gpu", "uuid", "cpu", "mode", "ts
 
 
 def _text(values: pd.Series) -> pd.Series:
-    """JSON scalars as text for validation; a missing one (null, or no [ts, value] pair) as ''."""
-    return values.map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+    """JSON scalars as text for validation; a missing one (null, or no [ts, value] pair) as ''.
+    Strings are their own text, and each distinct number is written once."""
+    if isinstance(values.dtype, pd.ArrowDtype):  # text: each distinct string made once
+        arr = pa.array(values.array)
+        codes = pc.dictionary_encode(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+        text = np.array(codes.dictionary.to_pylist(), dtype=object)
+        return pd.Series(text[codes.indices.to_numpy()], index=values.index, dtype=object)
+    x = values.to_numpy()
+    if x.dtype == object:
+        kinds = set(map(type, x))
+        if kinds <= {str}:
+            return pd.Series(x.copy(), index=values.index, dtype=object)
+        if kinds == {float}:
+            x = x.astype(np.float64)
+        elif kinds != {int}:  # of mixed types, equal values may write differently (1, 1.0, True)
+            return values.map(_text_of)
+    if x.dtype == np.float64:
+        codes, uniques = pd.factorize(x.view(np.int64))  # by bits: -0.0 is not 0.0
+        uniques = uniques.view(np.float64).astype(object)
+    elif x.dtype == object or x.dtype.kind in "iu":
+        codes, uniques = pd.factorize(x)
+    else:
+        return values.map(_text_of)
+    text = np.array([_text_of(u) for u in uniques] + [""], dtype=object)
+    return pd.Series(text[codes], index=values.index, dtype=object)
 
 
-def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
+def _text_of(v: object) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def _collapse_duplicates(path: Path, samples: Samples) -> pd.DataFrame:
     """Series that say the same thing twice (one exporter scraped by two jobs, or two
     replicas) would be summed twice: samples with the same metric, cluster, pool, host, GPU,
     CPU, mode and time collapse to one when their values agree; when they disagree the sample stays with
-    ``conflict`` set, so its host and step are rejected."""
+    ``conflict`` set, so its host and step are rejected. The samples, less the copies, with ``conflict``."""
     # only series that share their labels (or repeat a time) can hold copies: the others,
     # usually all, skip the sample-level check
-    labels = [c for c in IDENTITY if c != "ts"]
-    firsts = s.drop_duplicates("series")
-    shared = firsts.loc[firsts.duplicated(labels, keep=False), "series"]
-    repeats = s.loc[s.duplicated(["series", "ts"]) & s["ts"].notna(), "series"]
-    suspect = s["series"].isin(set(shared) | set(repeats))
+    s, label_cols = samples.frame, [c for c in IDENTITY if c != "ts"]
+    firsts = samples.labels[samples.labels["n"] > 0]
+    shared = firsts.index[firsts.duplicated(label_cols, keep=False).to_numpy()]
+    suspect = s["series"].isin(set(shared) | _repeating(s))
+    out = s.copy(deep=False)
+    out["conflict"] = False
     if not suspect.any():
-        return s.assign(conflict=False)
-    if not suspect.all():
-        part = _collapse_duplicates(path, s[suspect])
-        return pd.concat([s[~suspect].assign(conflict=False), part]).sort_index()
+        return out
+    checked = _copies(path, _with_labels(s[suspect], samples.labels, label_cols))
+    out.loc[checked.index, "conflict"] = checked["conflict"]
+    copies = s.index[suspect.to_numpy()].difference(checked.index)
+    return out.drop(index=copies) if len(copies) else out
+
+
+def _repeating(s: pd.DataFrame) -> set[int]:
+    """The series in which some time occurs twice (a missing time is no time), as
+    ``s.duplicated(["series", "ts"])`` finds them, in a third of its memory."""
+    codes, uniques = pd.factorize(s["ts"].to_numpy(), size_hint=1024)  # missing: -1
+    width = len(uniques) + 1
+    key = np.sort(s["series"].to_numpy() * width + (codes + 1))
+    twice = key[1:][(key[1:] == key[:-1]) & (key[1:] % width != 0)]
+    return set((twice // width).tolist())
+
+
+def _copies(path: Path, s: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_collapse_duplicates` within the samples that may be copies."""
     s = s.assign(_text=_text(s["value"]))
     groups = s.groupby(IDENTITY, sort=False, dropna=False)
     size = groups["_text"].transform("size")
@@ -214,48 +188,139 @@ def _collapse_duplicates(path: Path, s: pd.DataFrame) -> pd.DataFrame:
 
 def prometheus_frame(path: Path, spec: KindSpec, cluster: str, pool: str) -> pd.DataFrame:
     """Prometheus ``query_range`` JSON of DCGM / node-exporter metrics -> telemetry or utilization rows."""
-    s = _prom_samples(path)
-    raw_of = s.attrs.pop("raw_of")
+    samples = read_samples(path)
     if spec.kind in ("telemetry", "utilization"):
         mapped = set(DCGM_TELEMETRY) if spec.kind == "telemetry" else {DCGM_UTIL, NODE_CPU, NODE_MEM_TOTAL,
                                                                         NODE_MEM_AVAILABLE}
-        _check_names(path, s, mapped, spec.kind)
-    if s.empty:
+        _check_names(path, samples, mapped, spec.kind)
+    if samples.frame.empty:
         log.warning("%s: the query returned no series", path)
     if spec.kind == "telemetry":
-        t = s[s["name"].isin(DCGM_TELEMETRY)]
-        named = (t["uuid"] != "") | (t["host"] != "")
-        device = t["uuid"].where(t["uuid"] != "", t["host"] + "/gpu" + t["gpu"].astype(str))
-        out = pd.DataFrame({
-            "ts": _text(t["ts"]), "device_id": device.where(named, ""), "node_id": t["host"],
-            "metric": t["name"].map(DCGM_TELEMETRY), "value": _text(t["value"]),
-            "_line": t["_line"], "_raw": t["_raw"],
-        })
-        out.attrs["raw_of"] = raw_of
-        return out
-    if spec.kind != "utilization":
+        out = _telemetry(samples)
+    elif spec.kind == "utilization":
+        out = _utilization(path, samples, cluster, pool)
+    else:
         raise IngestFileError(path, f"prometheus-json holds telemetry or utilization, not {spec.kind}")
-    s = _collapse_duplicates(path, s)
-    parts = [_prom_gpu_util(s), _prom_cpu(path, s), _prom_mem(path, s)]
-    out = pd.concat([p for p in parts if not p.empty] or [pd.DataFrame(columns=["ts", "host", "cluster", "pool", "resource", "used", "capacity", "_line", "_raw"])], ignore_index=True)
+    out.attrs["raw_of"] = samples.raw_of
+    return out
+
+
+def _telemetry(samples: Samples) -> pd.DataFrame:
+    # device, node and metric are worked out once a series, then repeated for its samples
+    lab = samples.labels
+    lab = lab[lab["name"].isin(DCGM_TELEMETRY) & (lab["n"] > 0)]
+    named = (lab["uuid"] != "") | (lab["host"] != "")
+    device = lab["uuid"].where(lab["uuid"] != "", lab["host"] + "/gpu" + lab["gpu"].astype(str))
+    per_series = pd.DataFrame({"device_id": device.where(named, ""), "node_id": lab["host"],
+                               "metric": lab["name"].map(DCGM_TELEMETRY)})
+    keep = np.zeros(len(samples.labels) + 1, dtype=bool)
+    keep[lab.index] = True
+    t = samples.frame
+    t = t if keep[1:].all() else t[keep[t["series"].to_numpy()]]
+    at = per_series.index.get_indexer(t["series"])
+    cols = {c: pd.Series(per_series[c].to_numpy(dtype=object)[at], index=t.index, dtype=object)
+            for c in per_series.columns}
+    return pd.DataFrame({
+        "ts": _text(t["ts"]), "device_id": cols["device_id"], "node_id": cols["node_id"],
+        "metric": cols["metric"], "value": _text(t["value"]), "_line": t["_line"],
+        "_raw": pd.Series(None, index=t.index, dtype=object),  # written only for rejects: see raw_of
+    }, copy=False)
+
+
+def _utilization(path: Path, samples: Samples, cluster: str, pool: str) -> pd.DataFrame:
+    s, labels = _collapse_duplicates(path, samples), samples.labels
+    host = ["cluster", "pool", "host"]
+    # GPU and CPU sums are within a host, so they go a few hosts at a time and the work holds a
+    # piece of the file, not all of it. pandas orders group keys of mixed types (a time given as
+    # text, a missing one among numbers) in a way a piece cannot repeat: such a file goes whole.
+    # The CPU sums' last grouping is by the times their first made numbers (NaN where missing).
+    numbers = set(map(type, s["ts"].to_numpy())) <= {int, float, type(None)}
+    gpu = [_prom_gpu_util(_with_labels(s.take(rows), labels, host))
+           for rows in _by_host(s, labels, DCGM_UTIL, whole=not numbers or bool(s["ts"].isna().any()))]
+    cpu, firsts = [], []
+    for rows in _by_host(s, labels, NODE_CPU, whole=not numbers):
+        part, first = _prom_cpu(_with_labels(s.take(rows), labels, [*host, "cpu", "mode"]))
+        cpu.append(part)
+        firsts.append(first)
+    steps = pd.concat(firsts).drop_duplicates() if firsts else ()
+    if len(steps):
+        log.warning("%s: the first sample of each CPU counter has no rate, so %d host step(s) (the query's first, "
+                    "at %s) are not loaded; when a range comes in pages, start each page one step before the "
+                    "last one ended", path, len(steps), _when(steps["ts"].iloc[0]))
+    parts = [_joined(gpu), _joined(cpu),
+             _prom_mem(path, _rows(s, labels, NODE_MEM_TOTAL, host), _rows(s, labels, NODE_MEM_AVAILABLE, host))]
+    del s
+    out = pd.concat([p for p in parts if not p.empty] or [pd.DataFrame(columns=["ts", "host", "cluster", "pool", "resource", "used", "capacity", "_line"])], ignore_index=True)
     out["cluster"] = out["cluster"].where(out["cluster"] != "", cluster)
     out["pool"] = out["pool"].where(out["pool"] != "", pool)
     conflict = out["conflict"].fillna(False).astype(bool) if "conflict" in out else pd.Series(False, index=out.index)
     reject = out["_reject"] if "_reject" in out else pd.Series(None, index=out.index, dtype=object)
     reject = reject.where(~conflict, "series with the same labels disagree at this time and host")
-    frame = pd.DataFrame({
+    return pd.DataFrame({
         "ts": _text(out["ts"]), "cluster": out["cluster"], "pool": out["pool"],
         "node_id": out["host"], "resource": out["resource"],
         "used": _as_text(out["used"]), "capacity": _as_text(out["capacity"]),
-        "_line": out["_line"], "_raw": out["_raw"], "_reject": reject.where(reject.notna(), None),
-    })
-    frame.attrs["raw_of"] = raw_of
-    return frame
+        "_line": out["_line"], "_raw": pd.Series(None, index=out.index, dtype=object),
+        "_reject": reject.where(reject.notna(), None),
+    }, copy=False)
+
+
+def _joined(pieces: list[pd.DataFrame]) -> pd.DataFrame:
+    """The pieces' sums as one frame (times that were ints in one piece and floats in another
+    all floats, as one groupby over the whole would have made them)."""
+    pieces = [p for p in pieces if not p.empty]
+    return pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame()
+
+
+_PIECE = 1 << 17  # samples: the utilization work on GPU and CPU series goes a piece this size at a time
+
+
+def _by_host(s: pd.DataFrame, labels: pd.DataFrame, name: str, whole: bool = False) -> Iterator[np.ndarray]:
+    """Positions in ``s`` (whose rows are in series order) of the samples of the series named
+    ``name``, whole hosts (cluster, pool, host) at a time, about ``_PIECE`` a piece (all in one
+    when ``whole`` or a label is not text): hosts in their sorted order, each piece's rows in the
+    order ``s`` has them."""
+    series = s["series"].to_numpy()
+    n = np.bincount(series, minlength=len(labels) + 1)[1:]  # samples of each series in s
+    start = np.cumsum(n) - n
+    chosen = labels[(labels["name"] == name).to_numpy() & (n > 0)]
+    if chosen.empty:
+        return
+    if whole or any(set(map(type, chosen[c].to_numpy())) != {str} for c in ("cluster", "pool", "host")):
+        yield _positions(chosen.index.to_numpy(), start, n)  # labels of other types: sorted as pandas would
+        return
+    group = chosen.groupby(["cluster", "pool", "host"], sort=True, dropna=False).ngroup().to_numpy()
+    order = np.argsort(group, kind="stable")
+    numbers, group, rows = chosen.index.to_numpy()[order], group[order], n[chosen.index.to_numpy()[order] - 1]
+    ends = np.flatnonzero(np.diff(group)) + 1  # where a host's series end
+    cut, total = 0, 0
+    for a, b in zip([0, *ends], [*ends, len(group)]):
+        if total and total + rows[a:b].sum() > _PIECE:
+            yield _positions(np.sort(numbers[cut:a]), start, n)
+            cut, total = a, 0
+        total += rows[a:b].sum()
+    yield _positions(np.sort(numbers[cut:]), start, n)
+
+
+def _positions(numbers: np.ndarray, start: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The row positions of the series ``numbers``, one after the other."""
+    lengths = n[numbers - 1]
+    first = np.repeat(start[numbers - 1] - (np.cumsum(lengths) - lengths), lengths)
+    return first + np.arange(int(lengths.sum()))
 
 
 def _as_text(values: pd.Series) -> pd.Series:
-    """Numbers as text for validation, NaN as ``NaN`` (pandas 2 and 3 render it differently)."""
-    return values.map(lambda v: "NaN" if pd.isna(v) else repr(float(v))).astype(object)
+    """Numbers as text for validation, NaN as ``NaN`` (pandas 2 and 3 render it differently);
+    each distinct number written once."""
+    if values.dtype != np.float64:
+        return values.map(_as_text_of).astype(object)
+    codes, uniques = pd.factorize(values.to_numpy().view(np.int64))  # by bits: -0.0 is not 0.0
+    text = np.array([_as_text_of(u) for u in uniques.view(np.float64)] + ["NaN"], dtype=object)
+    return pd.Series(text[codes], index=values.index, dtype=object)
+
+
+def _as_text_of(v: object) -> str:
+    return "NaN" if pd.isna(v) else repr(float(v))
 
 
 def _num(series: pd.Series) -> pd.Series:
@@ -265,16 +330,17 @@ def _num(series: pd.Series) -> pd.Series:
 def _sum_by(frame: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
     """Per group of ``keys``: each of ``values`` summed, NaN when any of its samples is
     missing (a NaN sample must be rejected, not read as 0); ``conflict`` if any; and the
-    ``_line``/``_raw`` of the sample a reject should point at (the first bad one, else the first)."""
+    ``_line`` of the sample a reject should point at (the first bad one, else the first)."""
     bad = frame["conflict"].astype(bool)
     for v in values:
         bad = bad | frame[v].isna()
-    work = frame.assign(_ok=~bad, **{f"_nan_{v}": frame[v].isna() for v in values})
+    work = pd.DataFrame({**{c: frame[c] for c in (*keys, *values, "conflict", "_line")}, "_ok": ~bad,
+                         **{f"_nan_{v}": frame[v].isna() for v in values}})
     work = work.sort_values([*keys, "_ok", "_line"], na_position="first", kind="stable")
     # dropna=False: a sample without a time stays, to be rejected as such
     g = work.groupby(keys, sort=True, dropna=False)
     out = g.agg(**{v: (v, "sum") for v in values}, **{f"_nan_{v}": (f"_nan_{v}", "any") for v in values},
-                conflict=("conflict", "any"), _line=("_line", "first"), _raw=("_raw", "first")).reset_index()
+                conflict=("conflict", "any"), _line=("_line", "first")).reset_index()
     for v in values:
         out[v] = out[v].where(~out.pop(f"_nan_{v}"))
     return out
@@ -286,10 +352,7 @@ def _agg_by_host(frame: pd.DataFrame, resource: str) -> pd.DataFrame:
     return out
 
 
-def _prom_gpu_util(s: pd.DataFrame) -> pd.DataFrame:
-    u = s[s["name"] == DCGM_UTIL].copy()
-    if u.empty:
-        return u
+def _prom_gpu_util(u: pd.DataFrame) -> pd.DataFrame:
     # DCGM reports percent per GPU; demand is in GPUs busy, so it sums across devices
     u["used"] = _num(u["value"]) / 100.0
     u["capacity"] = 1.0
@@ -304,10 +367,9 @@ def _when(ts: object) -> str:
         return repr(ts)
 
 
-def _prom_cpu(path: Path, s: pd.DataFrame) -> pd.DataFrame:
-    c = s[s["name"] == NODE_CPU].copy()
-    if c.empty:
-        return c
+def _prom_cpu(c: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """CPU counters -> busy cores per host, and the host steps where a counter had its first
+    sample (no rate yet, so not loaded)."""
     c["t"] = _num(c["ts"])
     c["v"] = _num(c["value"])
     c = c.sort_values(["cluster", "pool", "host", "cpu", "mode", "t"])
@@ -325,28 +387,22 @@ def _prom_cpu(path: Path, s: pd.DataFrame) -> pd.DataFrame:
     rate = delta / (c["t"] - prev_t)
     first = prev_v.isna() & good  # a counter's first sample: no rate yet, not loaded
     c["busy"] = rate.where(c["mode"] != "idle", 0.0).where(good, float("nan"))
-    if first.any():
-        steps = c.loc[first, ["host", "ts"]].drop_duplicates()
-        log.warning("%s: the first sample of each CPU counter has no rate, so %d host step(s) (the query's first, "
-                    "at %s) are not loaded; when a range comes in pages, start each page one step before the "
-                    "last one ended", path, len(steps), _when(steps["ts"].iloc[0]))
+    steps = c.loc[first, ["host", "ts"]].drop_duplicates()
     c = c[~first]
     per_cpu = _sum_by(c, ["cluster", "pool", "host", "ts", "cpu"], ["busy"])
     per_cpu["used"] = per_cpu["busy"].clip(upper=1.0)
     per_cpu["capacity"] = 1.0
-    return _agg_by_host(per_cpu, "cpu")
+    return _agg_by_host(per_cpu, "cpu"), steps
 
 
-def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
-    tot = s[s["name"] == NODE_MEM_TOTAL]
-    avail = s[s["name"] == NODE_MEM_AVAILABLE]
+def _prom_mem(path: Path, tot: pd.DataFrame, avail: pd.DataFrame) -> pd.DataFrame:
     if tot.empty != avail.empty:  # its samples are rejects below, each saying what is missing
         log.warning("%s: memory needs both %s and %s; only %s is there, no memory is loaded", path,
                     NODE_MEM_TOTAL, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL if avail.empty else NODE_MEM_AVAILABLE)
     if tot.empty and avail.empty:
         return pd.DataFrame()
     key = ["cluster", "pool", "host", "ts"]
-    m = tot.merge(avail[[*key, "value", "conflict", "_line", "_raw"]], on=key, how="outer",
+    m = tot.merge(avail[[*key, "value", "conflict", "_line"]], on=key, how="outer",
                   suffixes=("", "_avail"), indicator=True)
     alone = m["_merge"] != "both"
     if alone.any():  # a step only one of the two has: no memory to say, a reject that says why
@@ -359,7 +415,6 @@ def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
         & ~m["conflict"].eq(True)
     only_avail = (m["_merge"] == "right_only") | ((m["_merge"] == "both") & avail_bad)
     m["_line"] = m["_line"].where(~only_avail, m["_line_avail"])
-    m["_raw"] = m["_raw"].where(~only_avail, m["_raw_avail"])
     m["conflict"] = m["conflict"].eq(True) | m["conflict_avail"].eq(True)  # NaN where a side is missing
     gib = 1024.0 ** 3
     m["capacity"] = _num(m["value"]) / gib
@@ -369,7 +424,7 @@ def _prom_mem(path: Path, s: pd.DataFrame) -> pd.DataFrame:
         lone = m[alone].assign(resource="mem", used=float("nan"), capacity=float("nan"), conflict=False)
         missing = lone["_merge"].map({"left_only": NODE_MEM_AVAILABLE, "right_only": NODE_MEM_TOTAL})
         lone["_reject"] = "mem: no " + missing + " sample at this time and host"
-        out = pd.concat([out, lone[[*key, "used", "capacity", "conflict", "_line", "_raw", "resource", "_reject"]]],
+        out = pd.concat([out, lone[[*key, "used", "capacity", "conflict", "_line", "resource", "_reject"]]],
                         ignore_index=True)
     return out
 
