@@ -86,8 +86,12 @@ def _samples(fixed: list[tuple], counts: list[int], ts: np.ndarray,
     # object columns as Series of object dtype: pandas would otherwise look for dates in them
     frame = pd.DataFrame({"series": series, "ts": pd.Series(ts, dtype=object, copy=False),
                           "value": pd.Series(value, dtype=value.dtype, copy=False), "_line": line}, copy=False)
-    labels = pd.DataFrame({c: np.fromiter((f[j] for f in fixed), dtype=object, count=len(n))
-                           for j, c in enumerate(_LABEL_COLS)}, index=pd.RangeIndex(1, len(n) + 1))
+    # labels stay Python objects: pandas 3 would make them Arrow strings, which refuse a label
+    # holding a lone surrogate (JSON allows one), where the whole-document read keeps it
+    at = pd.RangeIndex(1, len(n) + 1)
+    labels = pd.DataFrame({c: pd.Series(np.fromiter((f[j] for f in fixed), dtype=object, count=len(n)), index=at,
+                                        dtype=object, copy=False)
+                           for j, c in enumerate(_LABEL_COLS)}, index=at)
     labels["n"] = n
     return Samples(frame, labels, raw_of)
 
