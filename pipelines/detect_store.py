@@ -36,9 +36,11 @@ def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
 
 def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
     """All device telemetry (at or before ``until``) in the long contract (training; scoring
-    reads :func:`recent_telemetry`)."""
+    reads :func:`recent_telemetry`), in no particular order: the feature builder sorts it,
+    and a sort here would hold the whole table in DuckDB (6.7M rows: 0.65 GB peak read
+    unsorted, 1.45 GB sorted)."""
     return query_categorical(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry "
-                                  "WHERE ts <= ? ORDER BY device_id, ts", [_upto(until)])
+                                  "WHERE ts <= ?", [_upto(until)])
 
 
 def data_end(con: duckdb.DuckDBPyConnection):

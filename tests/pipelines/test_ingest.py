@@ -697,3 +697,25 @@ def test_a_slash_in_a_cluster_or_pool_name_is_a_reject(con, tmp_path):
     r = ingest.ingest_file(con, p, "utilization")
     assert (r.rows_loaded, r.rows_rejected) == (1, 2)
     assert set(rejects(con).values()) == {"cluster and pool names cannot contain '/'"}
+
+
+def test_categorical_read_streams_in_batches_and_after_an_unfinished_result(monkeypatch) -> None:
+    """Rows read a batch at a time equal one read: categories the union of the batches'
+    (a batch of only nulls included), timestamps in ns; a connection holding an unfinished
+    execute() result still reads (the copying path); an empty result keeps its columns."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS i, CASE WHEN range < 4 THEN 'n' || (range % 3) END AS s, "
+                "TIMESTAMP '2026-01-01' + to_minutes(range) AS ts FROM range(10)")
+    one = warehouse.query_categorical(con, "SELECT * FROM t WHERE i < ? ORDER BY i", [9])
+    monkeypatch.setattr(warehouse, "ARROW_BATCH", 3)
+    many = warehouse.query_categorical(con, "SELECT * FROM t WHERE i < ? ORDER BY i", [9])
+    assert isinstance(many["s"].dtype, pd.CategoricalDtype) and many["ts"].dtype == "datetime64[ns]"
+    assert many["s"].dropna().astype(str).tolist() == ["n0", "n1", "n2", "n0"] and many["s"].isna().sum() == 5
+    pd.testing.assert_frame_equal(many.astype({"s": object}), one.astype({"s": object}))
+    con.execute("SELECT * FROM t")  # left unfetched
+    pd.testing.assert_frame_equal(warehouse.query_categorical(con, "SELECT * FROM t WHERE i < ? ORDER BY i", [9]),
+                                  many)
+    empty = warehouse.query_categorical(con, "SELECT * FROM t WHERE i < 0")
+    assert list(empty.columns) == ["i", "s", "ts"] and empty.empty
