@@ -52,6 +52,9 @@ class FaultPolicy:
     threshold_folds: str = "time"
     folds: int = 5
     seed: int = 0
+    # Training builds at most this many feature rows (every k-th reading of each device beyond
+    # it), so the daily retraining's memory stops growing with the telemetry kept; None: all.
+    max_train_rows: int | None = 1_000_000
 
     def __post_init__(self) -> None:
         if pd.Timedelta(self.lead) < pd.Timedelta(0):
@@ -67,6 +70,8 @@ class FaultPolicy:
             raise ValueError(f"threshold_folds must be 'time' or 'device', got {self.threshold_folds!r}")
         if self.folds < 2:
             raise ValueError(f"folds must be >= 2 (the out-of-fold threshold), got {self.folds}")
+        if self.max_train_rows is not None and self.max_train_rows < 1:
+            raise ValueError(f"max_train_rows must be a positive number of rows or None, got {self.max_train_rows}")
         if self.event_memory is not None and not pd.Timedelta(self.event_memory) > pd.Timedelta(0):
             raise ValueError(f"event_memory must be a positive duration, got {self.event_memory!r}")
 
@@ -198,6 +203,29 @@ def _rolling(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, w: pd.Timede
     return out
 
 
+ROLLING_BLOCK = 1 << 19  # feature rows: rolling statistics go a block of devices at a time
+
+
+def _rolling_blocks(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, windows: list[pd.Timedelta],
+                    starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`_rolling` over each window at ``rows`` (sorted), a block of whole devices of
+    about ``ROLLING_BLOCK`` rows at a time: each device's statistics are its own, so the
+    blocks give what one pass over all devices gives, with its temporaries a block's size."""
+    parts: list[dict[str, np.ndarray]] = []
+    first = 0
+    while first < len(starts):
+        last = int(np.searchsorted(ends, ends[first] - 1 + ROLLING_BLOCK, side="right"))
+        last = max(last, first + 1)  # a device longer than a block is a block
+        lo, hi = int(starts[first]), int(ends[last - 1])
+        take = rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)] - lo
+        part: dict[str, np.ndarray] = {}
+        for w in windows:
+            part.update({k: v[take] for k, v in _rolling(flat.iloc[lo:hi], dev[lo:hi], hours.iloc[lo:hi], w).items()})
+        parts.append(part)
+        first = last
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
 def _latest(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, times: np.ndarray, until: np.ndarray,
             w: pd.Timedelta) -> dict[str, np.ndarray]:
     """What :func:`_rolling` gives at each device's latest row only (``until``: that row's
@@ -241,13 +269,17 @@ def build_fault_features(
     events: pd.DataFrame | None = None,
     devices: pd.DataFrame | None = None,
     latest_only: bool = False,
+    max_rows: int | None = None,
 ) -> pd.DataFrame:
     """One row per (device_id, ts) of telemetry with the model's features.
 
     ``events`` (optional) is ``ts, device_id, event_type`` (e.g. error logs, past
     maintenance); ``devices`` (optional) is ``device_id, age_days``. With
     ``latest_only`` only each device's latest row is built (what scoring needs), with the
-    same features, without a rolling pass over the device's other rows.
+    same features, without a rolling pass over the device's other rows. With ``max_rows``,
+    a history of more rows than that builds every k-th row of each device (k the smallest
+    that fits), each with the features it has built whole: a training set whose memory stops
+    growing with the history.
     """
     require_columns(telemetry, ["ts", "device_id", "metric", "value"], "telemetry")
     if telemetry.empty:
@@ -269,14 +301,17 @@ def build_fault_features(
         .set_index("device_id")["age_days"]
         if devices is not None else None
     )
-    # each device's node: its first reading that names one
+    # each device's node: its earliest reading that names one (the first of those in the
+    # frame's order at equal times), whatever order the readings come in
     node_of_dev = np.full(len(dev_names), None, dtype=object)
+    stamp_ns = _naive_utc(stamps).to_numpy(dtype="datetime64[ns]")
     if "node_id" in telemetry.columns:
-        named = telemetry["node_id"].notna().to_numpy() & (dev_of_row >= 0)
-        seen, first = np.unique(dev_of_row[named], return_index=True)
-        node_of_dev[seen] = telemetry["node_id"].to_numpy(dtype=object)[named][first]
+        named = np.flatnonzero(telemetry["node_id"].notna().to_numpy() & (dev_of_row >= 0) & ~np.isnat(stamp_ns))
+        earliest = named[np.lexsort((stamp_ns[named], dev_of_row[named]))]
+        seen, first = np.unique(dev_of_row[earliest], return_index=True)
+        node_of_dev[seen] = telemetry["node_id"].to_numpy(dtype=object)[earliest[first]]
     # one row per device and time, sorted by device then time, a column per metric
-    dev_code, times, values = _pivot(dev_of_row, _naive_utc(stamps).to_numpy(dtype="datetime64[ns]"),
+    dev_code, times, values = _pivot(dev_of_row, stamp_ns,
                                      metric_of_row, pd.to_numeric(telemetry["value"]).to_numpy(dtype=float),
                                      len(metrics))
     if not len(dev_code):
@@ -288,11 +323,21 @@ def build_fault_features(
     ends = np.r_[starts[1:], len(dev_ids)]
     sizes = ends - starts
     hours = pd.Series((times - np.repeat(times[starts], sizes)) / np.timedelta64(1, "h"), index=flat.index)
-    rows = ends - 1 if latest_only else np.arange(len(dev_ids))  # the rows built
+    # the rows built: each device's latest, every row, or every k-th of each device's rows so
+    # that at most ``max_rows`` are built (a training set that stops growing with the history)
+    if latest_only:
+        rows = ends - 1
+    elif max_rows is not None and len(dev_ids) > max_rows:
+        every = -(-len(dev_ids) // max_rows)
+        rows = np.flatnonzero((np.arange(len(dev_ids)) - np.repeat(starts, sizes)) % every == 0)
+    else:
+        rows = np.arange(len(dev_ids))
     feats: dict[str, np.ndarray] = {c: np.ascontiguousarray(values[rows, j]) for j, c in enumerate(metrics)}
-    for w in windows:
-        feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], sizes), w)
-                     if latest_only else _rolling(flat, dev_code, hours, w))
+    if latest_only:
+        for w in windows:
+            feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], sizes), w))
+    else:
+        feats.update(_rolling_blocks(flat, dev_code, hours, windows, starts, ends, rows))
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it
     # is none, which is also what a scoring window that starts mid-history sees
@@ -307,7 +352,7 @@ def build_fault_features(
     per_device: list[dict[str, np.ndarray]] = []
     for a, b in zip(starts, ends):
         t, dev = times[a:b], str(dev_ids[a])
-        at = t[-1:] if latest_only else t
+        at = times[rows[np.searchsorted(rows, a):np.searchsorted(rows, b)]]
         part: dict[str, np.ndarray] = {}
         for m in event_metrics:
             part.update(_event_features(at, t[happened[m][a:b]], windows, f"ev_{m}", policy.memory))

@@ -159,7 +159,7 @@ def train_faults(telemetry: pd.DataFrame | dict[str, pd.DataFrame], failures: pd
     if telemetry.empty or failures.empty:
         log.info("fault model not trained: %d telemetry rows, %d failures", len(telemetry), len(failures))
         return None, None
-    feats = build_fault_features(telemetry, policy)
+    feats = build_fault_features(telemetry, policy, max_rows=policy.max_train_rows)
     del telemetry
     cutoff = feats["ts"].max() - pd.Timedelta(policy.horizon)
     known = feats["ts"] <= cutoff

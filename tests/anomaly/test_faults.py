@@ -449,3 +449,24 @@ def test_device_ids_are_text_and_readings_need_a_time():
     feats = feats[feats["device_id"] != "1.0"]
     assert feats["node_id"].tolist() == ["n1"] * 3 + ["n10"] * 3 + ["n2"] * 3
     assert feats["gpu_temp"].tolist() == [80.0, 81, 82, 70, 71, 72, 62, 61, 62]  # 2 at ts[0]: (60 + 64) / 2
+
+
+def test_features_in_device_blocks_capped_rows_and_any_order_equal_one_pass(fleet, monkeypatch):
+    """Rolling statistics a few devices at a time equal one pass over all; a cap on the rows
+    builds every k-th row of each device with the features the full build gives it; the
+    readings' order (the warehouse reads them unsorted) changes nothing, the node included."""
+    from anomaly import fault_features
+
+    tel, _fails = fleet
+    full = build_fault_features(tel, POLICY)
+    monkeypatch.setattr(fault_features, "ROLLING_BLOCK", 50)  # far fewer rows than one device has
+    shuffled = tel.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    pd.testing.assert_frame_equal(build_fault_features(shuffled, POLICY), full)
+    cap = len(full) // 3 + 1
+    capped = build_fault_features(tel, POLICY, max_rows=cap)
+    assert len(capped) <= cap and len(capped) >= cap * 0.9
+    pos = full.groupby("device_id", sort=False).cumcount()
+    pd.testing.assert_frame_equal(capped, full[(pos % 3 == 0).to_numpy()].reset_index(drop=True))
+    assert build_fault_features(tel, POLICY, max_rows=len(full)).equals(full)
+    with pytest.raises(ValueError, match="max_train_rows"):
+        FaultPolicy(max_train_rows=0)
