@@ -3,7 +3,6 @@ frame, reject texts, rows, rejects and warnings of the whole-document read, and 
 file it does not take as it is to that read, whose errors say what is wrong."""
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import tracemalloc
@@ -15,6 +14,8 @@ import pytest
 
 from pipelines import formats, ingest, prometheus_json
 from pipelines.adapters import IngestFileError
+
+from .test_ingest import write
 
 T0 = 1767225600
 GIB = 1024 ** 3
@@ -85,13 +86,7 @@ BAD = {
 
 
 def _write(path: Path, doc: object, *, text: str | None = None, indent: int | None = None, gz: bool = False) -> Path:
-    text = json.dumps(doc, indent=indent) if text is None else text
-    if gz:
-        with gzip.open(path, "wt", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
+    return write(path, json.dumps(doc, indent=indent) if text is None else text, gz=gz)
 
 
 def _assert_same(path: Path, chunk: int = 1 << 22) -> pd.DataFrame:
