@@ -26,7 +26,10 @@ conformal prediction, Barber et al. 2023): an origin's weight halves with every
 quarter of the calibration stretch it lies further back (or every ``MIN_HALF_LIFE``
 steps, if longer: a short stretch has too few errors to discount), so with the default
 two weeks of hourly origins the oldest count a sixteenth of the newest, and the errors
-of the days nearest the forecast, the regime it starts in, count most. The model itself is fit on all data (first, so that a model
+of the days nearest the forecast, the regime it starts in, count most. A level above 80% is
+never narrower than the 80% half-width stretched as a normal distribution's tail would be
+(95%: x 1.53): its quantile rests on a few errors, and a short stretch may hold none of the
+wide ones a turbulent day brings. The model itself is fit on all data (first, so that a model
 whose training length is chosen on data can give its copy the same, see
 ``_calibration_copy``).
 """
@@ -36,6 +39,7 @@ import inspect
 import logging
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
@@ -52,6 +56,8 @@ LONGRUN_SHARE = 0.25
 LEVEL_SHARE = 1e-3
 HALF_LIFE_SHARE = 0.25  # an origin's weight halves every quarter of the calibration stretch ...
 MIN_HALF_LIFE = 84  # ... or every 84 steps if longer: a short stretch is weighed about evenly
+TAIL_REFERENCE = 80  # a wider level's half-width is at least this one's, stretched as a normal's
+_NORMAL = NormalDist()
 FORECAST_COLUMNS = ["unique_id", "ds", "model", "mean", "lo_80", "hi_80", "lo_95", "hi_95"]
 
 
@@ -269,8 +275,20 @@ class BaseForecaster:
         """Normalised half-width per horizon step for a central ``level``% interval: the
         weighted conformal quantile of the calibration errors, the forecast itself weighing
         as much as the newest origin (at infinity: the widest error seen when the weights of
-        the errors below it fall short)."""
+        the errors below it fall short). Above ``TAIL_REFERENCE``% it is at least the
+        reference level's half-width stretched as a normal distribution's would be
+        (95%: x 1.53 the 80% half-width)."""
         self._check_fitted()
+        q = self._weighted_quantile(level)
+        if level > TAIL_REFERENCE:
+            # never a lighter tail than the normal's: a few calibration errors set a wide level's
+            # quantile and the one origin that erred widely may be missing from them; the band at
+            # TAIL_REFERENCE%, set by many more, bounds it (only ever wider: still valid)
+            ratio = _NORMAL.inv_cdf(0.5 + level / 200.0) / _NORMAL.inv_cdf(0.5 + TAIL_REFERENCE / 200.0)
+            q = np.maximum(q, self._weighted_quantile(TAIL_REFERENCE) * ratio)
+        return q
+
+    def _weighted_quantile(self, level: float) -> np.ndarray:
         scores = self.conformal_scores_
         n = scores.shape[0]
         weights = getattr(self, "conformal_weights_", None)

@@ -217,6 +217,9 @@ def test_recent_calibration_origins_weigh_more(caplog) -> None:
     model.conformal_weights_ = np.ones(n)
     assert (model.conformal_quantile(80) == 1).all()  # rank ceil(169 * 0.8) = 136 of 153 calm errors
     assert (model.conformal_quantile(95) == 2).all()
+    model.conformal_scores_ = np.tile(np.linspace(0.5, 1.1, n)[:, None], (1, 6))  # a light tail
+    assert model.conformal_quantile(95) == pytest.approx(model._weighted_quantile(80) * 1.959964 / 1.281552)
+    assert (model._weighted_quantile(95) < model.conformal_quantile(95)).all()  # the floor binds
     short = forecasters.get("seasonal_naive")(horizon=6, calibration_origins=100).fit(data)
     assert short.conformal_weights_.min() == pytest.approx(0.5 ** (99 / base.MIN_HALF_LIFE))
     with caplog.at_level("WARNING"):
