@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 DATASETS ?= $(abspath ../shared/datasets)
 
-.PHONY: install demo test test-fast test-datasets lint bench clean
+.PHONY: install demo test test-fast test-datasets lint bench screenshot clean
 
 install: $(STAMP)
 
@@ -41,6 +41,12 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/ingest.py --rows 5000000
 	HEADROOM_DATASETS=$(DATASETS) $(PY) benchmarks/forecast_accuracy.py
 	HEADROOM_DATASETS=$(DATASETS) $(PY) benchmarks/detection.py
+
+# docs/report.png: the report `make demo` wrote, as headless Chromium shows it (apt: chromium)
+screenshot:
+	chromium --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
+	  --disable-sync --no-first-run --hide-scrollbars --window-size=1280,1600 \
+	  --screenshot=$(abspath docs/report.png) file://$(abspath reports/report.html)
 
 clean:
 	rm -rf $(VENV) data/warehouse.duckdb data/warehouse.duckdb.wal data/demo reports .pytest_cache

@@ -1,21 +1,20 @@
-"""Shared estimator plumbing: the not-fitted error and frame checks."""
+"""Shared detector plumbing: the not-fitted check and frame checks.
+
+Detectors are scikit-learn estimators (:class:`~sklearn.base.BaseEstimator`), as the
+forecasters are; both raise scikit-learn's :class:`NotFittedError`, re-exported here.
+"""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 import pandas as pd
-
-
-class NotFittedError(RuntimeError):
-    """Raised when a detector is used before ``fit``."""
+from sklearn.exceptions import NotFittedError as NotFittedError  # re-exported: one class, core-wide
+from sklearn.utils.validation import check_is_fitted
 
 
 def check_fitted(estimator: object, attribute: str) -> None:
     """Raise :class:`NotFittedError` unless ``estimator`` has the learned ``attribute``."""
-    if getattr(estimator, attribute, None) is None:
-        raise NotFittedError(
-            f"{type(estimator).__name__} is not fitted yet: call fit() before using it"
-        )
+    check_is_fitted(estimator, attribute, msg="%(name)s is not fitted yet: call fit() before using it")
 
 
 def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:

@@ -37,10 +37,8 @@ class FaultPolicy:
     event_patterns: tuple[str, ...] = ("ecc", "xid", "error")  # metrics whose changes are events
     target_precision: float | None = 0.8  # alert threshold: most recall at this alert precision
     cost_ratio: float | None = None  # or: cost of a missed failure / cost of a false alert
-    # Small trees: failures are rare (PdM has ~10 per quarter per 10 machines), and deep
-    # trees memorise them (measured on PdM: 4 leaves catch 3/4, 15 leaves 2/4). 200 of them:
-    # with 100 at this rate the model stopped short (PdM's 9 splits caught 19 of 24 failures;
-    # 150-300 trees catch 22, at alert precision 1.0; the converted files 14 -> 19 of 24).
+    # Small trees: failures are rare and deep trees memorise them (on PdM 4 leaves catch 3/4,
+    # 15 leaves 2/4); 200 of them, as fewer stop short at this rate (on PdM's 9 splits 150-300 catch 22 of 24).
     n_estimators: int = 200
     learning_rate: float = 0.05
     num_leaves: int = 4

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import precision_recall_curve
 
 from anomaly.base import check_fitted, require_columns
-from anomaly.spike_features import SpikePolicy, spike_feature_columns
+from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame, spike_feature_columns
 
 
 def f1_threshold(y: np.ndarray, score: np.ndarray) -> float:
@@ -90,3 +90,15 @@ class PersistenceSpikeBaseline(BaseEstimator):
     def predict(self, frame: pd.DataFrame) -> np.ndarray:
         """1 where the series is spiking now."""
         return (self.predict_proba(frame) >= self.threshold_).astype(int)
+
+
+def market_probabilities(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.DataFrame,
+                        policy: SpikePolicy, at: pd.Timestamp | None = None) -> pd.DataFrame:
+    """Every spot market's latest grid row (at or before ``at``, when given) with
+    ``p_spike``, its probability of a spike within the policy's horizon, and the model's
+    alert ``threshold``."""
+    if at is not None:
+        prices = prices[prices["ts"] <= at]
+    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None, end=at)
+    latest = frame.sort_values("ts").groupby(SERIES_KEY).tail(1)
+    return latest.assign(p_spike=model.predict_proba(latest), threshold=float(model.threshold_))

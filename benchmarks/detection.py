@@ -34,7 +34,7 @@ temporary folder, never into the repository. Data preparation, documented:
   * spot: ``aws_spot_price_history_*.csv.gz`` -> the spot-prices contract (provider aws,
     zone = availability_zone, product = product_description); ``on_demand_prices.csv`` ->
     ``provider,region,instance_type,on_demand_price``.
-  * synthetic: ``pipelines.synth.generate_fleet``: GPU telemetry and failures (faults,
+  * synthetic: ``pipelines.synth.fleet.generate_fleet``: GPU telemetry and failures (faults,
     lead 30 min), spot prices with the catalog's on-demand prices (spikes), and hourly
     demand per cluster/pool/resource with the injected bursts as windows (bursts).
 """
@@ -106,7 +106,7 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     No figure here comes from settings chosen on the series it is reported for."""
     from anomaly.cusum import CusumPolicy
     from anomaly.evaluate import evaluate_bursts
-    from pipelines.detection_io import read_windows
+    from pipelines.ingest.tables import read_windows
 
     root = datasets / NAB
     series = {}
@@ -172,15 +172,14 @@ PDM_SPLITS = [(tf, None) for tf in (0.25, 0.3, 0.35, 0.4, 0.45)] + [(0.3, draw) 
 
 
 def _pdm_inputs(datasets: Path) -> dict[str, pd.DataFrame]:
-    from pipelines import detection_io
-
+    from pipelines.ingest import tables
     root = datasets / PDM
     return {
-        "telemetry": detection_io.read_telemetry(sorted(root.glob("PdM_telemetry*.csv*"))[0]),
-        "failures": detection_io.read_failures(root / "PdM_failures.csv"),
-        "events": pd.concat([detection_io.read_events(root / "PdM_errors.csv"),
-                             detection_io.read_events(root / "PdM_maint.csv")], ignore_index=True),
-        "devices": detection_io.read_devices(root / "PdM_machines.csv"),
+        "telemetry": tables.read_telemetry(sorted(root.glob("PdM_telemetry*.csv*"))[0]),
+        "failures": tables.read_failures(root / "PdM_failures.csv"),
+        "events": pd.concat([tables.read_events(root / "PdM_errors.csv"),
+                             tables.read_events(root / "PdM_maint.csv")], ignore_index=True),
+        "devices": tables.read_devices(root / "PdM_machines.csv"),
     }
 
 
@@ -203,8 +202,7 @@ def pdm_converted(datasets: Path, tmp: Path, out: Path) -> None:
     """The same splits on what ``headroom convert --from azure-pdm`` writes for the warehouse
     (telemetry with error counters, failures; no maintenance log or ages): the data the
     ``detect`` flow's fault predictor sees."""
-    from pipelines import detection_io
-
+    from pipelines.ingest import tables
     root = datasets / PDM
     conv = tmp / "pdm-converted"
     cmd = [sys.executable, "-m", "pipelines.cli", "convert", "--from", "azure-pdm", "--out", str(conv),
@@ -213,8 +211,8 @@ def pdm_converted(datasets: Path, tmp: Path, out: Path) -> None:
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"convert failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    data = {"telemetry": detection_io.read_telemetry(conv / "telemetry.csv"),
-            "failures": detection_io.read_failures(conv / "failures.csv"), "events": None, "devices": None}
+    data = {"telemetry": tables.read_telemetry(conv / "telemetry.csv"),
+            "failures": tables.read_failures(conv / "failures.csv"), "events": None, "devices": None}
     _splits(data, out / "faults_pdm_converted_splits.csv")
 
 
@@ -302,7 +300,7 @@ def spot(datasets: Path, tmp: Path, out: Path) -> None:
 
 
 def synthetic(tmp: Path, out: Path, nodes: int, days: int, seed: int) -> None:
-    from pipelines.synth import generate_fleet
+    from pipelines.synth.fleet import generate_fleet
 
     fleet = generate_fleet(nodes=nodes, days=days, seed=seed)
     fleet["telemetry"].to_csv(tmp / "telemetry.csv", index=False)

@@ -27,7 +27,7 @@ Data preparation, documented:
     mean), ``cpu_usage_mhz_mean`` of the first 100 VMs (by id) that report in >= 95% of
     hours, on the longest stretch of hours in which some VM reports; their missing hours
     (mostly the same outage) are filled from a day earlier.
-  * synthetic: ``pipelines.synth.generate_fleet`` -> DuckDB -> ``pipelines.demand``.
+  * synthetic: ``pipelines.synth.fleet.generate_fleet`` -> DuckDB -> ``pipelines.store.demand``.
 """
 from __future__ import annotations
 
@@ -110,8 +110,8 @@ def bitbrains_panel(root: Path, n_vms: int = 100) -> pd.DataFrame:
 
 
 def synthetic_demand(nodes: int, days: int, seed: int) -> pd.DataFrame:
-    from pipelines import demand, warehouse
-    from pipelines.synth import generate_fleet
+    from pipelines.store import demand, warehouse
+    from pipelines.synth.fleet import generate_fleet
 
     util = generate_fleet(nodes=nodes, days=days, seed=seed)["utilization"]
     con = warehouse.connect(":memory:")

@@ -2,8 +2,8 @@
 
     python benchmarks/planning.py [--nodes 24] [--days 56] [--seed 0] [--out bench-out/planning]
 
-On a synthetic fleet (``pipelines.synth.generate_fleet``; hourly demand per planned pool
-through ``pipelines.demand``) the first half is "last month" and the second "this month":
+On a synthetic fleet (``pipelines.synth.fleet.generate_fleet``; hourly demand per planned pool
+through ``pipelines.store.demand``) the first half is "last month" and the second "this month":
 
 * allocation: the 3-5-2 split, the split tuned on last month (what ``headroom plan`` would
   recommend), the same tuned on exactly last month's demand (no demand scenarios and no
@@ -42,9 +42,9 @@ from planner.plan import primary_series
 
 def fleet_demand(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(hourly demand, capacity per series at the end, catalog) of a synthetic fleet."""
-    from pipelines import demand, warehouse
-    from pipelines.planning import CAPACITY_SQL
-    from pipelines.synth import generate_fleet
+    from pipelines.plan.planning import CAPACITY_SQL
+    from pipelines.store import demand, warehouse
+    from pipelines.synth.fleet import generate_fleet
 
     fleet = generate_fleet(nodes=nodes, days=days, seed=seed)
     con = warehouse.connect(":memory:")

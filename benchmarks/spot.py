@@ -61,7 +61,7 @@ def aws(datasets: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def synthetic(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from pipelines.synth import generate_fleet
+    from pipelines.synth.fleet import generate_fleet
 
     fleet = generate_fleet(nodes=nodes, days=days, seed=seed)
     cat = fleet["catalog"].dropna(subset=["on_demand_price"])

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 def with_horizon(model: BaseForecaster, h: int) -> BaseForecaster:
     """An unfitted copy of ``model`` whose horizon is ``h``."""
-    return type(model)(**{**model.get_params(), "horizon": h})
+    return model.clone().set_params(horizon=h)
 
 
 def cross_validation(

@@ -3,7 +3,10 @@
 Every model follows scikit-learn's estimator contract: parameters are stored by
 ``__init__`` unchanged, learned state lives in attributes ending with ``_``,
 ``fit`` returns ``self`` and replaces earlier state, ``predict`` before ``fit``
-raises :class:`NotFittedError`.
+raises :class:`NotFittedError` (scikit-learn's, shared with :mod:`anomaly`).
+``get_params``/``set_params``/``clone`` are scikit-learn's (:class:`~sklearn.base.BaseEstimator`);
+a model's hyperparameters may be grouped in a frozen dataclass (``LGBMParams``, ``ProphetParams``),
+which :meth:`BaseForecaster.flat_params` and the pickled artifact spell out field by field.
 
 Intervals are split-conformal, per horizon step: ``fit`` first fits a copy of
 the model on each series minus its last ``horizon + calibration_origins - 1``
@@ -35,6 +38,7 @@ whose training length is chosen on data can give its copy the same, see
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import math
@@ -45,6 +49,10 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
+from sklearn.base import BaseEstimator
+from sklearn.base import clone as sklearn_clone
+from sklearn.exceptions import NotFittedError as NotFittedError  # re-exported: one class, core-wide
+from sklearn.utils.validation import check_is_fitted
 
 from forecasters.validation import HistoryError, future_ds, step_index, validate_history
 
@@ -61,10 +69,6 @@ _NORMAL = NormalDist()
 FORECAST_COLUMNS = ["unique_id", "ds", "model", "mean", "lo_80", "hi_80", "lo_95", "hi_95"]
 
 
-class NotFittedError(RuntimeError):
-    """``predict`` was called before ``fit``."""
-
-
 @runtime_checkable
 class Forecaster(Protocol):
     """What the backtester, the registry and the pipelines rely on."""
@@ -78,7 +82,9 @@ class Forecaster(Protocol):
         self, h: int | None = None, level: tuple[int, ...] = (80, 95), history: pd.DataFrame | None = None
     ) -> pd.DataFrame: ...
 
-    def get_params(self) -> dict[str, Any]: ...
+    def get_params(self, deep: bool = True) -> dict[str, Any]: ...
+
+    def flat_params(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ def windows_at(y: np.ndarray, length: int, known: np.ndarray) -> np.ndarray:
     return sliding_window_view(padded, length)[np.asarray(known, dtype=np.int64)]
 
 
-class BaseForecaster:
+class BaseForecaster(BaseEstimator):
     """Shared fit/predict plumbing: validation, contexts, conformal intervals, the frame."""
 
     name: ClassVar[str] = "base"
@@ -118,19 +124,30 @@ class BaseForecaster:
     # from an origin does not read the data up to it
     calibration_refits: ClassVar[int] = 1
 
-    # --- parameters -------------------------------------------------------------
-    def get_params(self) -> dict[str, Any]:
-        """The constructor parameters, as given."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {n: getattr(self, n) for n in names}
+    # --- parameters (get_params, set_params and repr are scikit-learn's) ----------
+    @classmethod
+    def _param_groups(cls) -> dict[str, Any]:
+        """Constructor parameters that group hyperparameters in a frozen dataclass (those
+        whose default is a dataclass instance): name -> that default."""
+        params = inspect.signature(cls.__init__).parameters.values()
+        return {p.name: p.default for p in params if dataclasses.is_dataclass(p.default)}
+
+    def flat_params(self) -> dict[str, Any]:
+        """The constructor parameters with each group's fields in its place, all plain values:
+        what the model registry stores and hashes (one key per hyperparameter)."""
+        return _flatten(self.get_params(deep=False), self._param_groups())
 
     def clone(self) -> Self:
-        """An unfitted copy with the same parameters."""
-        return type(self)(**self.get_params())
+        """An unfitted copy with the same parameters (:func:`sklearn.base.clone`)."""
+        return sklearn_clone(self)
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled flat, one entry per hyperparameter as before the groups existed: the same fit
+        # is the same artifact bytes, and an artifact saved before the groups still loads
+        return _flatten(self.__dict__, self._param_groups())
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(_nest(state, self._param_groups()))
 
     # --- what subclasses provide -------------------------------------------------
     def _min_length(self) -> int:
@@ -268,8 +285,7 @@ class BaseForecaster:
         return np.maximum(np.maximum(local, LONGRUN_SHARE * longrun), floor)
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "history_"):
-            raise NotFittedError(f"{self.name} is not fitted yet: call fit(history) before predict")
+        check_is_fitted(self, "history_", msg=f"{self.name} is not fitted yet: call fit(history) before predict")
 
     def conformal_quantile(self, level: int) -> np.ndarray:
         """Normalised half-width per horizon step for a central ``level``% interval: the
@@ -347,3 +363,32 @@ class BaseForecaster:
             out[f"lo_{lv}"], out[f"hi_{lv}"] = lo, hi
         cols = FORECAST_COLUMNS[:4] + [c for lv in level for c in (f"lo_{lv}", f"hi_{lv}")]
         return out[cols]
+
+
+def _flatten(values: dict[str, Any], groups: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each group's dataclass replaced, in its place, by its fields."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in groups and isinstance(value, type(groups[key])):
+            out.update((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+        else:
+            out[key] = value
+    return out
+
+
+def _nest(values: dict[str, Any], groups: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`_flatten`: each group's fields gathered back into its dataclass,
+    placed where its first field was; a field not given keeps the model's default."""
+    owner = {f.name: g for g, default in groups.items() if g not in values for f in dataclasses.fields(default)}
+    given: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in owner:
+            given.setdefault(owner[key], {})[key] = value
+            out.setdefault(owner[key], None)
+        else:
+            out[key] = value
+    for g, default in groups.items():
+        if g not in values:
+            out[g] = dataclasses.replace(default, **given.get(g, {}))
+    return out

@@ -18,10 +18,14 @@ import pandas as pd
 
 from forecasters.base import BaseForecaster, Context, series_arrays
 from forecasters.features import FeatureSpec
-from forecasters.lgbm import BoostCore
-from forecasters.prophet_model import PROPHET_MIN_POINTS, ProphetCore
+from forecasters.lgbm import BoostCore, LGBMParams
+from forecasters.prophet_model import PROPHET_MIN_POINTS, ProphetCore, ProphetParams
 from forecasters.registry import register
 from forecasters.validation import default_seasons
+
+# the hybrid's defaults: its booster trains on each series' last six weeks (lgbm alone: eight)
+PROPHET_DEFAULTS = ProphetParams()
+LGBM_DEFAULTS = LGBMParams(max_train_points=24 * 42)
 
 
 @register
@@ -36,17 +40,9 @@ class ProphetLGBM(BaseForecaster):
         freq: str | None = "h",
         season_length: int = 24,
         calibration_origins: int = 336,
-        n_changepoints: int = 10,
-        changepoint_prior_scale: float = 0.05,
-        max_fit_points: int = 24 * 28,
+        prophet: ProphetParams = PROPHET_DEFAULTS,
         prophet_jobs: int = 2,
-        n_estimators: int = 300,
-        learning_rate: float = 0.05,
-        num_leaves: int = 31,
-        min_child_samples: int = 20,
-        objective: str = "l1",
-        max_train_points: int = 24 * 42,
-        max_rows: int = 60_000,
+        lgbm: LGBMParams = LGBM_DEFAULTS,
         boost_target: str = "anchor",
         lgbm_jobs: int = 1,
         seed: int = 0,
@@ -55,32 +51,22 @@ class ProphetLGBM(BaseForecaster):
         self.freq = freq
         self.season_length = season_length
         self.calibration_origins = calibration_origins
-        self.n_changepoints = n_changepoints
-        self.changepoint_prior_scale = changepoint_prior_scale
-        self.max_fit_points = max_fit_points
+        self.prophet = prophet
         self.prophet_jobs = prophet_jobs
-        self.n_estimators = n_estimators
-        self.learning_rate = learning_rate
-        self.num_leaves = num_leaves
-        self.min_child_samples = min_child_samples
-        self.objective = objective
-        self.max_train_points = max_train_points
-        self.max_rows = max_rows
+        self.lgbm = lgbm
         self.boost_target = boost_target
         self.lgbm_jobs = lgbm_jobs
         self.seed = seed
 
-    def _prophet(self) -> ProphetCore:
-        return ProphetCore(self.freq, self.season_length, self.n_changepoints,
-                           self.changepoint_prior_scale, self.max_fit_points, self.prophet_jobs)
+    def _prophet_core(self) -> ProphetCore:
+        return ProphetCore(freq=self.freq, season_length=self.season_length, params=self.prophet,
+                           n_jobs=self.prophet_jobs)
 
     def _boost(self) -> BoostCore:
         if self.boost_target not in ("anchor", "residual"):
             raise ValueError(f"prophet_lgbm: boost_target must be 'anchor' or 'residual', not {self.boost_target!r}")
         spec = FeatureSpec(default_seasons(self.freq, self.season_length))
-        return BoostCore(spec, self.horizon, self.max_train_points, self.max_rows, self.n_estimators,
-                         self.learning_rate,
-                         self.num_leaves, self.min_child_samples, self.objective, self.lgbm_jobs, self.seed,
+        return BoostCore(spec=spec, horizon=self.horizon, params=self.lgbm, n_jobs=self.lgbm_jobs, seed=self.seed,
                          residual=self.boost_target == "residual")
 
     def _min_length(self) -> int:
@@ -90,7 +76,7 @@ class ProphetLGBM(BaseForecaster):
         return self._boost().spec.window
 
     def _fit_points(self, frame: pd.DataFrame) -> None:
-        prophet = self._prophet()
+        prophet = self._prophet_core()
         models = prophet.fit(frame)
         uids, ys, starts = series_arrays(frame)
         bases = [
@@ -104,5 +90,5 @@ class ProphetLGBM(BaseForecaster):
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
         w = ctx.values.shape[1]
         steps = ctx.end[:, None] + np.arange(-w + 1, h + 1)[None, :]
-        curve = self._prophet().curve(self.prophets_, ctx.uids, steps)
+        curve = self._prophet_core().curve(self.prophets_, ctx.uids, steps)
         return self._boost().direct(self.booster_, ctx, h, curve[:, :w], curve[:, w:])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,28 +17,31 @@ log = logging.getLogger(__name__)
 MIN_BOOST_ROWS = 20  # fewer training rows than this: no booster, the anchor alone
 
 
+@dataclass(frozen=True)
+class LGBMParams:
+    """LightGBM hyperparameters and training sample, declared once for every model that boosts."""
+
+    n_estimators: int = 300  # boosting rounds at most (early stopping may keep fewer)
+    learning_rate: float = 0.05
+    num_leaves: int = 31
+    min_child_samples: int = 20  # at most: small training sets lower it (see BoostCore.train)
+    objective: str = "l1"
+    max_train_points: int = 24 * 56  # training origins come from each series' last this many points
+    max_rows: int = 60_000  # (origin, step) training rows sampled over all series
+
+
+@dataclass(frozen=True, kw_only=True)
 class BoostCore:
     """Training rows, training and the direct multi-horizon forecast (shared with the hybrid)."""
 
-    def __init__(
-        self, spec: FeatureSpec, horizon: int, max_train_points: int, max_rows: int, n_estimators: int,
-        learning_rate: float, num_leaves: int, min_child_samples: int, objective: str, n_jobs: int, seed: int,
-        residual: bool = False, val_points: int = 168, early_stopping: int = 20,
-    ) -> None:
-        self.spec = spec
-        self.val_points = val_points
-        self.early_stopping = early_stopping
-        self.horizon = horizon
-        self.max_train_points = max_train_points
-        self.max_rows = max_rows
-        self.n_estimators = n_estimators
-        self.learning_rate = learning_rate
-        self.num_leaves = num_leaves
-        self.min_child_samples = min_child_samples
-        self.objective = objective
-        self.n_jobs = n_jobs
-        self.seed = seed
-        self.residual = residual
+    spec: FeatureSpec
+    horizon: int
+    params: LGBMParams
+    n_jobs: int
+    seed: int
+    residual: bool = False  # the target is the residual from ``bases`` (else from the anchor)
+    val_points: int = 168  # targets in each series' last this many points validate early stopping
+    early_stopping: int = 20
 
     def rows(
         self, ys: list[np.ndarray], starts: np.ndarray, bases: list[np.ndarray] | None = None
@@ -46,12 +50,12 @@ class BoostCore:
         ``bases`` and ``residual`` the target is the residual from the base curve, otherwise
         it is the residual from the robust seasonal anchor (see ``build_features``)."""
         rng = np.random.default_rng(self.seed)
-        per_series = max(self.max_rows // max(len(ys), 1), 64)
+        per_series = max(self.params.max_rows // max(len(ys), 1), 64)
         w, h = self.spec.window, self.horizon
         xs, ts, ws, vs = [], [], [], []
         for i, (y, start) in enumerate(zip(ys, starts)):
             n = len(y)
-            first = max(min(self.spec.seasons), n - self.max_train_points, 1)
+            first = max(min(self.spec.seasons), n - self.params.max_train_points, 1)
             origins = np.repeat(np.arange(first, n), h)
             steps = np.tile(np.arange(1, h + 1), n - first)
             keep = origins + steps - 1 < n
@@ -90,22 +94,23 @@ class BoostCore:
             # can have: no correction, the forecast is the anchor (documented fallback)
             log.info("lgbm: %d training row(s), fewer than %d: the anchor alone", len(target), MIN_BOOST_ROWS)
             return None
+        hp = self.params
         params = {
-            "objective": self.objective, "learning_rate": self.learning_rate,
-            "num_leaves": self.num_leaves,
-            "min_data_in_leaf": int(min(self.min_child_samples, max(len(target) // 50, 2))),
+            "objective": hp.objective, "learning_rate": hp.learning_rate,
+            "num_leaves": hp.num_leaves,
+            "min_data_in_leaf": int(min(hp.min_child_samples, max(len(target) // 50, 2))),
             "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1,
             "lambda_l2": 1.0, "num_threads": self.n_jobs, "seed": self.seed,
             "deterministic": True, "force_row_wise": True, "verbosity": -1,
         }
-        rounds = self.n_estimators
+        rounds = hp.n_estimators
         if self.early_stopping > 0 and is_val.any() and (~is_val).sum() >= 50:
             fit = lgb.Dataset(x[~is_val], label=target[~is_val], weight=weight[~is_val], free_raw_data=True)
             val = lgb.Dataset(x[is_val], label=target[is_val], weight=weight[is_val], reference=fit,
                               free_raw_data=True)
-            probe = lgb.train({**params, "metric": "l1"}, fit, num_boost_round=self.n_estimators,
+            probe = lgb.train({**params, "metric": "l1"}, fit, num_boost_round=hp.n_estimators,
                               valid_sets=[val], callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)])
-            rounds = max(int(probe.best_iteration or self.n_estimators), 1)
+            rounds = max(int(probe.best_iteration or hp.n_estimators), 1)
         data = lgb.Dataset(x, label=target, weight=weight, free_raw_data=True)
         return lgb.train(params, data, num_boost_round=rounds)
 
@@ -145,13 +150,7 @@ class LGBMForecaster(BaseForecaster):
         freq: str | None = "h",
         season_length: int = 24,
         calibration_origins: int = 336,
-        n_estimators: int = 300,
-        learning_rate: float = 0.05,
-        num_leaves: int = 31,
-        min_child_samples: int = 20,
-        objective: str = "l1",
-        max_train_points: int = 24 * 56,
-        max_rows: int = 60_000,
+        lgbm: LGBMParams = LGBMParams(),
         n_jobs: int = 1,
         seed: int = 0,
     ) -> None:
@@ -159,13 +158,7 @@ class LGBMForecaster(BaseForecaster):
         self.freq = freq
         self.season_length = season_length
         self.calibration_origins = calibration_origins
-        self.n_estimators = n_estimators
-        self.learning_rate = learning_rate
-        self.num_leaves = num_leaves
-        self.min_child_samples = min_child_samples
-        self.objective = objective
-        self.max_train_points = max_train_points
-        self.max_rows = max_rows
+        self.lgbm = lgbm
         self.n_jobs = n_jobs
         self.seed = seed
 
@@ -173,9 +166,7 @@ class LGBMForecaster(BaseForecaster):
         return FeatureSpec(default_seasons(self.freq, self.season_length))
 
     def _core(self) -> BoostCore:
-        return BoostCore(self._spec(), self.horizon, self.max_train_points, self.max_rows, self.n_estimators,
-                         self.learning_rate,
-                         self.num_leaves, self.min_child_samples, self.objective, self.n_jobs, self.seed)
+        return BoostCore(spec=self._spec(), horizon=self.horizon, params=self.lgbm, n_jobs=self.n_jobs, seed=self.seed)
 
     def _min_length(self) -> int:
         return 2 * self.season_length

@@ -150,7 +150,7 @@ class LSTMForecaster(BaseForecaster):
         # an artifact saved before n_networks holds one network, its weights alone
         if "n_networks" not in state:
             state = {**state, "n_networks": len(state["weights_"]) if isinstance(state.get("weights_"), list) else 1}
-        self.__dict__.update(state)
+        super().__setstate__(state)
 
     def _seasons(self) -> tuple[int, ...]:
         return default_seasons(self.freq, self.season_length)
@@ -215,13 +215,12 @@ class LSTMForecaster(BaseForecaster):
 
     def _calibration_copy(self) -> LSTMForecaster:
         """A copy whose networks train for the epochs the fitted ones kept (each seed its own;
-        0 keeps the anchor), not early-stopped on their own: with two weeks less data, a
-        copy's validation rarely showed the improvement early stopping asks for, so it kept
-        the anchor while the fitted networks had trained, and the intervals were the anchor's
-        errors around a trained network's forecasts, which miss more (on the 100-VM panel's
-        4 of 7 backtest days where the networks trained, 80% intervals covered 0.72-0.80, now
-        0.75-0.86). The epochs were chosen on the fitted networks' validation week, which
-        lies in the calibration stretch: one integer per network, not the copy's weights."""
+        0 keeps the anchor), not early-stopped on their own: with two weeks less data a copy's
+        validation rarely shows the improvement early stopping asks for, so it would keep the
+        anchor while the fitted networks trained, and intervals measured around the anchor
+        undercover a trained network's forecasts. The epochs were chosen on the fitted networks'
+        validation week, which lies in the calibration stretch: one integer per network, not
+        the copy's weights."""
         kept = getattr(self, "best_epochs_", None)
         copy = self.clone()
         if kept is not None:
@@ -256,7 +255,7 @@ class LSTMForecaster(BaseForecaster):
                 net.train()
                 # an epoch is samples_per_epoch draws however few windows there are (with
                 # replacement then): a single series of a month has ~400, and epochs of two
-                # batches left early stopping's patience too few steps to leave the anchor
+                # batches would leave early stopping's patience too few steps to leave the anchor
                 n = len(train[0])
                 pick = rng.choice(n, size=self.samples_per_epoch, replace=n < self.samples_per_epoch)
                 for b in range(0, len(pick), self.batch_size):

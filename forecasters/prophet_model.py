@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -35,19 +36,23 @@ def quiet_stan() -> None:
     logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
 
 
+@dataclass(frozen=True)
+class ProphetParams:
+    """Prophet's hyperparameters, declared once for every model that fits Prophet."""
+
+    n_changepoints: int = 10  # at most: a series gets one per 10 points it is fit on
+    changepoint_prior_scale: float = 0.05
+    max_fit_points: int = 24 * 28  # each series is fit on its last this many points
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProphetCore:
     """Fits and evaluates one Prophet model per series; shared by prophet and prophet_lgbm."""
 
-    def __init__(
-        self, freq: str | None, season_length: int, n_changepoints: int, changepoint_prior_scale: float,
-        max_fit_points: int, n_jobs: int,
-    ) -> None:
-        self.freq = freq
-        self.season_length = season_length
-        self.n_changepoints = n_changepoints
-        self.changepoint_prior_scale = changepoint_prior_scale
-        self.max_fit_points = max_fit_points
-        self.n_jobs = n_jobs
+    freq: str | None
+    season_length: int
+    params: ProphetParams
+    n_jobs: int
 
     def seasons(self) -> tuple[int, ...]:
         return default_seasons(self.freq, self.season_length)
@@ -63,8 +68,8 @@ class ProphetCore:
 
         step_days = (freq_offset(self.freq) or pd.Timedelta(hours=1)) / pd.Timedelta(days=1)
         model = Prophet(
-            n_changepoints=min(self.n_changepoints, max(len(y) // 10, 0)),
-            changepoint_prior_scale=self.changepoint_prior_scale,
+            n_changepoints=min(self.params.n_changepoints, max(len(y) // 10, 0)),
+            changepoint_prior_scale=self.params.changepoint_prior_scale,
             uncertainty_samples=0,
             daily_seasonality=False, weekly_seasonality=False, yearly_seasonality=False,
         )
@@ -91,7 +96,8 @@ class ProphetCore:
     def fit(self, frame: pd.DataFrame) -> dict[str, object]:
         """One fitted Prophet per series, fitted on its last ``max_fit_points`` points."""
         uids, ys, starts = series_arrays(frame)
-        tails = [(y[-self.max_fit_points:], int(s) + max(len(y) - self.max_fit_points, 0)) for y, s in zip(ys, starts)]
+        keep = self.params.max_fit_points
+        tails = [(y[-keep:], int(s) + max(len(y) - keep, 0)) for y, s in zip(ys, starts)]
         if self.n_jobs > 1 and len(tails) > 1:
             # cmdstan runs in a subprocess, so threads overlap the optimiser runs
             with ThreadPoolExecutor(self.n_jobs) as pool:
@@ -125,12 +131,9 @@ class ProphetForecaster(BaseForecaster):
     """Prophet alone, one model per series."""
 
     name = "prophet"
-    # Prophet's forecast is a curve in time that never reads the data after its fit, so one
-    # calibration copy fit before the stretch would forecast its last origin two weeks past
-    # its data: errors at leads up to 2 weeks, not the horizon's (on the 100-VM panel 80%
-    # intervals covered 0.94, on the synthetic fleet 0.91). Seven copies, each fit before its
-    # block of origins, keep the lead within two days of the step (0.84 and 0.74) for seven
-    # times the calibration fits; fourteen (a day) measured within 2 points of seven.
+    # its forecast never reads the data after its fit: seven copies, each fit before its block of
+    # origins, keep a calibration error's lead within two days of its step (one copy: up to two
+    # weeks, intervals too wide); fourteen measured no better than seven
     calibration_refits = 7
 
     def __init__(
@@ -139,23 +142,18 @@ class ProphetForecaster(BaseForecaster):
         freq: str | None = "h",
         season_length: int = 24,
         calibration_origins: int = 336,
-        n_changepoints: int = 10,
-        changepoint_prior_scale: float = 0.05,
-        max_fit_points: int = 24 * 28,
+        prophet: ProphetParams = ProphetParams(),
         n_jobs: int = 2,
     ) -> None:
         self.horizon = horizon
         self.freq = freq
         self.season_length = season_length
         self.calibration_origins = calibration_origins
-        self.n_changepoints = n_changepoints
-        self.changepoint_prior_scale = changepoint_prior_scale
-        self.max_fit_points = max_fit_points
+        self.prophet = prophet
         self.n_jobs = n_jobs
 
     def _core(self) -> ProphetCore:
-        return ProphetCore(self.freq, self.season_length, self.n_changepoints,
-                           self.changepoint_prior_scale, self.max_fit_points, self.n_jobs)
+        return ProphetCore(freq=self.freq, season_length=self.season_length, params=self.prophet, n_jobs=self.n_jobs)
 
     def _min_length(self) -> int:
         return max(2 * self.season_length, PROPHET_MIN_POINTS)

@@ -37,6 +37,6 @@ def create(
     """A forecaster with the common parameters set and model defaults for the rest."""
     cls = get(name)
     model = cls(horizon=horizon, freq=freq, season_length=season_length)
-    if "seed" in model.get_params():
-        model = cls(**{**model.get_params(), "seed": seed})
+    if "seed" in model.get_params(deep=False):
+        model.set_params(seed=seed)
     return model

@@ -9,6 +9,8 @@ import os
 import re
 import sys
 
+from pipelines.commands.errors import CliError
+
 # Prefect phones home unless told not to; the embedded default never needs a network.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Prefect's per-task INFO lines drown the summary; -v brings them back.
@@ -30,20 +32,6 @@ COMMAND_MODULES = (
     "report",
     "serve",
 )
-
-
-class CliError(Exception):
-    """A user-facing error: printed without a traceback, with an exit code."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def check_fraction(value: float, option: str, meaning: str) -> None:
-    """A share given on the command line must lie strictly between 0 and 1."""
-    if not 0 < value < 1:
-        raise CliError(f"{option} must be between 0 and 1 ({meaning}), got {value}", 2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
-    from pipelines.outputs import OutputError
-    from pipelines.settings import SettingsError
-    from pipelines.warehouse import NotAWarehouseError
+    from pipelines.runtime.outputs import OutputError
+    from pipelines.runtime.settings import SettingsError
+    from pipelines.store.warehouse import NotAWarehouseError
 
     try:
         return int(args.func(args) or 0)
@@ -132,8 +120,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m pipelines.cli` runs this file as __main__, a second copy of the module:
-    # the commands raise pipelines.cli.CliError, so run that module's main to catch it
-    from pipelines.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

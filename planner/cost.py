@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from anomaly.base import require_columns
+from planner.validation import require_columns
 
 LOCATIONS = ("private", "public", "edge")
 CATALOG_COLUMNS = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price"]

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from anomaly.base import require_columns
 from planner.allocation import (
     DEFAULT_SPLIT,
     AllocationPolicy,
@@ -28,6 +27,7 @@ from planner.cost import LOCATIONS, CostPolicy, OfferPolicy, qualifying_offers, 
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
+from planner.validation import require_columns
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from anomaly.base import require_columns
+from planner.validation import require_columns
 
 PRESCALE_COLUMNS = [
     "unique_id", "ts", "forecast_mean", "forecast_upper", "capacity", "target_capacity",

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from anomaly.base import require_columns
 from anomaly.spike_features import SERIES_KEY, resample_prices
 from planner.cost import CostPolicy, Offer
+from planner.validation import require_columns
 
 SPOT_COLUMNS = [
     "unique_id", "resource", "action", "provider", "region", "zone", "instance_type", "product",

@@ -13,7 +13,7 @@ os.environ.pop("HEADROOM_DB", None)
 
 import pytest  # noqa: E402
 
-from pipelines import warehouse  # noqa: E402
+from pipelines.store import warehouse
 
 
 @pytest.fixture(scope="session")

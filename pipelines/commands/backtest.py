@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines.outputs import check_writable, write_csv
+from pipelines.runtime.outputs import check_writable, write_csv
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     """Read a long-format CSV/Parquet file into unique_id (str), ds, y (float)."""
-    from pipelines.cli import CliError
-    from pipelines.detection_io import read_csv_text
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest.tables import read_csv_text
 
     if not path.is_file():
         raise CliError(f"{path}: no such file", 2)
@@ -53,7 +53,7 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y", 2)
     out = frame[["unique_id", "ds", "y"]].reset_index(drop=True)
 
-    from pipelines.detection_io import row_label
+    from pipelines.ingest.tables import row_label
 
     def where(pos: int) -> str:
         return row_label(path, pos)
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
     import forecasters
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
 
     names = [n.strip() for n in (args.models or DEFAULT_MODELS).split(",") if n.strip()]
     unknown = [n for n in names if n not in forecasters.available()]

@@ -5,7 +5,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipelines.outputs import check_writable, report_metrics
+from pipelines.runtime.outputs import check_writable, report_metrics
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
-    from pipelines.cli import check_fraction
+    from pipelines.commands.errors import check_fraction
 
     check_fraction(args.train_fraction, "--train-fraction", "the share of each series that calibrates")
     from anomaly.cusum import CusumPolicy
     from anomaly.evaluate import evaluate_bursts, parse_duration, split_history
-    from pipelines import detection_io
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest import tables
 
     try:
-        series = detection_io.read_series(args.input)
-        windows = detection_io.read_windows(args.windows)
+        series = tables.read_series(args.input)
+        windows = tables.read_windows(args.windows)
         policy = CusumPolicy(
             season_length=args.season_length, n_seasons=args.n_seasons,
             target_arl=str(parse_duration(args.target_arl, "--target-arl")),
@@ -59,7 +59,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             recalibrate_every=(None if args.recalibrate_every.strip().lower() == "none"
                                else str(parse_duration(args.recalibrate_every, "--recalibrate-every"))),
         )
-    except (detection_io.InputError, ValueError) as exc:
+    except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
     ids = set(series["unique_id"].astype(str))
     unknown = sorted(set(windows) - ids)

@@ -9,7 +9,7 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from pipelines.public_data import CONVERTERS
+    from pipelines.ingest.convert import CONVERTERS
 
     p = sub.add_parser("convert", help="convert a public trace (Bitbrains, AWS, GCP, Alibaba, PdM, Titan, NAB) to the input contract")
     p.add_argument("--from", dest="source", required=True, choices=sorted(CONVERTERS))
@@ -21,9 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from pipelines.cli import CliError
-    from pipelines.outputs import write_csv
-    from pipelines.public_data import CONVERTERS, SidecarError
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest.convert import CONVERTERS, SidecarError
+    from pipelines.runtime.outputs import write_csv
 
     out = Path(args.out)
     missing = [p for p in args.paths if not Path(p).is_file()]
@@ -53,7 +53,7 @@ def run_convert(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)  # only once every file converted: a failure leaves no folder
     except OSError as exc:
         raise CliError(f"--out {out}: cannot create the folder ({exc})", 2) from exc
-    from pipelines.contract import KINDS
+    from pipelines.ingest.contract import KINDS
 
     # a <kind>.csv this run does not write, left by an earlier convert into the folder, would be
     # ingested beside these as if it belonged to them

@@ -29,10 +29,9 @@ def as_of(value: str, db_path: str):
     if value == "now":
         return None
     if value == "data":
-        from pipelines import detect_store, warehouse
-
+        from pipelines.store import detection, warehouse
         with warehouse.open_warehouse(db_path, read_only=True) as con:
-            end = detect_store.data_end(con)
+            end = detection.data_end(con)
         if end is None:
             raise ValueError("--as-of data: the warehouse holds no readings yet")
         return end
@@ -44,10 +43,11 @@ def as_of(value: str, db_path: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.cli import CliError
-    from pipelines.flows.detect import DETECTORS, configured_sinks, detect_flow
-    from pipelines.settings import Settings
-    from pipelines.warehouse import WarehouseLockedError
+    from pipelines.commands.errors import CliError
+    from pipelines.detect.jobs import configured_sinks
+    from pipelines.flows.detect import DETECTORS, detect_flow
+    from pipelines.runtime.settings import Settings
+    from pipelines.store.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db)
     chosen = [d.strip() for d in args.detectors.split(",") if d.strip()]

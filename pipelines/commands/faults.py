@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
-from pipelines.outputs import check_writable, report_metrics
+from pipelines.runtime.outputs import check_writable, report_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,24 +73,24 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
 def run_evaluate(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
-    from pipelines.cli import check_fraction
+    from pipelines.commands.errors import check_fraction
 
     check_fraction(args.test_fraction, "--test-fraction", "the share of the time span scored")
     import numpy as np
     import pandas as pd
 
     from anomaly.evaluate import evaluate_faults
-    from pipelines import detection_io
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest import tables
 
     try:
         policy = _policy(args)
-        telemetry = detection_io.read_telemetry(args.telemetry)
-        failures = detection_io.read_failures(args.failures)
-        events = (pd.concat([detection_io.read_events(p) for p in args.events], ignore_index=True)
+        telemetry = tables.read_telemetry(args.telemetry)
+        failures = tables.read_failures(args.failures)
+        events = (pd.concat([tables.read_events(p) for p in args.events], ignore_index=True)
                   if args.events else None)
-        devices = detection_io.read_devices(args.devices) if args.devices else None
-    except (detection_io.InputError, ValueError) as exc:
+        devices = tables.read_devices(args.devices) if args.devices else None
+    except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
     blind = failures[~failures["device_id"].isin(set(telemetry["device_id"]))]
     if not blind.empty:
@@ -119,9 +119,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from pipelines.cli import CliError
-    from pipelines.flows.detect import configured_sinks, detect_flow
-    from pipelines.settings import Settings
+    from pipelines.commands.errors import CliError
+    from pipelines.detect.jobs import configured_sinks
+    from pipelines.flows.detect import detect_flow
+    from pipelines.runtime.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
     if not settings.db_path.exists():

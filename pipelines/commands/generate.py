@@ -54,7 +54,7 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
                      available_gb: float | None = None, can_drop_telemetry: bool = True) -> None:
     """Refuse a fleet the generator cannot make, or one that would not fit in memory
     (``available_gb``: the memory to fit in, by default what this machine has free)."""
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
 
     if nodes < 3:
         raise CliError(f"--nodes must be at least 3 (one node per pool), got {nodes}", 2)
@@ -73,8 +73,8 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
 
 def run_generate(args: argparse.Namespace) -> int:
     """Generate and write the fleet, then print rows per file."""
-    from pipelines.cli import CliError
-    from pipelines.synth_io import write_fleet
+    from pipelines.commands.errors import CliError
+    from pipelines.synth.files import write_fleet
 
     check_fleet_args(args.nodes, args.days, args.seed, telemetry=not args.no_telemetry)
     if args.out.exists() and not args.out.is_dir():

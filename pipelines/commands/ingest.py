@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.adapters import FORMATS
-from pipelines.contract import KINDS
+from pipelines.ingest.contract import KINDS
+from pipelines.ingest.registry import NAMES as FORMATS
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
@@ -24,9 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from pipelines import ingest, warehouse
-    from pipelines.cli import CliError
-    from pipelines.settings import Settings
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest import loading as ingest
+    from pipelines.runtime.settings import Settings
+    from pipelines.store import warehouse
 
     settings = Settings.from_env(db_path=args.db)
     paths = ingest.expand_paths(args.paths, args.kind)

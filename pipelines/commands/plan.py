@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def require_plan_config(path: str | Path | None) -> None:
     """Load the plan policy file once, so a bad one stops a command (exit 2) before any work."""
-    from pipelines.cli import CliError
-    from pipelines.plan_config import PlanConfigError, load_plan_policy
+    from pipelines.commands.errors import CliError
+    from pipelines.plan.config import PlanConfigError, load_plan_policy
 
     try:
         load_plan_policy(path)
@@ -31,12 +31,12 @@ def require_plan_config(path: str | Path | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
     from pipelines.flows.plan import plan_flow
-    from pipelines.planning import current_text, saving_text, split_text, spot_text
-    from pipelines.report_io import money
-    from pipelines.settings import Settings
-    from pipelines.warehouse import WarehouseLockedError
+    from pipelines.plan.planning import current_text, saving_text, split_text, spot_text
+    from pipelines.runtime.money import money
+    from pipelines.runtime.settings import Settings
+    from pipelines.store.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db)
     if not 1 <= args.lookback_days <= MAX_LOOKBACK_DAYS:  # beyond, a time span overflows

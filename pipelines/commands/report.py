@@ -14,15 +14,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
     from pipelines.flows.report import report_flow
-    from pipelines.settings import Settings
-    from pipelines.warehouse import WarehouseLockedError
+    from pipelines.runtime.settings import Settings
+    from pipelines.store.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db, report_dir=args.out)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
-    from pipelines.report_io import check_out_dir
+    from pipelines.report.data import check_out_dir
 
     try:
         check_out_dir(settings.report_dir)

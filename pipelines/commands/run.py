@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _print_summary(out: dict) -> None:
-    from pipelines.ingest import counts_text
+    from pipelines.ingest.loading import counts_text
 
     failed = {stage: r["failed"] for stage, r in out.items() if isinstance(r, dict) and "failed" in r}
     out = {stage: r for stage, r in out.items() if stage not in failed}
@@ -58,8 +58,8 @@ def _print_summary(out: dict) -> None:
         for sink, n in (d.get("pending_unconfigured") or {}).items():
             print(f"  {n} deliveries wait for {sink}, not configured in this run (sent if it is again)")
     if "plan" in out:
-        from pipelines.planning import current_text, saving_text, spot_text
-        from pipelines.report_io import money
+        from pipelines.plan.planning import current_text, saving_text, spot_text
+        from pipelines.runtime.money import money
 
         p = out["plan"]
         print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
@@ -81,10 +81,11 @@ def _print_summary(out: dict) -> None:
 
 
 def run_all(args: argparse.Namespace) -> int:
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
     from pipelines.commands.plan import require_plan_config
-    from pipelines.flows.run import STAGES, inputs_in, run_flow
-    from pipelines.settings import Settings
+    from pipelines.flows.run import STAGES, run_flow
+    from pipelines.ingest.loading import inputs_in
+    from pipelines.runtime.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
@@ -98,7 +99,7 @@ def run_all(args: argparse.Namespace) -> int:
             raise CliError(f"--input {folder} is not a folder", 2)
     else:
         from pipelines.commands.generate import check_fleet_args
-        from pipelines.synth_io import write_fleet
+        from pipelines.synth.files import write_fleet
 
         check_fleet_args(args.nodes, args.days, args.seed, can_drop_telemetry=False)  # run has no --no-telemetry
         folder = settings.data_dir
@@ -109,8 +110,8 @@ def run_all(args: argparse.Namespace) -> int:
     # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
     os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
     print(f"running the pipeline into {settings.db_path}")
-    from pipelines.adapters import IngestFileError
-    from pipelines.ingest import StrictModeError
+    from pipelines.ingest.adapters import IngestFileError
+    from pipelines.ingest.loading import StrictModeError
 
     try:
         out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)

@@ -25,12 +25,12 @@ def _interrupt(signum: int, frame: object) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     from prefect import serve
 
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
     from pipelines.commands.plan import require_plan_config
+    from pipelines.detect.jobs import configured_sinks
     from pipelines.flows.deployments import SCHEDULES, build_deployments, deployment_name
-    from pipelines.flows.detect import configured_sinks
-    from pipelines.settings import Settings
-    from pipelines.warehouse import check_is_warehouse
+    from pipelines.runtime.settings import Settings
+    from pipelines.store.warehouse import check_is_warehouse
 
     settings = Settings.from_env(db_path=args.db)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
@@ -59,7 +59,7 @@ def run_serve(args: argparse.Namespace) -> int:
         serve(*deployments)
         return 0
     # the ephemeral API has no scheduler: served deployments would never run
-    from pipelines.prefect_server import local_server
+    from pipelines.runtime.prefect_server import local_server
 
     print("no PREFECT_API_URL: starting a local Prefect server with its scheduler (stopped on exit)")
     with local_server() as url, temporary_settings(updates={PREFECT_API_URL: url}):

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.outputs import check_writable, report_metrics
+from pipelines.runtime.outputs import check_writable, report_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,17 +32,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
-    from pipelines.cli import check_fraction
+    from pipelines.commands.errors import check_fraction
 
     check_fraction(args.test_fraction, "--test-fraction", "the share of the time span scored")
     from anomaly.evaluate import evaluate_spikes, parse_duration
     from anomaly.spike_features import SpikePolicy
-    from pipelines import detection_io
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest import tables
 
     try:
-        prices = detection_io.read_spot_prices(args.prices)
-        on_demand = detection_io.read_on_demand(args.on_demand) if args.on_demand else None
+        prices = tables.read_spot_prices(args.prices)
+        on_demand = tables.read_on_demand(args.on_demand) if args.on_demand else None
         if on_demand is not None:
             key = ["provider", "region", "instance_type"]
             markets = prices[key].drop_duplicates()
@@ -55,7 +55,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         policy = SpikePolicy(freq=str(parse_duration(args.freq, "--freq")),
                              horizon=str(parse_duration(args.horizon, "--horizon")), k=args.k)
         metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
-    except (detection_io.InputError, ValueError) as exc:
+    except (tables.InputError, ValueError) as exc:
         hint = ("; with prices that never move that much, try a lower --k or a longer --horizon; with an "
                 "on-demand price below every spot price, check --on-demand" if "single class" in str(exc) else "")
         raise CliError(f"{exc}{hint}", 2) from exc

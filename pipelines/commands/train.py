@@ -20,11 +20,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import forecasters
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
     from pipelines.commands.plan import MAX_LOOKBACK_DAYS
     from pipelines.flows.train import task_runner_for, train_flow
-    from pipelines.settings import Settings
-    from pipelines.warehouse import WarehouseLockedError
+    from pipelines.runtime.settings import Settings
+    from pipelines.store.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db)
     names = None

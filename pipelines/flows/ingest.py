@@ -1,6 +1,6 @@
 """The ``ingest`` flow: one task per input file, run in order (DuckDB has one writer).
 
-Tasks are thin: each opens the warehouse, calls :func:`pipelines.ingest.ingest_file`
+Tasks are thin: each opens the warehouse, calls :func:`pipelines.ingest.loading.ingest_file`
 and closes it. Only I/O failures (a locked or unreachable file) are retried; a bad
 file fails at once with its message."""
 from __future__ import annotations
@@ -12,7 +12,8 @@ from prefect import flow, task
 from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
-from pipelines import ingest, warehouse
+from pipelines.ingest import loading as ingest
+from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The ``plan`` flow: demand, forecasts, capacity, catalog and spot prices -> allocation
 (3-5-2, re-tuned monthly), reservation, pre-scale and spot recommendations in the warehouse.
 
-Tasks are thin wrappers of :mod:`pipelines.planning` and :func:`planner.make_plan`.
+Tasks are thin wrappers of :mod:`pipelines.plan.planning` and :func:`planner.make_plan`.
 The run id and timestamps come from the data cutoff, so re-running over the same
 warehouse leaves the same rows.
 """
@@ -13,9 +13,10 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from pipelines import planning, warehouse
-from pipelines.plan_config import load_plan_policy
-from pipelines.settings import Settings
+from pipelines.plan import planning
+from pipelines.plan.config import load_plan_policy
+from pipelines.runtime.settings import Settings
+from pipelines.store import warehouse
 from planner.allocation import Split
 from planner.plan import PlanPolicy, make_plan
 

@@ -1,7 +1,7 @@
 """The ``report`` flow: read the warehouse, render report.html, write it and the
 recommendation exports (CSV and Parquet per kind) atomically.
 
-Tasks are thin wrappers of :mod:`pipelines.report_io` and :mod:`pipelines.report_html`.
+Tasks are thin wrappers of :mod:`pipelines.report.data` and :mod:`pipelines.report.html`.
 The page is dated by the warehouse's data cutoff, not the wall clock, so re-running
 over the same warehouse writes byte-identical files.
 """
@@ -13,8 +13,10 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from pipelines import report_html, report_io, warehouse
-from pipelines.settings import Settings
+from pipelines.report import data as report_io
+from pipelines.report import html as report_html
+from pipelines.runtime.settings import Settings
+from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
 

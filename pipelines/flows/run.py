@@ -11,19 +11,13 @@ from pathlib import Path
 from prefect import flow, task
 
 from pipelines.flows.ingest import ingest_flow
-from pipelines.ingest import KIND_FILES, kind_named
+from pipelines.ingest.loading import inputs_in
+from pipelines.store import detection, warehouse
 
 log = logging.getLogger(__name__)
 
 STAGES = ("train", "detect", "plan", "report")
 
-def inputs_in(folder: Path) -> list[dict]:
-    """The ingest inputs of a fleet folder: files named for a kind (``<kind>.csv``,
-    ``<kind>-<anything>.csv.gz``, ``.parquet`` or ``.json``), catalog first, then by name."""
-    order = list(KIND_FILES)
-    found = [{"kind": k, "path": str(p)} for p in sorted(folder.iterdir())
-             if p.is_file() and (k := kind_named(p.name)) is not None]
-    return sorted(found, key=lambda f: (order.index(f["kind"]), f["path"]))
 
 
 def stage_flow(stage: str):
@@ -41,10 +35,8 @@ def stage_flow(stage: str):
 @task
 def data_end_task(db_path: str):
     """The newest reading in the warehouse (utilization, telemetry or spot prices)."""
-    from pipelines import detect_store, warehouse
-
     with warehouse.open_warehouse(db_path) as con:
-        return detect_store.data_end(con)
+        return detection.data_end(con)
 
 
 @flow(name="headroom-run")

@@ -1,7 +1,7 @@
 """The ``train`` flow: demand series -> backtest every enabled model per series group ->
 champion by backtest WAPE -> fit, register, forecast.
 
-Tasks are thin wrappers of :mod:`pipelines.demand` and :mod:`pipelines.model_store`.
+Tasks are thin wrappers of :mod:`pipelines.store` reads and writes and :mod:`forecasters.selection`.
 Backtests and fits of the (group, model) pairs are submitted together, so they fan
 out over the task runner: a thread pool by default, Dask (prefect-dask) when the
 settings say ``task_runner = "dask"``. Prophet-based models also fit their
@@ -16,8 +16,11 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from pipelines import demand, model_store, warehouse
-from pipelines.settings import Settings
+from forecasters import demand, selection
+from pipelines.runtime.settings import Settings
+from pipelines.store import demand as store_demand
+from pipelines.store import models as model_store
+from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +46,7 @@ def load_demand_task(db_path: str, lookback_days: int | None) -> pd.DataFrame:
     """Hourly demand per cluster/pool/resource from the warehouse, without the series that
     stopped reporting; ValueError when no series is left."""
     with warehouse.open_warehouse(db_path) as con:
-        frame = demand.drop_stale(demand.load_recent_demand(con, lookback_days))
-        if frame.empty:
-            has_rows = con.execute("SELECT count(*) > 0 FROM utilization").fetchone()[0]
-            raise ValueError(
-                f"no demand series in {db_path} has enough recent data to train on (see the warnings "
-                f"above)" if has_rows else f"no utilization in {db_path}: ingest some before training")
-        return frame
+        return store_demand.load_training_demand(con, lookback_days, db_path)
 
 
 @task(cache_policy=NO_CACHE)
@@ -59,9 +56,9 @@ def describe_task(frame: pd.DataFrame) -> dict:
 
 
 @task(cache_policy=NO_CACHE)
-def trainable_task(frame: pd.DataFrame, names: list[str], spec: model_store.TrainSpec) -> pd.DataFrame:
+def trainable_task(frame: pd.DataFrame, names: list[str], spec: selection.TrainSpec) -> pd.DataFrame:
     """The series long enough to backtest (the others are named in a warning)."""
-    return model_store.trainable(frame, names, spec)
+    return selection.trainable(frame, names, spec)
 
 
 @task(cache_policy=NO_CACHE)
@@ -71,16 +68,16 @@ def split_task(frame: pd.DataFrame, group_by: str) -> dict[str, pd.DataFrame]:
 
 
 @task(cache_policy=NO_CACHE, task_run_name="backtest {name} on {group}")
-def backtest_task(group: str, history: pd.DataFrame, name: str, spec: model_store.TrainSpec) -> dict:
+def backtest_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec) -> dict:
     """Cross-validate one model on one group."""
-    metrics, cv = model_store.backtest_model(history, name, spec)
+    metrics, cv = selection.backtest_model(history, name, spec)
     return {"group": group, "model": name, "metrics": metrics, "cv": cv}
 
 
 @task(cache_policy=NO_CACHE, task_run_name="fit {name} on {group}")
-def fit_task(group: str, history: pd.DataFrame, name: str, spec: model_store.TrainSpec, metrics: dict) -> dict:
+def fit_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec, metrics: dict) -> dict:
     """Fit the champion on all of the group's data and forecast."""
-    return model_store.fit_champion(group, history, name, spec, metrics)
+    return selection.fit_champion(group, history, name, spec, metrics)
 
 
 @task(cache_policy=NO_CACHE)
@@ -94,7 +91,7 @@ def save_task(db_path: str, run_id: str, champions: list[dict], backtests: list[
 @task(cache_policy=NO_CACHE)
 def champions_task(results: list[dict]) -> dict[str, str]:
     """Champion model per group by backtest WAPE."""
-    return model_store.champions_from(results)
+    return selection.champions_from(results)
 
 
 @flow(name="train", task_runner=ThreadPoolTaskRunner(max_workers=2))
@@ -118,7 +115,7 @@ def train_flow(
     data this run did not replace, retired: see :func:`model_store.save_run`).
     """
     names = list(models or DEFAULT_MODELS)
-    spec = model_store.TrainSpec(horizon=horizon, freq="h", season_length=season_length, windows=windows, seed=seed)
+    spec = selection.TrainSpec(horizon=horizon, freq="h", season_length=season_length, windows=windows, seed=seed)
     history = load_demand_task(db_path, lookback_days)
     history = trainable_task(history, names, spec)
     info = describe_task(history)
@@ -139,19 +136,6 @@ def train_flow(
     if saved["superseded"]:
         log.warning("a train on newer data holds the champions of %s: this run's models (data up to %s) are "
                     "registered, not champions", ", ".join(saved["superseded"]), info["data_cutoff"])
-    summary = {
-        "run_id": run,
-        "series": info["series"],
-        "data_cutoff": str(info["data_cutoff"]),
-        "groups": {
-            g: {"champion": best.get(g), "model_id": saved["model_ids"].get(g),
-                "wape": metrics.get((g, best.get(g)), {}).get("wape"),
-                "scores": {n: metrics[(g, n)].get("wape") for n in names}}
-            for g in groups
-        },
-        "rows": {k: v for k, v in saved.items() if k in ("models", "forecasts", "backtests")},
-        "superseded": saved["superseded"],
-        "retired": saved["retired"],
-    }
+    summary = selection.run_summary(run, info, groups, names, best, metrics, saved)
     log.info("train: %s", summary)
     return summary

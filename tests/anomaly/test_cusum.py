@@ -123,7 +123,7 @@ def test_a_burst_that_grows_after_its_alarm_gets_the_same_severity_however_it_is
     """The detect flow runs hourly: a burst alarmed while still small must still end up
     critical when it grows, as one run over all of it would say (the peak follows the
     burst after its alarm, in the state and in the event)."""
-    from pipelines.detect_steps import run_bursts
+    from pipelines.detect.steps import run_bursts
 
     frame = tide.copy()
     start = 18 * 24 + 3
@@ -146,7 +146,7 @@ def test_states_of_another_season_are_recalibrated(tide, caplog):
     """``detect --season-length`` after earlier runs: the stored states belong to the old
     season, so they are recalibrated under the new one (and the log says so)."""
 
-    from pipelines.detect_steps import run_bursts
+    from pipelines.detect.steps import run_bursts
 
     hist, rest = split(tide, 21)
     states = CusumDetector(FAST).fit(hist).states_
@@ -271,7 +271,7 @@ def test_evaluation_refits_the_baselines_on_the_cusums_schedule():
 def test_a_burst_on_a_series_that_fell_silent_is_no_longer_current(tide, caplog):
     """The series stops reporting while its burst is in progress: at the data's end the burst
     is current; hours later (past the silence limit) it is not, and the log says why."""
-    from pipelines.detect_steps import BURST_SILENCE, run_bursts
+    from pipelines.detect.steps import BURST_SILENCE, run_bursts
 
     frame = tide.copy()
     frame.loc[len(frame) - 6:, "y"] += 200.0  # a burst still going when the data stops

@@ -40,8 +40,8 @@ def test_features_never_look_ahead(fleet):
 def test_latest_features_need_only_the_feature_span(fleet, memory):
     """The detect flow scores from the last ``feature_span`` of telemetry: each device's
     latest row must get exactly the features training built from all of the history
-    (before, a cumulative ECC counter's first reading in the window counted as an event,
-    and "hours since" was cut at the window)."""
+    (a cumulative ECC counter's first reading in the window is no event, and "hours since"
+    is not cut at the window)."""
     tel, _ = fleet
     # DCGM's ECC totals are cumulative: they climb, then hold (a plateau is no new event)
     ecc = tel["metric"] == "ecc_sbe"
@@ -216,7 +216,7 @@ def test_scoring_reads_what_each_devices_latest_row_needs(con):
     """The detect flow's read (``recent_telemetry``): a device that reports 5 hours behind
     the others, and an ECC counter polled every 4 hours, still get exactly the features of
     their latest row that all of the history gives."""
-    from pipelines import detect_store
+    from pipelines.store import detection as detect_store
 
     policy = FaultPolicy(lead="30min", horizon="6h")
     rows = []
@@ -241,7 +241,7 @@ def test_scoring_reads_what_each_devices_latest_row_needs(con):
 def test_scoring_reads_are_bounded_and_leave_out_devices_long_silent(con):
     """A device silent for two days is not scored (its prediction would be about the past),
     and no reading older than two feature spans before a device's newest is read."""
-    from pipelines import detect_store
+    from pipelines.store import detection as detect_store
 
     rows = [(pd.Timestamp("2026-01-01") + pd.Timedelta(hours=h), dev, "n1", "gpu_temp", 60.0)
             for h in range(24 * 10) for dev in ("live", "gone") if dev == "live" or h < 24 * 8]

@@ -150,7 +150,7 @@ def test_lstm_forecast_is_the_mean_of_its_networks(panel: pd.DataFrame) -> None:
 
 def test_lstm_trains_when_the_validation_stretch_is_longer_than_max_train_points() -> None:
     """A long season makes the validation stretch (7 seasons) long; max_train_points then
-    counts training targets before it, not the whole tail (which left none to train on)."""
+    counts training targets before it, not the whole tail (that would leave none to train on)."""
     from tests.forecasters.conftest import make_panel
 
     panel = make_panel(n_series=1, length=600)
@@ -251,7 +251,7 @@ def test_hybrid_residual_variant(panel: pd.DataFrame) -> None:
 
 def test_an_idle_series_is_forecast_idle(panel: pd.DataFrame) -> None:
     """A machine idle at exactly 0 gets 0, not a correction learned in scaled units (which
-    made sMAPE 200 on every idle point)."""
+    would make sMAPE 200 on every idle point)."""
     idle = panel[panel["unique_id"] == panel["unique_id"].iloc[0]].assign(unique_id="idle", y=0.0)
     model = make_model("lgbm").fit(pd.concat([panel, idle], ignore_index=True))
     out = model.predict()
@@ -275,7 +275,7 @@ def test_too_few_calibration_origins_are_said(caplog) -> None:
 def test_lstm_epoch_is_samples_per_epoch_draws_however_few_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     """One short series has fewer training windows than samples_per_epoch: an epoch still
     draws samples_per_epoch of them (with replacement), so early stopping's patience, in
-    epochs, gives the network as many steps as on a panel (it used to get a batch or two)."""
+    epochs, gives the network as many steps as on a panel."""
     import torch
 
     from tests.forecasters.conftest import make_panel
@@ -294,8 +294,8 @@ def test_lstm_epoch_is_samples_per_epoch_draws_however_few_windows(monkeypatch: 
 
 def test_lstm_calibration_copy_trains_the_epochs_the_fitted_networks_kept() -> None:
     """The intervals come from a copy fit on less data; it trains exactly as many epochs as
-    each fitted network kept (0: the untrained anchor), instead of early-stopping on its own
-    shorter validation, which kept the anchor while the fitted networks had trained."""
+    each fitted network kept (0: the untrained anchor), not early-stopped on its own shorter
+    validation, which would keep the anchor while the fitted networks train."""
     from tests.forecasters.conftest import make_panel
 
     panel = make_panel(n_series=2, length=240)

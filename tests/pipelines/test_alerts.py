@@ -2,73 +2,15 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 import pytest
 
 from anomaly.alert import Alert
-from pipelines import alerts as al
-from pipelines.warehouse import query
-
-T0 = datetime(2026, 1, 10, 12, 0)
-T1 = datetime(2026, 1, 10, 12, 15)
-T2 = datetime(2026, 1, 10, 12, 30)
-
-
-class Recorder:
-    """A tiny HTTP endpoint: records JSON bodies; fails the first ``fail`` requests with 503."""
-
-    def __init__(self, fail: int = 0) -> None:
-        self.fail = fail
-        self.bodies: list[tuple[str, object]] = []
-        self.requests = 0
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                recorder.requests += 1
-                if recorder.fail > 0:
-                    recorder.fail -= 1
-                    self.send_response(503)
-                    self.end_headers()
-                    return
-                recorder.bodies.append((self.path, body))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Recorder:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture()
-def server() -> Iterator[Recorder]:
-    with Recorder() as r:
-        yield r
-
-
-def fault(entity: str = "n1-gpu0", p: float = 0.9) -> Alert:
-    return Alert(kind="hardware_fault", entity=entity, window_start=pd.Timestamp("2026-01-10"),
-                 window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=p,
-                 summary=f"{entity} may fail", runbook="drain it", labels=(("node", "n1"),))
+from pipelines.detect import alerts as al
+from pipelines.store.warehouse import query
+from tests.pipelines.alert_servers import T0, T1, T2, Recorder, fault, fault_at
 
 
 def test_fire_dedup_then_resolve(con):
@@ -220,11 +162,6 @@ def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, serv
     assert len(jl.path.read_text().splitlines()) == 2
 
 
-def _fault_at(severity: str, p: float) -> Alert:
-    return Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
-                 window_end=pd.Timestamp("2026-01-11"), severity=severity, probability=p)
-
-
 def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, server, tmp_path):
     """warning -> critical is said once; in Alertmanager the warning label set ends and the
     critical one fires, and the resolution carries the critical labels. A fall back keeps
@@ -232,8 +169,8 @@ def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, s
     am = al.AlertmanagerSink(server.url, retries=0)
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
     names = [am.name, jl.name]
-    for now, alert in ((T0, _fault_at("warning", 0.6)), (T1, _fault_at("critical", 0.9)),
-                       (T1, _fault_at("critical", 0.9)), (T2, _fault_at("warning", 0.6))):
+    for now, alert in ((T0, fault_at("warning", 0.6)), (T1, fault_at("critical", 0.9)),
+                       (T1, fault_at("critical", 0.9)), (T2, fault_at("warning", 0.6))):
         al.sync_alerts(con, "hardware_fault", [alert], now, names)
         al.deliver_pending(con, [am, jl], now)
     al.sync_alerts(con, "hardware_fault", [], T2, names)
@@ -268,7 +205,7 @@ def test_a_failing_webhook_never_shows_its_secret_url(con, caplog):
         url = down.url.replace("http://", "http://user:s3cretpw@") + "/hooks/T0SECRET?token=abc123"
         sink = al.WebhookSink(url, timeout_s=2, retries=0, backoff_s=0.01, name=al.url_sink_name("webhook", url))
         al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
-        with caplog.at_level("WARNING", logger="pipelines.alerts"):
+        with caplog.at_level("WARNING", logger="pipelines.detect.alerts"):
             al.deliver_pending(con, [sink], T0)
     stored = query(con, "SELECT last_error FROM alert_deliveries")["last_error"].iloc[0]
     for text in (stored, caplog.text):
@@ -316,8 +253,8 @@ def test_an_escalation_sent_after_a_fall_still_carries_the_probability_it_escala
     """warning 0.6, critical 0.9, then 0.3, all before one delivery: the escalation says
     critical at 0.9, not critical at 0.3."""
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    for now, alert in ((T0, _fault_at("warning", 0.6)), (T1, _fault_at("critical", 0.9)),
-                       (T2, _fault_at("warning", 0.3))):
+    for now, alert in ((T0, fault_at("warning", 0.6)), (T1, fault_at("critical", 0.9)),
+                       (T2, fault_at("warning", 0.3))):
         al.sync_alerts(con, "hardware_fault", [alert], now, [jl.name])
     al.deliver_pending(con, [jl], T2)
     lines = [json.loads(x) for x in jl.path.read_text().splitlines()]
@@ -329,8 +266,8 @@ def test_an_escalation_sent_after_a_fall_still_carries_the_probability_it_escala
 
 def test_a_burst_that_ended_after_escalating_resolves_with_the_labels_it_fired_with(con, tmp_path):
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [_fault_at("warning", 0.6)], T0, [jl.name])
-    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name], ended=[_fault_at("critical", 0.9)])
+    al.sync_alerts(con, "hardware_fault", [fault_at("warning", 0.6)], T0, [jl.name])
+    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name], ended=[fault_at("critical", 0.9)])
     al.deliver_pending(con, [jl], T1)
     lines = [json.loads(x) for x in jl.path.read_text().splitlines()]
     assert [(x["status"], x["severity"]) for x in lines] == [("firing", "warning"), ("resolved", "warning")]
@@ -340,7 +277,6 @@ def test_redacted_urls_keep_no_query_or_fragment_and_httpx_does_not_log_them():
     import logging
 
     from pipelines import cli
-
     for url in ("https://hooks.example.com:99999?key=SECRET", "http://h:abc#SECRET", "https://[::1?token=SECRET"):
         assert "SECRET" not in al.redact(url)
     cli._configure_logging(logging.DEBUG)
@@ -381,7 +317,7 @@ def test_deliveries_waiting_for_a_sink_no_longer_configured_are_kept_and_counted
     """The report folder moved (another JSONL path): what the old file was not sent stays
     pending for it, but the run's pending count is that of the sinks it has, and the old
     sink's backlog is named apart; configured again, it gets its backlog once."""
-    from pipelines.detect_store import alert_counts
+    from pipelines.store.detection import alert_counts
 
     old, new = al.JsonlSink(tmp_path / "old.jsonl", name="jsonl:old"), al.JsonlSink(tmp_path / "new.jsonl",
                                                                                       name="jsonl:new")
@@ -398,7 +334,7 @@ def test_deliveries_waiting_for_a_sink_no_longer_configured_are_kept_and_counted
 def test_a_sink_away_when_an_alert_resolves_hears_it_when_it_comes_back(con, tmp_path):
     """A heard the alert fire; the run that resolves it has only B; A configured again gets
     the resolution (it waited for A, counted apart), so A does not believe it firing forever."""
-    from pipelines.detect_store import alert_counts
+    from pipelines.store.detection import alert_counts
 
     a, b = al.JsonlSink(tmp_path / "a.jsonl", name="jsonl:a"), al.JsonlSink(tmp_path / "b.jsonl", name="jsonl:b")
     al.sync_alerts(con, "hardware_fault", [fault()], T0, [a.name])
@@ -422,194 +358,3 @@ def test_a_clock_behind_the_firing_run_never_ends_an_alert_before_it_started(con
     al.deliver_pending(con, [sink], T0)
     posted = [a for _, body in server.bodies for a in body]
     assert all(a["endsAt"] >= a["startsAt"] for a in posted if "endsAt" in a)
-
-
-def _claim(run: str, at: datetime, minutes: int = 10) -> al.Claim:
-    return al.Claim(run, at, at + pd.Timedelta(minutes=minutes))
-
-
-def test_two_runs_reading_pending_deliveries_at_once_send_each_once(con, tmp_path):
-    """Run A reads its pending deliveries and sends them with the warehouse closed; run B
-    reads meanwhile. B must not get what A is sending. Each claims on the wall clock: A is a
-    replay (its clock half an hour behind B's), which must not make its claim look lapsed."""
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [fault("a"), fault("b")], T0, [jl.name])
-    a = al.pending_batches(con, [jl], T0)
-    b = al.pending_batches(con, [jl], T2)
-    assert len(a[0].payload) == 2 and b[0].payload == []
-    al.send_batches(a)
-    al.send_batches(b)
-    assert al.record_batches(con, b, T2) == {"jsonl": 0}
-    assert al.record_batches(con, a, T0) == {"jsonl": 2}
-    ids = [json.loads(x)["delivery_id"] for x in jl.path.read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 2
-    left = query(con, "SELECT DISTINCT state, claimed_by, claimed_until FROM alert_deliveries")
-    assert left.to_dict("records") == [{"state": "delivered", "claimed_by": None, "claimed_until": pd.NaT}]
-    assert al.deliver_pending(con, [jl], T2) == {"jsonl": 0}  # and nothing later
-
-
-def test_an_alert_that_fires_again_while_its_resolution_is_in_flight_waits_for_it(con, tmp_path):
-    """Run A sends an alert's firing and resolution (the sink was down for both); meanwhile run
-    B sees it fire again. B's new firing replaces the row A claimed: held for A, it goes out
-    only after A has recorded, so the receiver ends on 'firing', as the alert is."""
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
-    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name])
-    a = al.pending_batches(con, [jl], T1)
-    assert [r["status"] for r in a[0].payload] == ["firing", "resolved"]
-    al.sync_alerts(con, "hardware_fault", [fault()], T2, [jl.name])  # run B, while A sends
-    b = al.pending_batches(con, [jl], T2)
-    assert b[0].payload == []  # held for A
-    al.send_batches(a)
-    assert al.record_batches(con, a, T1) == {"jsonl": 0}  # what A claimed was re-queued meanwhile
-    assert al.deliver_pending(con, [jl], T2) == {"jsonl": 1}
-    said = [(x["status"], x["starts_at"]) for x in map(json.loads, jl.path.read_text().splitlines())]
-    assert said[-1] == ("firing", "2026-01-10T12:30:00.000000Z") and [s for s, _ in said] == ["firing", "resolved",
-                                                                                              "firing"]
-
-
-def test_a_claim_left_by_a_run_that_died_lapses_and_the_alert_goes_out(con, tmp_path):
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
-    wall = datetime(2026, 1, 10, 12, 1)
-    assert len(al.pending_batches(con, [jl], T0, _claim("died", wall))[0].payload) == 1  # then it died
-    assert al.pending_batches(con, [jl], T0, _claim("early", wall + pd.Timedelta(minutes=9)))[0].payload == []
-    late = al.pending_batches(con, [jl], T1, _claim("late", wall + pd.Timedelta(minutes=10)))
-    al.send_batches(late)
-    assert al.record_batches(con, late, T1) == {"jsonl": 1}
-    assert len(jl.path.read_text().splitlines()) == 1
-    assert query(con, "SELECT state FROM alert_deliveries")["state"].tolist() == ["delivered"]
-
-
-def test_a_run_whose_claim_lapsed_does_not_settle_what_another_run_took_over(con, tmp_path):
-    """A was so slow its claim lapsed and B claimed the delivery; A's send then failed: the
-    delivery is B's to record (B sent it), not reset to pending by A."""
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
-    wall = datetime(2026, 1, 10, 12, 1)
-    a = al.pending_batches(con, [jl], T0, _claim("a", wall))
-    b = al.pending_batches(con, [jl], T1, _claim("b", wall + pd.Timedelta(minutes=11)))
-    al.send_batches(b)
-    al.record_batches(con, b, T1)
-    a[0].error = "timed out"
-    assert al.record_batches(con, a, T0) == {"jsonl": 0}
-    assert query(con, "SELECT state, attempts, last_error FROM alert_deliveries").to_dict("records") == [
-        {"state": "delivered", "attempts": 1, "last_error": None}]
-
-
-def test_a_failed_send_releases_its_claim_for_the_next_run(con):
-    sink = al.WebhookSink("http://127.0.0.1:9", timeout_s=0.5, retries=0, name="hook")
-    al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
-    wall = datetime(2026, 1, 10, 12, 1)
-    failed = al.pending_batches(con, [sink], T0, _claim("a", wall))
-    al.send_batches(failed)
-    al.record_batches(con, failed, T0)
-    assert query(con, "SELECT state, claimed_by FROM alert_deliveries").to_dict("records") == [
-        {"state": "pending", "claimed_by": None}]
-    # the next run, a minute later (inside the lease), tries it again
-    assert len(al.pending_batches(con, [sink], T1, _claim("b", wall + pd.Timedelta(minutes=1)))[0].payload) == 1
-
-
-def test_a_resolution_queued_while_the_firing_is_being_sent_waits_for_it(con, tmp_path):
-    """Run A is sending an alert's firing; run B resolves the alert meanwhile. B leaves the
-    alert to A rather than send the resolution ahead of the firing still on its way."""
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
-    wall = datetime(2026, 1, 10, 12, 1)
-    a = al.pending_batches(con, [jl], T0, _claim("a", wall))
-    al.sync_alerts(con, "hardware_fault", [], T1, [jl.name])
-    assert al.pending_batches(con, [jl], T1, _claim("b", wall + pd.Timedelta(minutes=1)))[0].payload == []
-    al.send_batches(a)
-    al.record_batches(con, a, T0)
-    assert al.deliver_pending(con, [jl], T2) == {"jsonl": 1}
-    assert [json.loads(x)["status"] for x in jl.path.read_text().splitlines()] == ["firing", "resolved"]
-
-
-def test_a_firing_delivered_late_says_what_it_fired_with(con, server, tmp_path):
-    """Warning at 0.6 while the sinks were down, critical at 0.9 the next run: delivered
-    together, the firing says warning at 0.6 (and has the id it would have had on time), the
-    escalation critical at 0.9 from warning."""
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    ontime = al.JsonlSink(tmp_path / "ontime.jsonl", name="ontime")
-    am = al.AlertmanagerSink(server.url, retries=0)
-    warning = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
-                    window_end=pd.Timestamp("2026-01-11"), severity="warning", probability=0.6, summary="maybe")
-    critical = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
-                     window_end=pd.Timestamp("2026-01-11"), severity="critical", probability=0.9, summary="soon")
-    al.sync_alerts(con, "hardware_fault", [warning], T0, [jl.name, ontime.name, am.name])
-    al.deliver_pending(con, [ontime], T0)  # the other sinks were down
-    al.sync_alerts(con, "hardware_fault", [critical], T1, [jl.name, ontime.name, am.name])
-    al.deliver_pending(con, [jl, am], T2)
-    lines = [json.loads(x) for x in jl.path.read_text().splitlines()]
-    assert [(x["status"], x["severity"], x["probability"], x["summary"]) for x in lines] == [
-        ("firing", "warning", 0.6, "maybe"), ("escalated", "critical", 0.9, "soon")]
-    assert lines[1]["previous_severity"] == "warning"
-    on_time = json.loads(ontime.path.read_text().splitlines()[0])
-    assert lines[0]["delivery_id"] == on_time["delivery_id"]  # a receiver can drop a copy sent late
-    posted = [p for _, body in server.bodies for p in body]
-    assert [p["labels"]["severity"] for p in posted] == ["warning", "warning", "critical"]  # fired, ended, fired
-    assert posted[0]["annotations"]["probability"] == "0.600"
-
-
-def test_a_sink_added_in_the_run_that_escalates_hears_the_firing_then_the_step_up(con, tmp_path):
-    first = al.JsonlSink(tmp_path / "first.jsonl", name="first")
-    late = al.JsonlSink(tmp_path / "late.jsonl", name="late")
-    al.sync_alerts(con, "hardware_fault", [_fault_at("warning", 0.6)], T0, [first.name])
-    al.deliver_pending(con, [first], T0)
-    al.sync_alerts(con, "hardware_fault", [_fault_at("critical", 0.9)], T1, [first.name, late.name])
-    al.deliver_pending(con, [first, late], T1)
-    heard = [json.loads(x) for x in late.path.read_text().splitlines()]
-    assert [(x["status"], x["severity"], x.get("previous_severity")) for x in heard] == [
-        ("firing", "warning", None), ("escalated", "critical", "warning")]
-
-
-def test_a_warehouse_from_before_claims_is_migrated_and_its_pending_deliveries_go_out(tmp_path):
-    """alert_deliveries without the claim and transition columns: migrating adds them, and a
-    delivery pending from then goes out once, built from the alert's row as it was."""
-    import shutil
-
-    from pipelines import warehouse
-
-    old_schema = tmp_path / "schema"
-    old_schema.mkdir()
-    for version, _name, path in warehouse.migrations():
-        if version < 40:
-            shutil.copy(path, old_schema / path.name)
-    db = tmp_path / "old.duckdb"
-    con = warehouse.connect(db, migrate_schema=False)
-    try:
-        warehouse.migrate(con, old_schema)
-        assert "claimed_by" not in warehouse.table_columns(con, "alert_deliveries")
-        con.execute("INSERT INTO alerts (fingerprint, kind, entity, severity, probability, summary, status, "
-                    "starts_at, updated_at) VALUES ('fp', 'hardware_fault', 'g1', 'critical', 0.9, 's', 'firing', "
-                    "?, ?)", [T0, T0])
-        con.execute("INSERT INTO alert_deliveries (fingerprint, sink, status, state, updated_at) "
-                    "VALUES ('fp', 'jsonl', 'firing', 'pending', ?)", [T0])
-    finally:
-        con.close()
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    with warehouse.open_warehouse(db) as con:
-        assert {"claimed_by", "claimed_until", "severity"} <= set(warehouse.table_columns(con, "alert_deliveries"))
-        assert al.deliver_pending(con, [jl], T1) == {"jsonl": 1}
-        assert al.deliver_pending(con, [jl], T2) == {"jsonl": 0}
-    sent = [json.loads(x) for x in jl.path.read_text().splitlines()]
-    assert [(x["status"], x["severity"], x["probability"]) for x in sent] == [("firing", "critical", 0.9)]
-
-
-def test_a_claim_that_conflicts_with_another_threads_write_leaves_the_deliveries_for_later(con, tmp_path):
-    """Two runs in one process claim at once: DuckDB refuses the second write to the rows the
-    first has not committed yet. That run then claims nothing (and says so), not fail."""
-    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
-    al.sync_alerts(con, "hardware_fault", [fault()], T0, [jl.name])
-    other = con.cursor()
-    other.execute("BEGIN")
-    other.execute("UPDATE alert_deliveries SET claimed_by = 'other', claimed_until = ?", [T2])
-    assert al.pending_batches(con, [jl], T0)[0].payload == []
-    other.execute("ROLLBACK")
-    assert al.deliver_pending(con, [jl], T1) == {"jsonl": 1}
-
-
-def test_a_claim_outlasts_the_sinks_slowest_send():
-    slow = al.WebhookSink("http://127.0.0.1:9", timeout_s=60, retries=4)
-    assert al.claim_lease([], 0) == al.CLAIM_LEASE_MIN
-    assert al.claim_lease([slow], 30) > pd.Timedelta(seconds=5 * 60 + 30)

@@ -10,10 +10,11 @@ import pytest
 
 from anomaly.cusum import CusumDetector, CusumPolicy
 from anomaly.fault_features import FaultPolicy
-from pipelines import alerts as alerting
-from pipelines import detect_store, warehouse
+from pipelines.detect import alerts as alerting
 from pipelines.flows.detect import detect_flow
-from pipelines.synth import generate_fleet
+from pipelines.store import detection as detect_store
+from pipelines.store import warehouse
+from pipelines.synth.fleet import generate_fleet
 
 TABLES = {"utilization": "utilization", "telemetry": "device_telemetry", "failures": "failures",
           "spot_prices": "spot_prices", "catalog": "instance_catalog"}
@@ -142,8 +143,7 @@ def test_detect_cli_refuses_a_sink_that_can_never_work(db_path: Path, tmp_path: 
 def test_fault_alerts_name_the_node_and_cover_the_predicted_day():
     """A DCGM device id (its UUID) says nothing of the host: the alert carries it as a label."""
     from anomaly.faults import FaultPolicy
-    from pipelines import detect_steps
-
+    from pipelines.detect import steps as detect_steps
     class Scores:  # the fitted model's predict contract: device_id, ts, score, alert
         def predict(self, features: pd.DataFrame) -> pd.DataFrame:
             return features[["device_id", "ts"]].assign(score=0.9, alert=features["device_id"] == "GPU-aa")
@@ -164,8 +164,7 @@ def test_a_device_that_failed_after_its_latest_reading_is_not_announced():
     high: it is not announced as about to fail. One that failed before its latest reading
     (repaired, back in service) is scored as any other."""
     from anomaly.faults import FaultPolicy
-    from pipelines import detect_steps
-
+    from pipelines.detect import steps as detect_steps
     class Scores:  # every device alarming
         def predict(self, features: pd.DataFrame) -> pd.DataFrame:
             return features[["device_id", "ts"]].assign(score=0.9, alert=True)
@@ -239,7 +238,7 @@ def test_delivery_does_not_hold_the_warehouse_while_sending(db_path: Path):
             self.rc: int | None = None
 
         def send(self, alerts: list) -> None:
-            code = ("import sys; from pipelines import warehouse; "
+            code = ("import sys; from pipelines.store import warehouse; "
                     "warehouse.connect(sys.argv[1], lock_timeout_s=2).close()")
             self.rc = subprocess.run([sys.executable, "-c", code, str(db_path)], capture_output=True).returncode
 
@@ -256,7 +255,7 @@ def test_the_burst_detector_reads_only_what_its_states_need(tmp_path: Path, monk
     """After the first run, detect reads the calibration span (28 days) before the states'
     last refit, not the whole history: on 45 days the states and alerts equal those of a
     detector that reads everything, run after run."""
-    from pipelines import detect_steps
+    from pipelines.detect import steps as detect_steps
     from pipelines.flows.detect import detect_bursts
 
     fleet = generate_fleet(nodes=3, days=40, seed=2, telemetry=False)
@@ -302,7 +301,7 @@ def test_training_a_model_does_not_hold_the_warehouse(db_path: Path, fleet, monk
     fit = FaultPredictor.fit
 
     def probing_fit(self, *args, **kwargs):
-        code = ("import sys; from pipelines import warehouse; "
+        code = ("import sys; from pipelines.store import warehouse; "
                 "warehouse.connect(sys.argv[1], lock_timeout_s=2).close()")
         rc.append(subprocess.run([sys.executable, "-c", code, str(db_path)], capture_output=True).returncode)
         return fit(self, *args, **kwargs)
@@ -438,7 +437,7 @@ def test_two_detect_runs_at_once_send_a_pending_delivery_once(db_path: Path, tmp
 
         def send(self, alerts: list) -> None:
             code = ("import sys, json; from datetime import datetime; from pathlib import Path; "
-                    "from pipelines.alerts import JsonlSink; from pipelines.flows.detect import deliver; "
+                    "from pipelines.detect.alerts import JsonlSink; from pipelines.flows.detect import deliver; "
                     "print(json.dumps(deliver.fn(sys.argv[1], datetime(2026, 1, 10, 0, 5), "
                     "[JsonlSink(Path(sys.argv[2]), name=sys.argv[3])])))")
             b = subprocess.run([sys.executable, "-c", code, str(db_path), str(out), name],

@@ -152,7 +152,7 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
 
 def test_window_bounds_with_an_offset_are_read_as_utc(tmp_path: Path):
     """NAB windows are naive; the same instants written with an offset or Z mean the same."""
-    from pipelines.detection_io import read_windows
+    from pipelines.ingest.tables import read_windows
 
     (tmp_path / "naive.json").write_text(json.dumps({"a": [["2026-01-06 13:00", "2026-01-07 01:00"]]}))
     (tmp_path / "tz.json").write_text(json.dumps({"a": [["2026-01-06T15:00:00+02:00", "2026-01-07T01:00:00Z"]]}))

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import synth
 from pipelines.cli import main
-from pipelines.synth import generate_fleet
+from pipelines.synth import config as synth
+from pipelines.synth.fleet import generate_fleet
 
 CONTRACT = {
     "utilization": synth.UTILIZATION_COLUMNS,
@@ -180,7 +180,7 @@ def test_cli_rejects_bad_arguments(tmp_path: Path, extra: list[str], capsys) -> 
 
 
 def test_a_fleet_too_big_for_memory_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
-    from pipelines.cli import CliError
+    from pipelines.commands.errors import CliError
     from pipelines.commands.generate import check_fleet_args, estimated_memory_gb
 
     assert estimated_memory_gb(80, 28) > 1.5 > estimated_memory_gb(80, 28, telemetry=False)  # measured 1.53, 0.58

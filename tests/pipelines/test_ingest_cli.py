@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import cli, warehouse
+from pipelines import cli
+from pipelines.store import warehouse
 
 HEADER = "ts,cluster,pool,node_id,resource,used,capacity\n"
 
@@ -49,7 +50,7 @@ def test_cli_strict_exit_1_and_unusable_exit_2(tmp_path, db_path, capsys):
 
 HOLD = textwrap.dedent("""
     import sys, time, pathlib
-    from pipelines import warehouse
+    from pipelines.store import warehouse
     con = warehouse.connect(sys.argv[1])
     pathlib.Path(sys.argv[2]).write_text("locked")
     time.sleep(float(sys.argv[3]))
@@ -137,7 +138,6 @@ def test_an_interrupted_query_is_reported_not_a_traceback(monkeypatch, capsys):
     import duckdb
 
     from pipelines import cli
-
     def interrupted(args):
         raise duckdb.InterruptException("INTERRUPT Error: Query interrupted")
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pipelines import cli
-from pipelines.plan_config import PlanConfigError, load_plan_policy, policy_from_mapping
+from pipelines.plan.config import PlanConfigError, load_plan_policy, policy_from_mapping
 from planner.plan import PlanPolicy
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "plan.toml"
@@ -116,7 +116,7 @@ def test_a_bad_configured_policy_stops_run_and_serve_first(tmp_path: Path, monke
 
 
 def test_saving_text_says_which_way() -> None:
-    from pipelines.planning import saving_text
+    from pipelines.plan.planning import saving_text
 
     assert saving_text(1234.4) == "saves $1,234/month vs the default split"
     assert saving_text(-50.0).startswith("costs $50/month more than the default split")

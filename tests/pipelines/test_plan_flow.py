@@ -7,14 +7,15 @@ import re
 import pandas as pd
 import pytest
 
-from pipelines import cli, warehouse
+from pipelines import cli
+from pipelines.store import warehouse
 
 pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
 def fleet() -> dict[str, pd.DataFrame]:
-    from pipelines.synth import generate_fleet
+    from pipelines.synth.fleet import generate_fleet
 
     return generate_fleet(nodes=6, days=10, seed=2)
 
@@ -87,7 +88,7 @@ def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
     """The run that tuned a pool's split is found by tuned_this_run, also when the tuner kept
     the default (retuned false); a run that only kept an earlier split is not one; runs written
     before tuned_this_run existed said it with retuned."""
-    from pipelines.planning import PlanInputs, kept_splits
+    from pipelines.plan.planning import PlanInputs, kept_splits
 
     cutoff = pd.Timestamp("2026-02-10 12:00")
     default = {"private": 0.3, "public": 0.5, "edge": 0.2}
@@ -108,7 +109,7 @@ def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
 
 def test_capacity_counts_every_node_at_its_last_reading(con) -> None:
     """Nodes that report a minute apart all count, at their own last reading."""
-    from pipelines.planning import CAPACITY_SQL
+    from pipelines.plan.planning import CAPACITY_SQL
 
     rows = pd.DataFrame({
         "ts": pd.to_datetime(["2026-01-01 00:00", "2026-01-01 00:00", "2026-01-01 00:01", "2025-12-01 00:00"]),
@@ -127,7 +128,7 @@ def test_capacity_counts_every_node_at_its_last_reading(con) -> None:
 def test_a_drained_node_is_not_running_capacity(con) -> None:
     """A node reporting capacity 0 (drained) counts for none of its resources: it does not
     halve the pool's node size, nor lend its memory to CPUs it does not offer."""
-    from pipelines.planning import CAPACITY_SQL
+    from pipelines.plan.planning import CAPACITY_SQL
 
     nodes = ["n1", "n1", "n2", "n2", "n3", "n3"]
     rows = pd.DataFrame({
@@ -201,7 +202,7 @@ def test_plan_prints_costs_in_the_reports_currency(tmp_path, monkeypatch, capsys
 
 
 def test_a_value_that_rounds_to_minus_zero_is_stored_as_zero() -> None:
-    from pipelines.planning import PlanInputs, recommendation_rows
+    from pipelines.plan.planning import PlanInputs, recommendation_rows
 
     empty = pd.DataFrame()
     plan = {"spot": pd.DataFrame({"unique_id": ["c/p/gpu"], "expected_monthly_saving": [-1e-9],

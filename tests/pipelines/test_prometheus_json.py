@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import formats, ingest, prometheus_json
-from pipelines.adapters import IngestFileError
-
-from .test_ingest import write
+from pipelines.ingest import loading as ingest
+from pipelines.ingest import prometheus, prometheus_json
+from pipelines.ingest.adapters import IngestFileError
+from tests.pipelines.ingest_files import write
 
 T0 = 1767225600
 GIB = 1024 ** 3
@@ -197,8 +197,7 @@ def _ingest_outcome(con, path: Path, kind: str, caplog) -> tuple:
 
 @pytest.mark.parametrize("kind", ["utilization", "telemetry"])
 def test_ingest_gives_the_same_rows_rejects_and_warnings_either_way(tmp_path, monkeypatch, caplog, kind):
-    from pipelines import warehouse
-
+    from pipelines.store import warehouse
     results = [r for case in ("nan and inf values", "samples without a time", "not pairs", "copies and repeats",
                               "memory alone or apart") for r in BAD[case]] + CLEAN
     p = _write(tmp_path / "p.json", _doc(results))
@@ -217,8 +216,7 @@ def test_ingest_gives_the_same_rows_rejects_and_warnings_either_way(tmp_path, mo
 
 
 def test_a_gzipped_file_loads_like_the_plain_one(tmp_path, caplog):
-    from pipelines import warehouse
-
+    from pipelines.store import warehouse
     results = CLEAN + BAD["nan and inf values"]
     plain = _write(tmp_path / "u.json", _doc(results))
     zipped = _write(tmp_path / "u.json.gz", _doc(results), gz=True)
@@ -261,7 +259,7 @@ def _fleet(times: list) -> list:
 def test_utilization_worked_a_few_hosts_at_a_time_equals_all_at_once(tmp_path, monkeypatch, caplog, times):
     """GPU and CPU sums go a piece of hosts at a time; every row, line, reason, warning and the
     text of every time are what one pass over the whole file gives."""
-    from pipelines.contract import spec_for
+    from pipelines.ingest.contract import spec_for
 
     ts = [T0, T0 + 60, T0 + 120, T0 + 180]
     if times == "ints and floats":
@@ -273,10 +271,10 @@ def test_utilization_worked_a_few_hosts_at_a_time_equals_all_at_once(tmp_path, m
     p = _write(tmp_path / "fleet.json", _doc(_fleet(ts)))
 
     def frame(piece: int) -> tuple:
-        monkeypatch.setattr(formats, "_PIECE", piece)
+        monkeypatch.setattr(prometheus, "_PIECE", piece)
         caplog.clear()
         with caplog.at_level("WARNING"):
-            out = formats.prometheus_frame(p, spec_for("utilization"), "c", "p")
+            out = prometheus.prometheus_frame(p, spec_for("utilization"), "c", "p")
         raw_of = out.attrs.pop("raw_of")
         return out, [raw_of(line) for line in out["_line"]], list(caplog.messages)
 
@@ -293,21 +291,21 @@ def test_reading_and_summing_hold_a_small_multiple_of_the_file(tmp_path, monkeyp
     """json.load of a query_range response alone takes ~8x the file in Python objects, and
     the samples and sums built from it took ~35x: the streamed read holds one series' JSON
     at a time and the samples in compact columns, and the sums go a few hosts at a time."""
-    from pipelines.contract import spec_for
+    from pipelines.ingest.contract import spec_for
 
     rng = np.random.default_rng(0)
     results = [_cpu(f"host{h}", str(c), m, [f"{v:.2f}" for v in np.cumsum(rng.uniform(0, 15, 400))])
                for h in range(20) for c in range(4) for m in ("idle", "user", "system", "iowait")]
     p = _write(tmp_path / "big.json", _doc(results))
     size = p.stat().st_size
-    monkeypatch.setattr(formats, "_PIECE", 10_000)  # samples: the 128,000 here go in 13 pieces
+    monkeypatch.setattr(prometheus, "_PIECE", 10_000)  # samples: the 128,000 here go in 13 pieces
     tracemalloc.start()
     try:
         samples = prometheus_json.read_samples(p)
         _, read_peak = tracemalloc.get_traced_memory()
         del samples
         tracemalloc.reset_peak()
-        out = formats.prometheus_frame(p, spec_for("utilization"), "c", "p")
+        out = prometheus.prometheus_frame(p, spec_for("utilization"), "c", "p")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

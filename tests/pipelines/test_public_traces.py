@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import cli, warehouse
+from pipelines import cli
+from pipelines.store import warehouse
 
 pytestmark = pytest.mark.datasets
 

@@ -10,7 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import report_html, report_io, warehouse
+from pipelines.report import data as report_io
+from pipelines.report import html as report_html
+from pipelines.report import plots as report_plots
+from pipelines.runtime.money import money
+from pipelines.store import warehouse
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -166,7 +170,7 @@ def test_heatmap_marks_bursts_and_fault_rows() -> None:
         "window_end": [START + pd.Timedelta(hours=4), START + pd.Timedelta(days=1), START, START],
         "status": ["resolved", "firing", "firing", "firing"],
     })
-    marks = report_html.heatmap_marks(nodes, hours, alerts)
+    marks = report_plots.heatmap_marks(nodes, hours, alerts)
     assert marks.bursts == ((0, 1, 2, 5),)
     assert marks.fault_rows == (2,)  # "c1-p1-n0" is no node's id or id + separator
     assert marks.alerts == 2
@@ -174,7 +178,7 @@ def test_heatmap_marks_bursts_and_fault_rows() -> None:
     uuid = pd.DataFrame({"kind": ["hardware_fault"], "entity": ["GPU-21aa-0001"], "window_start": [START],
                          "window_end": [START + pd.Timedelta(days=2)], "status": ["firing"],
                          "labels": [json.dumps({"node": NODES[1][2]})]})
-    assert report_html.heatmap_marks(nodes, hours, uuid).fault_rows == (1,)
+    assert report_plots.heatmap_marks(nodes, hours, uuid).fault_rows == (1,)
 
 
 def test_flatten_recommendations_prefixes_clashing_fields() -> None:
@@ -198,9 +202,9 @@ def test_heatmap_stays_readable_for_200_nodes() -> None:
     ids = [f"node-{i:03d}" for i in range(200)]
     heat = pd.DataFrame([(f"c{i // 50}", "p", n, h, 0.5) for i, n in enumerate(ids) for h in hours[::7]],
                         columns=["cluster", "pool", "node_id", "hour", "util"])
-    nodes, grid_hours, matrix = report_html.heatmap_grid(heat)
+    nodes, grid_hours, matrix = report_plots.heatmap_grid(heat)
     assert matrix.shape == (200, len(grid_hours))
-    fig = report_html.heatmap_figure(nodes, grid_hours, matrix, report_html.HeatmapMarks((), (57,), 1))
+    fig = report_plots.heatmap_figure(nodes, grid_hours, matrix, report_plots.HeatmapMarks((), (57,), 1))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "node-057" in labels and all(t.get_fontsize() >= 4 for t in fig.axes[0].get_yticklabels())
     assert fig.get_size_inches()[1] <= 24
@@ -218,7 +222,7 @@ def test_cli_missing_warehouse_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_exports_are_the_latest_plan_runs_only(tmp_path: Path) -> None:
     """A kind the latest plan run does not have leaves no export from an earlier run."""
-    from pipelines.report_io import write_report
+    from pipelines.report.data import write_report
 
     frame = pd.DataFrame({"run_id": ["r1"], "key": ["k"], "model_id": [None], "data_cutoff": [None], "x": [1.0]})
     first = write_report(tmp_path, "<html></html>", {"reservation": frame, "prescale": frame})
@@ -232,8 +236,8 @@ def test_exports_are_the_latest_plan_runs_only(tmp_path: Path) -> None:
 def test_a_report_that_fails_midway_leaves_the_old_set_whole(tmp_path: Path, monkeypatch) -> None:
     """The disk fills while the new exports are written: the old page and every old export
     stay as they were, with no new file beside them and no temp file left."""
-    from pipelines.outputs import OutputError
-    from pipelines.report_io import write_report
+    from pipelines.report.data import write_report
+    from pipelines.runtime.outputs import OutputError
 
     old = pd.DataFrame({"run_id": ["r1"], "key": ["k"], "model_id": [None], "data_cutoff": [None], "x": [1.0]})
     write_report(tmp_path, "<html>old</html>", {"reservation": old, "prescale": old})
@@ -286,8 +290,8 @@ def test_report_and_plan_refuse_what_they_cannot_use(prefect_harness, tmp_path, 
 def test_empty_sections_of_a_plan_run_say_why_not_to_run_plan() -> None:
     """A plan ran, but with no catalog offer (no allocation, no spot) and no forecast (no
     pre-scale): the sections say that, not "run headroom plan" again."""
-    from pipelines.report_html import allocation_section, tables_section
-    from pipelines.report_io import ReportData
+    from pipelines.report.data import ReportData
+    from pipelines.report.html import allocation_section, tables_section
 
     empty = pd.DataFrame()
     data = ReportData(data_cutoff=pd.Timestamp("2026-01-02"), counts={"spot_prices": 100}, forecasts=empty,
@@ -303,8 +307,8 @@ def test_empty_sections_of_a_plan_run_say_why_not_to_run_plan() -> None:
 def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
     """The reference a bill payer compares with; when it is cheaper than the split, the
     summary says the bounds keep the split partly off private, and where to widen them."""
-    from pipelines.report_html import summary_lines
-    from pipelines.report_io import ReportData
+    from pipelines.report.data import ReportData
+    from pipelines.report.html import summary_lines
 
     alloc = pd.DataFrame({"unique_id": ["c/p/gpu"] * 2, "plan": ["default_3_5_2", "tuned"],
                           "private": [0.3, 0.7], "public": [0.5, 0.3], "edge": [0.2, 0.0],
@@ -339,9 +343,9 @@ def test_exports_never_show_negative_zero(tmp_path: Path) -> None:
 
 
 def test_money_is_one_format_with_the_currency() -> None:
-    assert report_io.money(1234.6) == "$1,235" and report_io.money(-40) == "-$40"
-    assert report_io.money(-0.4) == "$0" and report_io.money(-0.0) == "$0"
-    assert report_io.money(None) == "–" and report_io.money(float("nan")) == "–"
+    assert money(1234.6) == "$1,235" and money(-40) == "-$40"
+    assert money(-0.4) == "$0" and money(-0.0) == "$0"
+    assert money(None) == "–" and money(float("nan")) == "–"
 
 
 def _plan_page_data() -> report_io.ReportData:
@@ -391,7 +395,7 @@ def test_the_prescale_section_says_what_it_scales() -> None:
 def test_the_cost_legend_is_outside_every_panel() -> None:
     """The legend sits above the panels, so it cannot cover a bar, however tall."""
     alloc = _plan_page_data().recommendations["allocation"]
-    fig = report_html.cost_figure(pd.concat([alloc, alloc.assign(unique_id="d/q/cpu")]))
+    fig = report_plots.cost_figure(pd.concat([alloc, alloc.assign(unique_id="d/q/cpu")]))
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1

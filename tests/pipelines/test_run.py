@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import cli, warehouse
+from pipelines import cli
+from pipelines.store import warehouse
 
 
 @pytest.mark.slow
@@ -36,8 +37,8 @@ def test_run_refuses_an_unknown_stage_before_any_work(tmp_path, db_path, capsys)
 
 
 def test_faults_score_refuses_a_jsonl_folder(tmp_path, db_path, capsys):
-    from pipelines import warehouse
     from pipelines.cli import main
+    from pipelines.store import warehouse
 
     with warehouse.open_warehouse(db_path):
         pass
@@ -58,7 +59,7 @@ def test_a_failing_stage_is_reported_and_the_others_still_run(prefect_harness, t
     a traceback; plan and report, which do not need this run's forecasts, still run; exit 1."""
     import pandas as pd
 
-    from pipelines.synth_io import write_fleet
+    from pipelines.synth.files import write_fleet
 
     monkeypatch.setenv("HEADROOM_REPORT_DIR", str(tmp_path / "reports"))
     fleet = tmp_path / "fleet"
@@ -96,9 +97,9 @@ def test_run_reports_an_unusable_input_file_like_ingest(prefect_harness, tmp_pat
 def test_the_hourly_ingest_waits_for_files_and_a_bad_one_holds_back_no_other(prefect_harness, tmp_path):
     """serve's ingest-hourly (run_flow with no stages): an empty drop folder is a quiet hour;
     a bad file fails the run, named, after the good ones went in (and it is tried again)."""
-    from pipelines import warehouse
     from pipelines.flows.ingest import IngestBatchError
     from pipelines.flows.run import run_flow
+    from pipelines.store import warehouse
 
     drop, db = tmp_path / "drop", tmp_path / "w.duckdb"
     drop.mkdir()

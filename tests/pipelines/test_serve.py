@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.prefect_server import local_server
+from pipelines.runtime.prefect_server import local_server
 
 pytestmark = pytest.mark.timeout(300)
 

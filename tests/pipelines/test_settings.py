@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.settings import Settings, SettingsError
+from pipelines.runtime.settings import Settings, SettingsError
 
 
 def test_task_runner_is_case_insensitive(monkeypatch) -> None:

@@ -1,0 +1,133 @@
+"""Model selection on one series group: backtest each model, pick the champion by backtest
+error, fit it and forecast. The train flow and ``headroom plan replay`` both choose models so;
+results are plain dicts and frames (the shell writes them)."""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from forecasters.backtest import cross_validation
+from forecasters.base import BaseForecaster
+from forecasters.metrics import evaluate
+from forecasters.registry import create
+from forecasters.serialize import dumps
+from forecasters.validation import HistoryError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """How a group is backtested and fitted."""
+
+    horizon: int = 24
+    freq: str = "h"
+    season_length: int = 24
+    windows: int = 2
+    seed: int = 0
+
+
+def make_model(name: str, spec: TrainSpec) -> BaseForecaster:
+    """A registered forecaster configured by ``spec``."""
+    return create(name, horizon=spec.horizon, freq=spec.freq, season_length=spec.season_length,
+                              seed=spec.seed)
+
+
+def min_points(names: list[str], spec: TrainSpec) -> int:
+    """The fewest points a series needs for every model in ``names`` to be backtested with
+    ``spec`` (held-out windows, then the model's own history and one calibration origin)."""
+    held_out = spec.horizon + (spec.windows - 1) * spec.horizon  # windows step one horizon apart
+    return held_out + max(make_model(n, spec).min_points() for n in names)
+
+
+def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.DataFrame:
+    """``history`` without the series too short to backtest (:func:`min_points`), named in a
+    warning: one young pool must not stop the fleet's training. HistoryError when none is
+    long enough."""
+    need = min_points(names, spec)
+    sizes = history.groupby("unique_id").size()
+    short = sizes[sizes < need]
+    if len(short) == len(sizes):
+        raise HistoryError(
+            f"every series is shorter than the {need} points {', '.join(names)} need for {spec.windows} backtest "
+            f"window(s) of {spec.horizon} (longest: {int(sizes.max())}); ingest more history, or pass fewer "
+            "--windows or a shorter --horizon")
+    if short.empty:
+        return history
+    log.warning("%d series shorter than the %d points the backtest needs are left out of this run: %s",
+                len(short), need, ", ".join(f"{u} ({n})" for u, n in short.head(5).items()))
+    return history[~history["unique_id"].isin(short.index)].reset_index(drop=True)
+
+
+def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame]:
+    """Cross-validate one model on one group: (metrics dict, backtest frame)."""
+    model = make_model(name, spec)
+    cv = cross_validation(model, history, h=spec.horizon, n_windows=spec.windows)
+    metrics = evaluate(cv, history, spec.season_length).iloc[0].to_dict()
+    metrics["seconds"] = cv.attrs["seconds"]
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv
+
+
+def fit_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[bytes, pd.DataFrame, dict]:
+    """Fit on all of ``history`` and forecast: (artifact bytes, forecast frame, params)."""
+    model = make_model(name, spec).fit(history)
+    return dumps(model), model.predict(spec.horizon), model.flat_params()
+
+
+def fit_champion(group: str, history: pd.DataFrame, name: str, spec: TrainSpec, metrics: dict) -> dict:
+    """Fit a group's champion and forecast: the dict :func:`save_run` takes."""
+    artifact, forecast, params = fit_model(history, name, spec)
+    return {
+        "group": group, "kind": name, "series": sorted(history["unique_id"].unique().tolist()),
+        "data_cutoff": history["ds"].max(), "params": params, "metrics": metrics,
+        "artifact": artifact, "forecast": forecast,
+    }
+
+
+FALLBACK_SCORE = "mae"  # WAPE is undefined where the actuals sum to 0 (a pool idle all along)
+
+
+def pick_champions(metrics: pd.DataFrame, score: str = "wape") -> dict[str, str]:
+    """Best model per group (columns ``group, model, <score>``, and ``mae``); lower is
+    better, ties go to the earlier row. A group whose ``score`` is missing for every model
+    (WAPE of a series idle in every window) is ranked by MAE instead; one with neither gets none."""
+    out: dict[str, str] = {}
+    for group, g in metrics.groupby("group", sort=True):
+        for col in (score, FALLBACK_SCORE):
+            valid = g.dropna(subset=[col]) if col in g else g.iloc[0:0]
+            if not valid.empty:
+                out[str(group)] = valid.loc[valid[col].idxmin(), "model"]
+                break
+    return out
+
+
+def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
+    """Champions from backtest results (dicts with group, model and metrics)."""
+    table = pd.DataFrame(
+        [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score),
+          FALLBACK_SCORE: r["metrics"].get(FALLBACK_SCORE)} for r in results]
+    )
+    return pick_champions(table.astype({score: float, FALLBACK_SCORE: float}), score)
+
+
+def run_summary(run_id: str, info: dict, groups: dict[str, pd.DataFrame], names: list[str],
+                best: dict[str, str], metrics: dict[tuple[str, str], dict], saved: dict) -> dict:
+    """What the train flow returns: the run, its series, each group's champion and scores,
+    and the rows written (the rows ``save_run`` wrote)."""
+    return {
+        "run_id": run_id,
+        "series": info["series"],
+        "data_cutoff": str(info["data_cutoff"]),
+        "groups": {
+            g: {"champion": best.get(g), "model_id": saved["model_ids"].get(g),
+                "wape": metrics.get((g, best.get(g)), {}).get("wape"),
+                "scores": {n: metrics[(g, n)].get("wape") for n in names}}
+            for g in groups
+        },
+        "rows": {k: v for k, v in saved.items() if k in ("models", "forecasts", "backtests")},
+        "superseded": saved["superseded"],
+        "retired": saved["retired"],
+    }

@@ -1,0 +1,141 @@
+"""Detection runs against a warehouse path: each opens the warehouse for as long as it reads or
+writes, runs one detection step, and syncs its alerts. The detect flow's tasks wrap these."""
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from anomaly.cusum import CusumPolicy
+from anomaly.fault_features import FaultPolicy
+from anomaly.spike_features import SpikePolicy
+from pipelines.detect import alerts, steps
+from pipelines.runtime.settings import Settings
+from pipelines.store import detection
+from pipelines.store.warehouse import open_warehouse
+
+log = logging.getLogger(__name__)
+
+
+def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: CusumPolicy,
+                  until: datetime | None = None) -> dict[str, int]:
+    """Continue the CUSUM states over the demand series (up to ``until``); persist states;
+    sync burst alerts."""
+    with open_warehouse(db_path) as con:
+        states = detection.load_states(con, "cusum")
+        # only what the states still need (a year of history is not re-read every 15 minutes),
+        # unless a series has no state yet: its first calibration reads all of its history
+        since = steps.burst_read_since(states, policy)
+        series = detection.demand_series(con, until, since)
+        if since is not None and not set(series["unique_id"]) <= set(states):
+            series = detection.demand_series(con, until)
+        ahead = steps.states_past(states, until)
+        if ahead:
+            log.warning("bursts: %d series' CUSUM already read past %s (%s ...): those hours are not read "
+                        "again, a replay goes forward only", len(ahead), until, ahead[0])
+        result = steps.run_bursts(series, states, policy, now=now)
+        # alerts first: if saving the states fails, the next run re-detects the same bursts,
+        # which have the same fingerprints, so nothing is lost and nothing doubles
+        counts = alerts.sync_alerts(con, "burst", result.current, now, sink_names, ended=result.ended)
+        detection.save_states(con, "cusum", result.states, now)
+    return {"events": result.events, **counts}
+
+
+def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_every: str,
+                      until: datetime | None = None) -> bool:
+    """Train and register the fault model unless one with this policy is recent enough."""
+    with open_warehouse(db_path, read_only=True) as con:
+        job = steps.fault_model_job(con, now, policy, retrain_every, until)
+    return _train(db_path, job, now)
+
+
+def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy,
+                  until: datetime | None = None) -> dict[str, int]:
+    """Score every device's latest telemetry with the registered model; sync fault alerts."""
+    with open_warehouse(db_path) as con:
+        found = _still_ahead(steps.score_latest_faults(con, policy, until), now, "hardware-fault")
+        return alerts.sync_alerts(con, "hardware_fault", found, now, sink_names)
+
+
+def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str,
+                      until: datetime | None = None) -> bool:
+    """Train and register the spike model unless one with this policy is recent enough."""
+    with open_warehouse(db_path, read_only=True) as con:
+        job = steps.spike_model_job(con, now, policy, retrain_every, until)
+    return _train(db_path, job, now)
+
+
+def _train(db_path: str, job: steps.ModelJob | None, now: datetime) -> bool:
+    """Fit with the warehouse closed (minutes on a large fleet: an hourly ingest must not wait
+    for it, nor fail), then open it to register the model."""
+    if job is None:
+        return False
+    model, cutoff = steps.run_model_job(job)
+    with open_warehouse(db_path) as con:
+        return steps.register_model(con, job, model, cutoff, now)
+
+
+def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy,
+                  until: datetime | None = None) -> dict[str, int]:
+    """Score the latest grid row per spot market with the registered model; sync alerts."""
+    with open_warehouse(db_path) as con:
+        found = _still_ahead(steps.score_latest_spikes(con, policy, now, until), now, "price-spike")
+        return alerts.sync_alerts(con, "price_spike", found, now, sink_names)
+
+
+def _still_ahead(found: list, now: datetime, what: str) -> list:
+    """The predictions whose window has not ended by ``now``. One about a window already past
+    (the newest data is older than the horizon: a feed that stopped) is not raised, and one
+    still firing from earlier resolves, rather than firing on stale data for ever."""
+    ahead = [a for a in found if a.window_end is None or pd.Timestamp(a.window_end) > pd.Timestamp(now)]
+    if len(ahead) < len(found):
+        log.warning("%d %s prediction(s) are about windows that ended before %s (their data is older than the "
+                    "horizon: is the feed stale?); not raised", len(found) - len(ahead), what, now)
+    return ahead
+
+
+def adopt_sinks(db_path: str, names: list[str], now: datetime) -> int:
+    """Deliveries recorded under a bare sink kind become the configured target's; then a
+    sink that has never heard of an alert still firing (of any kind, whichever detectors
+    this run has) gets its firing queued."""
+    with open_warehouse(db_path) as con:
+        moved = alerts.adopt_kind_named(con, names)
+        alerts.catch_up_sinks(con, names, now)
+        return moved
+
+
+def deliver(db_path: str, now: datetime, sinks: list[alerts.Sink]) -> dict[str, dict]:
+    """Send pending deliveries; failures stay pending for the next run. The warehouse is
+    open to read what to send and to record what went, not while sending: a receiver that
+    takes its time does not hold the write lock (and time out an ingest) meanwhile. So
+    another run (the schedule and a ``detect`` by hand) can read the deliveries while they
+    are sent: reading them claims them for this run (:class:`alerts.Claim`), and that run
+    leaves them alone until this one records the outcome or its claim lapses. Returns
+    ``{"delivered": {sink: n}, "failed": {sink: error}}``."""
+    with open_warehouse(db_path) as con:
+        batches = alerts.pending_batches(con, sinks, now)
+    alerts.send_batches(batches)
+    with open_warehouse(db_path) as con:
+        delivered = alerts.record_batches(con, batches, now)
+    return {"delivered": delivered, "failed": {b.sink.name: b.error for b in batches if b.error is not None}}
+
+
+def configured_sinks(
+    jsonl_path: str | None = None, webhook_url: str | None = None, alertmanager_url: str | None = None
+) -> list[alerts.Sink]:
+    """The sinks given here, each one not given from its HEADROOM_ALERT_* setting (a flag
+    for one sink does not switch the others off). ValueError for a setting that cannot work."""
+    env = Settings.from_env()
+    if jsonl_path is None and env.alert_jsonl:
+        jsonl_path = str(env.alert_jsonl)
+    webhook_url = webhook_url if webhook_url is not None else env.alert_webhook_url
+    alertmanager_url = alertmanager_url if alertmanager_url is not None else env.alertmanager_url
+    return alerts.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
+
+
+def alert_counts(db_path: str, sink_names: list[str]) -> dict[str, object]:
+    """Firing alerts and pending deliveries, as :func:`pipelines.store.detection.alert_counts`."""
+    with open_warehouse(db_path) as con:
+        return detection.alert_counts(con, sink_names)

@@ -1,0 +1,192 @@
+"""Where alerts go: a JSONL file, a generic JSON webhook and Prometheus Alertmanager's
+``POST /api/v2/alerts``, built from the settings (:func:`sinks_from_settings`). A sink
+only sends; what was sent, and what waits, is :mod:`pipelines.detect.alerts`' bookkeeping.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import httpx
+import pandas as pd
+
+
+class Sink(Protocol):
+    """Somewhere alerts go. ``send`` raises on any failure; the batch then stays pending.
+    A sink with ``resends_firing = True`` also gets the still-firing alerts it was already
+    sent, on every run (Alertmanager's protocol)."""
+
+    name: str
+
+    def send(self, alerts: list[dict[str, object]]) -> None: ...
+
+
+def _iso(value: object) -> str | None:
+    if value is None or pd.isna(value):
+        return None
+    return pd.Timestamp(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class JsonlSink:
+    """Appends one JSON object per alert transition to a file."""
+
+    path: Path
+    name: str = "jsonl"
+
+    def send(self, alerts: list[dict[str, object]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            for a in alerts:
+                fh.write(json.dumps(a, default=str, sort_keys=True) + "\n")
+
+
+def redact(url: str) -> str:
+    """``scheme://host[:port]/...``: a URL fit for logs, errors and the warehouse (its
+    credentials, path and query may be secret: a Slack hook's path is its key)."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        parts, port = None, ""
+    if parts is None or not parts.scheme or not parts.hostname:  # no scheme: "host/path" reads as a path
+        rest = url.split("://", 1)[-1]
+        host = re.split(r"[/?#]", rest, maxsplit=1)[0].rsplit("@", 1)[-1]
+        return f"{url.split('://', 1)[0] + '://' if '://' in url else ''}{host}/..."
+    return f"{parts.scheme}://{parts.hostname}{port}/..."
+
+
+def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: float) -> None:
+    """POST JSON, retrying transport errors and 5xx/429; raise after the last attempt.
+    The error names the URL redacted, never whole."""
+    last: str = ""
+    shown = redact(url)
+    for attempt in range(retries + 1):
+        try:
+            resp = httpx.post(url, json=body, timeout=timeout_s)
+            if resp.status_code < 300:
+                return
+            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            if resp.status_code < 500 and resp.status_code != 429:
+                break  # a client error will not fix itself by retrying
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if attempt < retries:
+            time.sleep(backoff_s * 2**attempt)
+    raise RuntimeError(f"delivery to {shown} failed: {last.replace(url, shown)}")
+
+
+@dataclass(frozen=True)
+class WebhookSink:
+    """A generic JSON webhook: ``{"source": "headroom", "alerts": [...]}``."""
+
+    url: str
+    timeout_s: float = 5.0
+    retries: int = 2
+    backoff_s: float = 0.2
+    name: str = "webhook"
+
+    def send(self, alerts: list[dict[str, object]]) -> None:
+        _post(self.url, {"source": "headroom", "alerts": alerts}, self.timeout_s, self.retries, self.backoff_s)
+
+
+@dataclass(frozen=True)
+class AlertmanagerSink:
+    """Prometheus Alertmanager API v2: ``POST {base}/api/v2/alerts`` with postable alerts."""
+
+    base_url: str
+    generator_url: str = "headroom://detect"
+    timeout_s: float = 5.0
+    retries: int = 2
+    backoff_s: float = 0.2
+    hold: pd.Timedelta = pd.Timedelta(hours=1)  # a firing alert's endsAt: at least sent_at + hold
+    name: str = "alertmanager"
+    resends_firing: bool = True
+
+    def send(self, alerts: list[dict[str, object]]) -> None:
+        body = []
+        for a in alerts:
+            if a["status"] == "escalated":  # the old label set ends now, the new one fires
+                body.append(self.postable({**a, "status": "resolved", "severity": a["previous_severity"],
+                                           "ends_at": a["sent_at"]}))
+                body.append(self.postable({**a, "status": "firing"}))
+            else:
+                body.append(self.postable(a))
+        _post(self.base_url.rstrip("/") + "/api/v2/alerts", body, self.timeout_s, self.retries, self.backoff_s)
+
+    def postable(self, a: dict[str, object]) -> dict[str, object]:
+        """One alert in Alertmanager's postableAlert shape (labels and annotations are strings)."""
+        labels = {str(k): str(v) for k, v in dict(a.get("labels") or {}).items()}  # type: ignore[arg-type]
+        labels.update({
+            "alertname": f"headroom_{a['kind']}", "kind": str(a["kind"]), "entity": str(a["entity"]),
+            "severity": str(a["severity"]), "fingerprint": str(a["fingerprint"]),
+        })
+        annotations = {"summary": str(a.get("summary") or ""), "runbook": str(a.get("runbook") or "")}
+        if a.get("probability") is not None:
+            annotations["probability"] = f"{float(a['probability']):.3f}"  # type: ignore[arg-type]
+        body: dict[str, object] = {
+            "labels": labels, "annotations": annotations, "startsAt": _iso(a["starts_at"]),
+            "generatorURL": self.generator_url,
+        }
+        if a["status"] == "resolved":
+            ends = a["ends_at"]
+        else:  # active until the next runs re-send it, and at least to the end of a predicted window
+            held = [pd.Timestamp(a["sent_at"]) + self.hold] if a.get("sent_at") else []  # type: ignore[arg-type]
+            window = [pd.Timestamp(a["window_end"])] if a.get("window_end") else []  # type: ignore[arg-type]
+            ends = max(held + window) if held or window else None
+        if ends is not None:
+            # Alertmanager refuses (400) an alert that ends before it starts, and with it the batch
+            ends = max(pd.Timestamp(ends), pd.Timestamp(a["starts_at"])) if a.get("starts_at") else ends
+            body["endsAt"] = _iso(ends)
+        return body
+
+
+def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: str | None) -> list[Sink]:
+    """The configured sinks, in a fixed order. A setting that can never work (a URL that is
+    not http(s), a JSONL path that is a folder) raises ValueError instead of leaving every
+    alert pending run after run.
+
+    Each sink is named for its target (``jsonl:<path>``, ``webhook:<host>#<hash of the URL>``,
+    ``alertmanager:<host>#<hash>``: a URL's path or credentials may be secret), so a new file
+    or receiver hears the alerts already firing once, and what one target was sent says
+    nothing of another."""
+    for what, url in (("webhook", webhook), ("alertmanager", alertmanager)):
+        if url:
+            check_url(what, url)
+    if jsonl and Path(jsonl).is_dir():
+        raise ValueError(f"alert JSONL path {jsonl} is a folder; name a file")
+    sinks: list[Sink] = []
+    if jsonl:
+        sinks.append(JsonlSink(Path(jsonl), name=f"jsonl:{Path(jsonl).resolve()}"))
+    if webhook:
+        sinks.append(WebhookSink(webhook, name=url_sink_name("webhook", webhook)))
+    if alertmanager:
+        sinks.append(AlertmanagerSink(alertmanager, name=url_sink_name("alertmanager", alertmanager.rstrip("/"))))
+    return sinks
+
+
+def check_url(what: str, url: str) -> None:
+    """ValueError, naming the setting and the URL redacted, for a URL no POST can reach."""
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"{what} URL {redact(url)} must start with http:// or https://")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"{what} URL {redact(url)} is not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise ValueError(f"{what} URL {redact(url)} names no host")
+
+
+def url_sink_name(kind: str, url: str) -> str:
+    """``<kind>:<host[:port]>#<8 hex of sha256(url)>``: one name per URL, with no path,
+    query or credentials in it (a Slack hook's path is its secret)."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{kind}:{parts.hostname or '?'}{port}#{hashlib.sha256(url.encode()).hexdigest()[:8]}"

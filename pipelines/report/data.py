@@ -1,0 +1,229 @@
+"""The report's inputs and outputs: frames read from the warehouse, recommendation
+payloads flattened into columns, and atomic writers for the report files.
+
+Rendering lives in :mod:`pipelines.report.html`; the flow is :mod:`pipelines.flows.report`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from pipelines.runtime.outputs import write_set
+from pipelines.store import demand, warehouse
+from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
+
+log = logging.getLogger(__name__)
+
+HISTORY_DAYS = 7
+META_COLUMNS = ("run_id", "key", "model_id", "data_cutoff")
+
+NODE_COUNTS_SQL = """
+SELECT resource, count(DISTINCT node_id) AS nodes FROM utilization
+WHERE ts >= ?::TIMESTAMP GROUP BY resource
+"""
+
+HEATMAP_SQL = """
+SELECT cluster, pool, node_id, date_trunc('hour', ts) AS hour,
+       avg(CASE WHEN capacity > 0 THEN used / capacity END) AS util
+FROM utilization
+WHERE resource = ? AND ts >= ?::TIMESTAMP
+GROUP BY cluster, pool, node_id, date_trunc('hour', ts)
+ORDER BY cluster, pool, node_id, hour
+"""
+
+ALERTS_SQL = """
+SELECT fingerprint, kind, entity, severity, probability, window_start, window_end, summary, runbook,
+       status, starts_at, ends_at, labels
+FROM alerts ORDER BY starts_at, fingerprint
+"""
+
+LATEST_PLAN_SQL = """
+SELECT run_id, kind, key, payload, model_id, data_cutoff FROM recommendations
+WHERE run_id = (SELECT run_id FROM recommendations ORDER BY created_at DESC, run_id DESC LIMIT 1)
+ORDER BY kind, key
+"""
+
+CHAMPIONS_SQL = """
+SELECT target AS "group", kind, model_id, data_cutoff, metrics FROM models
+WHERE is_champion ORDER BY target, model_id
+"""
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows, read from the warehouse at one moment."""
+
+    data_cutoff: pd.Timestamp | None
+    counts: dict[str, int]
+    forecasts: pd.DataFrame
+    history: pd.DataFrame
+    heatmap: pd.DataFrame
+    heatmap_resource: str | None
+    alerts: pd.DataFrame
+    champions: pd.DataFrame
+    plan_run: str | None
+    plan_cutoff: pd.Timestamp | None = None  # the plan's data cutoff: its last complete hour of demand
+    recommendations: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def no_negative_zero(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose float values are never ``-0.0`` (a rounded tiny negative,
+    an old payload): exports show ``0.0``. NaN stays NaN."""
+    out = frame.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col] + 0.0  # -0.0 + 0.0 is 0.0 in IEEE arithmetic
+        elif out[col].dtype == object:
+            out[col] = out[col].map(lambda v: v + 0.0 if isinstance(v, float) else v)
+    return out
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+    ).fetchone()
+    return bool(found[0])
+
+
+def _read(con: duckdb.DuckDBPyConnection, table: str, sql: str, params: list | None = None) -> pd.DataFrame:
+    """``sql`` over ``table``, or an empty frame when the table does not exist yet."""
+    if not _has_table(con, table):
+        return pd.DataFrame()
+    return warehouse.query(con, sql, params)
+
+
+def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY_DAYS) -> ReportData:
+    """Read the report's frames: champion forecasts with recent actuals, the node-by-hour
+    utilization of the widest resource, alerts, champions and the latest plan run."""
+    counts = {}
+    if _has_table(con, "utilization"):
+        tables = warehouse.table_counts(con)
+        counts = {str(t): int(n) for t, n in zip(tables["table"], tables["rows"])}
+    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0] if counts else None
+    cutoff = None if last is None else pd.Timestamp(last)
+
+    forecasts = _read(con, "forecasts", CHAMPION_FORECASTS_SQL)
+    if forecasts.empty:
+        forecasts = _read(con, "forecasts", LATEST_RUN_FORECASTS_SQL)
+    history = pd.DataFrame(columns=["unique_id", "ds", "y"])
+    if not forecasts.empty and cutoff is not None:
+        since = min(forecasts["ds"].min(), cutoff) - pd.Timedelta(days=history_days)
+        history = demand.load_demand(con, since=since)
+        history = history[history["unique_id"].isin(set(forecasts["unique_id"]))].reset_index(drop=True)
+
+    resource, heatmap = None, pd.DataFrame()
+    if cutoff is not None:
+        since = cutoff.floor("h") - pd.Timedelta(days=history_days) + pd.Timedelta(hours=1)
+        resource = pick_heatmap_resource(warehouse.query(con, NODE_COUNTS_SQL, [since]))
+        if resource is not None:
+            heatmap = warehouse.query(con, HEATMAP_SQL, [resource, since])
+
+    plan = _read(con, "recommendations", LATEST_PLAN_SQL)
+    return ReportData(
+        data_cutoff=cutoff,
+        counts=counts,
+        forecasts=forecasts,
+        history=history,
+        heatmap=heatmap,
+        heatmap_resource=resource,
+        alerts=_read(con, "alerts", ALERTS_SQL),
+        champions=champion_metrics(_read(con, "models", CHAMPIONS_SQL)),
+        plan_run=None if plan.empty else str(plan["run_id"].iloc[0]),
+        plan_cutoff=None if plan.empty or plan["data_cutoff"].isna().all()
+        else pd.Timestamp(plan["data_cutoff"].dropna().iloc[0]),
+        recommendations=flatten_recommendations(plan),
+    )
+
+
+def pick_heatmap_resource(node_counts: pd.DataFrame) -> str | None:
+    """gpu when any node reports GPUs (the expensive, failure-prone part of the fleet),
+    else the resource reported by the most nodes."""
+    if node_counts.empty:
+        return None
+    ranked = node_counts.assign(_not_gpu=node_counts["resource"] != "gpu").sort_values(
+        ["_not_gpu", "nodes", "resource"], ascending=[True, False, True]
+    )
+    return str(ranked["resource"].iloc[0])
+
+
+def champion_metrics(models: pd.DataFrame) -> pd.DataFrame:
+    """One row per champion with its backtest metrics parsed out of the JSON column."""
+    cols = ["group", "kind", "model_id", "data_cutoff", "wape", "mase", "smape", "msis", "coverage_80", "coverage_95"]
+    if models.empty:
+        return pd.DataFrame(columns=cols)
+    parsed = [json_object(m) for m in models["metrics"]]
+    out = models.drop(columns=["metrics"]).reset_index(drop=True)
+    for name in cols[4:]:
+        out[name] = pd.to_numeric(pd.Series([p.get(name) for p in parsed], dtype=object), errors="coerce")
+    return out[cols]
+
+
+def json_object(text: object) -> dict:
+    """A JSON-object column value (metrics, payload, labels), or {} (unparseable ones logged)."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        log.warning("unparseable JSON in the warehouse: %.80s", text)
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per recommendation kind, the JSON payloads as columns after run_id, key, model_id
+    and data_cutoff (a payload field with one of those names gets a ``payload_`` prefix)."""
+    out: dict[str, pd.DataFrame] = {}
+    if plan.empty:
+        return out
+    for kind, rows in plan.groupby("kind", sort=True):
+        rows = rows.sort_values("key").reset_index(drop=True)
+        payload = pd.json_normalize([json_object(p) for p in rows["payload"]], sep="_")
+        payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in META_COLUMNS})
+        for col in [c for c in payload.columns if c == "ts" or c.endswith(("_ts", "_at"))]:
+            payload[col] = pd.to_datetime(payload[col], errors="coerce")  # typed like data_cutoff in Parquet
+        meta = rows[list(META_COLUMNS)].reset_index(drop=True)
+        out[str(kind)] = no_negative_zero(pd.concat([meta, payload.reset_index(drop=True)], axis=1))
+    return out
+
+
+REPORT_KINDS = ("allocation", "prescale", "reservation", "spot")
+
+
+def check_out_dir(out_dir: str | Path) -> None:
+    """Refuse an output folder the report cannot be written into whole: a file in its place,
+    or a folder where report.html or an export goes (checked before anything is written, so
+    a failure never leaves new exports beside an old page)."""
+    folder = Path(out_dir)
+    for p in (folder, *folder.parents):
+        if p.exists() and not p.is_dir():
+            raise NotADirectoryError(f"report folder {folder}: {p} is a file, not a folder")
+    names = ["report.html", *(f"recommendations_{k}.{ext}" for k in REPORT_KINDS for ext in ("csv", "parquet"))]
+    blocked = [n for n in names if (folder / n).is_dir()]
+    if blocked:
+        raise IsADirectoryError(f"report folder {folder}: {blocked[0]} is a folder; the report writes a file there")
+
+
+def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.DataFrame]) -> dict:
+    """Write report.html and recommendations_<kind>.csv/.parquet; return the paths."""
+    folder = Path(out_dir)
+    check_out_dir(folder)
+    writes: dict[Path, Callable[[Path], object]] = {}
+    for kind, frame in sorted(recommendations.items()):
+        frame = no_negative_zero(frame)  # whatever the caller passes: no -0.0 in a file
+        writes[folder / f"recommendations_{kind}.csv"] = lambda tmp, f=frame: f.to_csv(tmp, index=False)
+        writes[folder / f"recommendations_{kind}.parquet"] = lambda tmp, f=frame: f.to_parquet(tmp, index=False)
+    page = folder / "report.html"
+    writes[page] = lambda tmp: tmp.write_text(html, encoding="utf-8")
+    # exports are the latest plan run's: a kind it does not have leaves no file behind
+    stale = tuple(folder / f"recommendations_{k}.{ext}" for k in REPORT_KINDS if k not in recommendations
+                  for ext in ("csv", "parquet"))
+    # one set: a failure (a full disk) leaves the old page and its exports, never a mix
+    files = write_set(writes, remove=stale)
+    return {"html": str(page), "files": [str(f) for f in files if f != page]}

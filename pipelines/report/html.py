@@ -1,0 +1,370 @@
+"""Render the report: frames in, one self-contained HTML page out (no file I/O here).
+
+Plots (:mod:`pipelines.report.plots`) are embedded as base64 PNGs; every text is HTML-escaped.
+Nothing depends on the wall clock, so the same warehouse renders the same bytes.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from pipelines.report.data import ReportData
+from pipelines.report.plots import (
+    COST_PARTS,
+    MAX_FAN_SERIES,
+    cost_figure,
+    fan_chart,
+    heatmap_figure,
+    heatmap_grid,
+    heatmap_marks,
+)
+from pipelines.report.text import GLOSSARY, GLOSSARY_ANCHORS, PRESCALE_SCOPE
+from pipelines.runtime.money import money
+
+MAX_TABLE_ROWS = 100
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "runbook", "starts_at"]
+RESERVATION_TABLE_COLUMNS = ["unique_id", "resource", "term", "instance_type", "provider", "region", "instances",
+                             "units_per_instance", "reserved_units", "expected_utilization",
+                             "monthly_cost_reserved", "monthly_cost_on_demand", "monthly_savings",
+                             "coverage_quantile", "location"]
+PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "units_per_instance", "capacity",
+                    "target_capacity", "forecast_mean", "forecast_upper", "reason"]
+ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
+                      "savings_vs_default", "expected_savings", "current_fleet_cost", "retuned", "tuned_this_run",
+                      "offers"]
+# columns that hold a cost per month: shown with the currency, as the console shows them
+MONEY_COLUMNS = frozenset({"monthly_cost", *COST_PARTS, "savings_vs_default", "expected_savings",
+                           "current_fleet_cost", "monthly_cost_reserved", "monthly_cost_on_demand",
+                           "monthly_savings", "expected_monthly_saving"})
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1280px;color:#222;padding:0 1em}
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;height:auto}.empty,.note{color:#777;font-style:italic}nav a{margin-right:1em}
+"""
+
+
+def esc(value: object) -> str:
+    """HTML-escape any value's text."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _fmt(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return "–"
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%Y-%m-%d %H:%M")
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if math.isinf(v):
+            return "∞" if v > 0 else "-∞"
+        if v.is_integer():  # counts and units stored as floats (192.0 cores): no decimals
+            return f"{int(v):,}"
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+    return str(value)
+
+
+def _head(column: str) -> str:
+    """A column header, linked to its glossary entry when it has one."""
+    anchor = GLOSSARY_ANCHORS.get(column)
+    return f'<th><a href="#g-{anchor}">{esc(column)}</a></th>' if anchor else f"<th>{esc(column)}</th>"
+
+
+def table(frame: pd.DataFrame, columns: list[str] | None = None, max_rows: int = MAX_TABLE_ROWS) -> str:
+    """An escaped HTML table of ``columns`` (those present), at most ``max_rows`` rows; costs
+    (:data:`MONEY_COLUMNS`) with the currency, headers linked to the glossary."""
+    cols = [c for c in (columns or list(frame.columns)) if c in frame.columns]
+    head = "".join(_head(c) for c in cols)
+    rows = []
+    for rec in frame[cols].head(max_rows).itertuples(index=False, name=None):
+        cells = []
+        for col, v in zip(cols, rec):
+            numeric = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            text = money(v) if numeric and col in MONEY_COLUMNS and not pd.isna(v) else _fmt(v)
+            cells.append(f'<td class="num">{esc(text)}</td>' if numeric else f"<td>{esc(text)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = len(frame) - max_rows
+    tail = f'<p class="note">{more:,} more rows in the CSV export</p>' if more > 0 else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
+
+
+def _png(fig: plt.Figure, alt: str) -> str:
+    buf = io.BytesIO()
+    # no Software/date metadata: identical inputs give identical bytes
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _empty(stage: str) -> str:
+    return f'<p class="empty">no data yet: run headroom {esc(stage)}</p>'
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{esc(title)}</h2>{body}</section>'
+
+
+# --- forecast fan charts ---------------------------------------------------------------
+
+def forecast_section(data: ReportData) -> str:
+    """One fan chart per champion group."""
+    fc = data.forecasts
+    if fc.empty:
+        return _section("forecasts", "Forecasts", _empty("train"))
+    parts = []
+    for name, group in fc.groupby("group", sort=True):
+        n = group["unique_id"].nunique()
+        note = f" (showing the {MAX_FAN_SERIES} largest of {n} series)" if n > MAX_FAN_SERIES else ""
+        run = ", ".join(sorted(group["run_id"].astype(str).unique()))
+        parts.append(f"<h3>{esc(name)}</h3><p class=\"note\">run {esc(run)}{esc(note)}</p>"
+                     + _png(fan_chart(group, data.history), f"forecast fan chart {name}"))
+    return _section("forecasts", "Forecasts", "".join(parts))
+
+
+# --- node-by-hour heatmap --------------------------------------------------------------
+
+def heatmap_section(data: ReportData) -> str:
+    """The node-by-hour utilization heatmap of the last week."""
+    title = "Utilization by node and hour"
+    if data.heatmap.empty:
+        return _section("heatmap", title, _empty("ingest"))
+    nodes, hours, matrix = heatmap_grid(data.heatmap)
+    marks = heatmap_marks(nodes, hours, data.alerts)
+    note = (f"<p class=\"note\">resource {esc(data.heatmap_resource)}, {len(nodes)} nodes, "
+            f"{esc(_fmt(hours[0]))} .. {esc(_fmt(hours[-1]))}; {marks.alerts} alert(s) marked</p>")
+    return _section("heatmap", title, note + _png(heatmap_figure(nodes, hours, matrix, marks), "utilization heatmap"))
+
+
+# --- allocation plans ------------------------------------------------------------------
+
+def allocation_section(data: ReportData) -> str:
+    """Cost comparison of the allocation plans: chart and table."""
+    alloc = data.recommendations.get("allocation", pd.DataFrame())
+    title = "Allocation plans: monthly cost"
+    if alloc.empty or not {"resource", "plan", "monthly_cost"} <= set(alloc.columns):
+        return _section("allocation", title, _none_in_plan(
+            data, "no pool has a priced public offer in the instance catalog that can run it (headroom ingest "
+                  "--kind catalog)"))
+    return _section("allocation", title, _png(cost_figure(alloc), "allocation plan costs")
+                    + table(alloc, ALLOCATION_COLUMNS))
+
+
+# --- tables ----------------------------------------------------------------------------
+
+def next_day_prescale(prescale: pd.DataFrame) -> pd.DataFrame:
+    """Actions other than hold in the first 24 hours of the plan, by time."""
+    if prescale.empty or "ts" not in prescale or "action" not in prescale:
+        return prescale.iloc[0:0]
+    frame = prescale.assign(ts=pd.to_datetime(prescale["ts"], errors="coerce", utc=True).dt.tz_localize(None))
+    start = frame["ts"].min()
+    keep = (frame["action"] != "hold") & (frame["ts"] < start + pd.Timedelta(hours=24))
+    return frame[keep].sort_values(["ts", "key"]).reset_index(drop=True)
+
+
+def firing_alerts(alerts: pd.DataFrame) -> pd.DataFrame:
+    """Firing alerts, the most severe and most likely first."""
+    if alerts.empty:
+        return alerts
+    firing = alerts[alerts["status"] == "firing"]
+    rank = firing["severity"].map(SEVERITY_RANK).fillna(len(SEVERITY_RANK))
+    ordered = firing.assign(_rank=rank, _p=firing["probability"].fillna(-1.0))
+    ordered = ordered.sort_values(["_rank", "_p", "starts_at", "fingerprint"], ascending=[True, False, True, True])
+    return ordered.drop(columns=["_rank", "_p"]).reset_index(drop=True)
+
+
+SPOT_TABLE_COLUMNS = ["unique_id", "action", "instance_type", "zone", "interruptible_share", "spot_instances",
+                      "discount", "hours_above_on_demand", "p_spike", "expected_monthly_saving", "reason"]
+
+
+def _none_in_plan(data: ReportData, why: str) -> str:
+    """An empty recommendation section: which stage to run, or why the plan run has none."""
+    if not data.plan_run:
+        return _empty("plan")
+    return f'<p class="note">none in plan run {esc(data.plan_run)}: {esc(why)}</p>'
+
+
+def spot_table(spot: pd.DataFrame) -> str:
+    """The spot recommendation per pool."""
+    return table(spot, [c for c in SPOT_TABLE_COLUMNS if c in spot.columns])
+
+
+def tables_section(data: ReportData) -> str:
+    """Reservations, the next day's pre-scale actions, firing alerts and champion models."""
+    res = data.recommendations.get("reservation", pd.DataFrame())
+    pre = data.recommendations.get("prescale", pd.DataFrame())
+    actions = next_day_prescale(pre)
+    alerts = firing_alerts(data.alerts)
+    parts = [
+        _section("reservations", "Reservation recommendations",
+                 table(res, [c for c in RESERVATION_TABLE_COLUMNS if c in res.columns]
+                       + [c for c in res.columns if c not in RESERVATION_TABLE_COLUMNS
+                          and c not in ("run_id", "model_id", "data_cutoff", "key")])
+                 if not res.empty else _none_in_plan(data, "no reservation pays (or the catalog has no reserved "
+                                                           "prices for the pools' public offers)")),
+        _section("spot", "Spot for the interruptible load",
+                 spot_table(data.recommendations.get("spot", pd.DataFrame())) if "spot" in data.recommendations
+                 else _none_in_plan(data, "no pool has a public offer to compare spot prices with"
+                                    if data.counts.get("spot_prices") and "allocation" not in data.recommendations
+                                    else "no spot prices in the lookback before the data cutoff")),
+        _section("prescale", "Pre-scale actions, next 24 hours",
+                 PRESCALE_SCOPE + (table(actions, PRESCALE_COLUMNS) if not actions.empty
+                                   else '<p class="note">no scale-up or scale-down in the next 24 hours</p>')
+                 if not pre.empty else _none_in_plan(data, "no forecast beyond the data cutoff (run headroom "
+                                                           "train, then plan)")),
+        _section("alerts", "Firing alerts", table(alerts, ALERT_COLUMNS) if not alerts.empty
+                 else '<p class="note">no alert is firing (run headroom detect if it has not run)</p>'),
+        _section("models", "Champion models (backtest)",
+                 '<p class="note">what the scores mean, and what good looks like: '
+                 '<a href="#glossary">glossary</a></p>' + table(data.champions)
+                 if not data.champions.empty else _empty("train")),
+    ]
+    return "".join(parts)
+
+
+def glossary_section() -> str:
+    """The terms of the page in plain words, one line each; table headers link here."""
+    items = "".join(f'<dt id="g-{anchor}"><b>{esc(term)}</b></dt><dd>{esc(text)}</dd>'
+                    for anchor, term, _, text in GLOSSARY)
+    return _section("glossary", "Glossary", f"<dl>{items}</dl>")
+
+
+# --- page ------------------------------------------------------------------------------
+
+def section_counts(data: ReportData) -> dict[str, int]:
+    """What each section shows, as counts."""
+    alerts = firing_alerts(data.alerts)
+    marks = 0
+    if not data.heatmap.empty:
+        nodes, hours, _ = heatmap_grid(data.heatmap)
+        marks = heatmap_marks(nodes, hours, data.alerts).alerts
+    recs = data.recommendations
+    return {
+        "forecast_groups": int(data.forecasts["group"].nunique()) if not data.forecasts.empty else 0,
+        "forecast_series": int(data.forecasts["unique_id"].nunique()) if not data.forecasts.empty else 0,
+        "heatmap_nodes": int(data.heatmap["node_id"].nunique()) if not data.heatmap.empty else 0,
+        "heatmap_alerts": marks,
+        "allocation_plans": len(recs.get("allocation", ())),
+        "reservations": len(recs.get("reservation", ())),
+        "spot_pools": len(recs.get("spot", ())),
+        "prescale_actions": len(next_day_prescale(recs.get("prescale", pd.DataFrame()))),
+        "firing_alerts": len(alerts),
+        "champions": len(data.champions),
+    }
+
+
+def summary_lines(data: ReportData) -> list[str]:
+    """The decisions in one glance: split and savings, reservations, the next day's scaling,
+    firing alerts (plain text; escaped by the caller)."""
+    recs = data.recommendations
+    lines = []
+    alloc = recs.get("allocation", pd.DataFrame())
+    if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns):
+        tuned = alloc[alloc["plan"] == "tuned"]
+        base = alloc[alloc["plan"] == "default_3_5_2"]
+        saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
+        who = ", ".join(
+            f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
+            for r in tuned.to_dict("records"))
+        direction = "less" if round(saved) >= 0 else "more"  # as money() rounds it: never "$0 more"
+        total = float(pd.to_numeric(tuned["monthly_cost"]).sum())
+        current = pd.to_numeric(tuned.get("current_fleet_cost", pd.Series(dtype=float)), errors="coerce")
+        now = (f" The running fleet, priced as private machines, would cost {money(current.sum())} for the same "
+               "demand" + (" (less than the recommended split, which the allocation bounds keep partly on "
+                           "public and edge: widen them in the plan config to weigh keeping more private)"
+                           if current.sum() < total else "") + "."
+               if len(current) and current.notna().all() else "")
+        lines.append(f"Split private/public/edge: {who}; {money(total)} per month for the forecast demand, "
+                     f"{money(abs(saved))} {direction} than the default 3-5-2 split.{now}")
+    res = recs.get("reservation", pd.DataFrame())
+    if not res.empty and "monthly_savings" in res:
+        pools = res["unique_id"] if "unique_id" in res else res["key"]
+        best = pd.to_numeric(res["monthly_savings"]).groupby(pools.fillna("?"), dropna=False).max().sum()
+        lines.append(f"{len(res)} reservation option(s) for the plan's public capacity; the best per pool "
+                     f"saves {money(best)} per month against paying on-demand for it, for a commitment over "
+                     "the whole term (see the instances and term of each).")
+    spot = recs.get("spot", pd.DataFrame())
+    if not spot.empty and {"action", "expected_monthly_saving"} <= set(spot.columns):
+        used = spot[spot["action"] == "use_spot"]
+        if used.empty:
+            lines.append("Spot: the interruptible share stays on on-demand in every pool.")
+        else:
+            saved = float(pd.to_numeric(used["expected_monthly_saving"]).sum())
+            lines.append(f"Spot: {len(used)} of {len(spot)} pool(s) run their interruptible share on spot; "
+                         f"{money(saved)} per month less than on-demand.")
+    actions = next_day_prescale(recs.get("prescale", pd.DataFrame()))
+    if not actions.empty:
+        ups = int((actions["action"] == "scale_up").sum())
+        lines.append(f"Next 24 hours: {ups} scale-up and {len(actions) - ups} scale-down action(s) of the pools' "
+                     "running nodes (for their whole demand, not only the public share of the split).")
+    alerts = firing_alerts(data.alerts)
+    if not alerts.empty:
+        kinds = alerts["kind"].value_counts()
+        critical = alerts.loc[alerts["severity"] == "critical", "entity"].astype(str).tolist()
+        lines.append("Firing alerts: " + ", ".join(f"{n} {k}" for k, n in kinds.items())
+                     + (f" (critical: {', '.join(critical[:5])}{' ...' if len(critical) > 5 else ''}; "
+                        "see each runbook below)" if critical else "") + ".")
+    return lines
+
+
+def _pool_of(row: dict) -> str:
+    """What an allocation row is for: its unique_id, else its key without the plan."""
+    uid = row.get("unique_id")
+    if isinstance(uid, str) and uid:
+        return uid
+    return str(row.get("key", "?")).rsplit("/", 1)[0]
+
+
+def summary_section(data: ReportData) -> str:
+    """The summary box at the top of the page."""
+    lines = summary_lines(data)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return _section("summary", "Summary", f"<ul>{items}</ul>")
+
+
+def header(data: ReportData) -> str:
+    """Title, the latest reading the report is as of, the plan run and its cutoff, and rows
+    per warehouse table. The plan's cutoff is its last complete hour of demand, so it can be
+    up to an hour (or a partial hour) before the latest reading."""
+    cutoff = _fmt(data.data_cutoff) if data.data_cutoff is not None else "no utilization yet"
+    plan = ""
+    if data.plan_run:
+        plan = f", plan run {esc(data.plan_run)}"
+        if data.plan_cutoff is not None:
+            plan += f" on demand up to the hour of <b>{esc(_fmt(data.plan_cutoff))}</b>"
+
+    counts = pd.DataFrame({"table": list(data.counts), "rows": list(data.counts.values())})
+    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in (
+        ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
+        ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"), ("alerts", "alerts"),
+        ("models", "models"), ("glossary", "glossary")))
+    return (f"<h1>headroom report</h1><p>latest utilization reading <b>{esc(cutoff)}</b> (UTC){plan}</p>"
+            f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"
+                                   if data.counts else _empty("ingest")))
+
+
+def render_report(data: ReportData) -> str:
+    """The whole report as one self-contained HTML page."""
+    body = "".join([header(data), summary_section(data), forecast_section(data), heatmap_section(data),
+                    allocation_section(data), tables_section(data), glossary_section()])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>headroom report</title>'
+            f"<style>{CSS}</style></head><body>{body}</body></html>\n")

@@ -1,0 +1,54 @@
+"""The report's fixed prose: the glossary of its terms and what the pre-scale schedule sizes.
+
+Kept apart from :mod:`pipelines.report.html` (the rendering) so the words can be read and
+edited in one place.
+"""
+from __future__ import annotations
+
+# the glossary: (anchor, term, the table columns it explains, one plain line: what it is, what good is)
+GLOSSARY = (
+    ("wape", "WAPE", ("wape",), "weighted absolute percentage error: the forecast's absolute errors over the "
+     "actual demand, both summed over the backtest (0.10: off by 10% of the demand). Lower is better, 0 is perfect."),
+    ("mase", "MASE", ("mase",), "mean absolute scaled error: the forecast's mean absolute error over that of the "
+     "seasonal naive forecast (the same hour one day earlier). Below 1 beats that baseline; lower is better."),
+    ("smape", "sMAPE", ("smape",), "symmetric mean absolute percentage error, in percent (0 to 200): each hour's "
+     "error over the mean of actual and forecast. Lower is better; it swings where demand is near 0, so WAPE is "
+     "the steadier guide."),
+    ("coverage", "coverage", ("coverage_80", "coverage_95"), "the share of backtest hours whose actual demand fell "
+     "inside the forecast's 80% (95%) band. Good is close to 0.80 (0.95): well below, the bands are too narrow "
+     "and pre-scaling is caught short; well above, they are too wide and it over-provisions."),
+    ("msis", "MSIS", ("msis",), "mean scaled interval score of the 95% band: its width plus a penalty for each "
+     "actual outside it, scaled like MASE. Lower is better; compare it between models on the same data."),
+    ("band", "80% / 95% band", ("forecast_upper",), "the range the forecast expects demand to fall in, 80% (95%) "
+     "of the hours; forecast_upper is the top of the band pre-scaling provisions for (hi_80 by default)."),
+    ("backtest", "backtest", (), "the models forecast the last windows of history as if they had not seen them, "
+     "and are scored on what happened; the champion is the model with the lowest WAPE."),
+    ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of every hour's demand run in the "
+     "private cloud, on public on-demand and at the edge; 3-5-2 is the default 30/50/20."),
+    ("retuned", "retuned, tuned_this_run", ("retuned", "tuned_this_run"), "retuned: the split is not the default "
+     "(the tuner moved it); tuned_this_run: this plan run chose the split (the month's first run, or plan "
+     "--retune), otherwise this month's earlier choice was kept and only re-priced."),
+    ("savings", "savings_vs_default, expected_savings", ("savings_vs_default", "expected_savings"), "what the split "
+     "saves per month against the default, on the demand path, and averaged over the demand scenarios (what "
+     "the choice rests on). Higher is better; the default is kept unless another split saves enough."),
+    ("idle", "idle penalty", ("idle_penalty",), "the charge for capacity bought but not used, per idle unit-hour "
+     "as a share of its price (power, cooling, what it could have run). Lower is better."),
+    ("spill", "spill_units", ("spill_units",), "unit-hours per month the private and edge capacity could not "
+     "carry, run on public on-demand instead."),
+    ("fleet", "current_fleet_cost", ("current_fleet_cost",), "the same demand on the capacity running now, "
+     "priced as the pool's private machines (any excess on public on-demand): what to compare a bill with."),
+    ("reserve", "coverage_quantile, expected_utilization", ("coverage_quantile", "expected_utilization"),
+     "a reservation covers this quantile of the hourly public instance count (1 - reserved/on-demand price), "
+     "and is busy this share of its hours; higher utilization wastes less of the commitment."),
+    ("spike", "p_spike", ("p_spike",), "the spike model's probability that the spot market's price spikes within "
+     "its horizon; a market at or above the alert threshold is not chosen. Lower is better."),
+)
+GLOSSARY_ANCHORS = {col: anchor for anchor, _, cols, _ in GLOSSARY for col in cols}
+
+# what the pre-scale schedule sizes (planner.plan.PRESCALE_APPLIES_TO): said where its actions are listed
+PRESCALE_SCOPE = (
+    '<p class="note">The schedule applies to each pool\'s running nodes: it starts from the capacity they '
+    "reported at the data cutoff and adds or removes whole nodes of the pool's size (units_per_instance) to "
+    "carry the pool's whole forecast demand. It does not follow the split above: there, private and edge "
+    "capacity is bought for the month and public on-demand follows the load hour by hour in its own instance "
+    "type.</p>")

@@ -1,0 +1,61 @@
+"""Runtime settings: environment variables (HEADROOM_*) and CLI flags, validated at the edge."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DB = REPO_ROOT / "data" / "warehouse.duckdb"
+SCHEMA_DIR = REPO_ROOT / "data" / "schema"
+
+
+ENV_NAMES = {
+    "db_path": "HEADROOM_DB", "lock_timeout_s": "HEADROOM_LOCK_TIMEOUT", "data_dir": "HEADROOM_DATA_DIR",
+    "report_dir": "HEADROOM_REPORT_DIR", "task_runner": "HEADROOM_TASK_RUNNER",
+    "dask_address": "HEADROOM_DASK_ADDRESS", "max_workers": "HEADROOM_MAX_WORKERS",
+    "alert_jsonl": "HEADROOM_ALERT_JSONL", "alert_webhook_url": "HEADROOM_ALERT_WEBHOOK",
+    "alertmanager_url": "HEADROOM_ALERTMANAGER_URL", "plan_config": "HEADROOM_PLAN_CONFIG",
+}
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message names the variable."""
+
+
+class Settings(BaseModel):
+    """Everything a run needs to know about where things live and how to run them."""
+
+    db_path: Path = Field(default=DEFAULT_DB)
+    lock_timeout_s: float = Field(default=30.0, ge=0)
+    data_dir: Path = Field(default=REPO_ROOT / "data" / "demo")
+    report_dir: Path = Field(default=REPO_ROOT / "reports")
+    task_runner: str = Field(default="thread", pattern="^(thread|dask)$")
+    dask_address: str | None = None
+    max_workers: int = Field(default=2, ge=1)
+    alert_jsonl: Path | None = None
+    alert_webhook_url: str | None = None
+    alertmanager_url: str | None = None
+    plan_config: Path | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Settings from HEADROOM_* variables; explicit non-None overrides win."""
+        env = {field: os.environ.get(name) for field, name in ENV_NAMES.items()}
+        values = {k: v for k, v in env.items() if v not in (None, "")}
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        if isinstance(values.get("task_runner"), str):
+            values["task_runner"] = values["task_runner"].strip().lower()
+        if values.get("dask_address") and "task_runner" not in values:
+            values["task_runner"] = "dask"
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else "?"
+                name = field if field in given else ENV_NAMES.get(field, field)
+                problems.append(f"{name}={err.get('input')!r}: {err['msg']}")
+            raise SettingsError("bad setting: " + "; ".join(problems)) from None

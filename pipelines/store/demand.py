@@ -1,0 +1,93 @@
+"""Demand series from the warehouse: the SQL that reads node hourly means per
+cluster/pool/resource; :mod:`forecasters.demand` turns them into the history frame."""
+from __future__ import annotations
+
+import logging
+
+import duckdb
+import pandas as pd
+
+from forecasters.demand import combine_nodes, drop_stale, regularize
+from pipelines.store import warehouse
+
+log = logging.getLogger(__name__)
+
+_NODE_HOURS = """
+WITH node_hours AS (
+    SELECT cluster || '/' || pool || '/' || resource AS unique_id, node_id,
+           date_trunc('hour', ts) AS ds, round(avg(used), 9) AS used, count(*) AS samples
+    FROM utilization
+    WHERE (?::TIMESTAMP IS NULL OR ts >= ?::TIMESTAMP)
+      AND (?::TIMESTAMP IS NULL OR ts <  ?::TIMESTAMP)
+    GROUP BY ALL
+)
+"""
+# per series-hour: the sum of the nodes that reported (the common case needs nothing more)
+TOTALS_SQL = _NODE_HOURS + """
+SELECT unique_id, ds,
+       -- parallel float sums differ in the last bits from run to run; rounding keeps
+       -- training (and so champions and model ids) reproducible
+       round(sum(used), 6)::DOUBLE AS y, count(*) AS nodes, sum(samples) AS samples
+FROM node_hours GROUP BY unique_id, ds ORDER BY unique_id, ds
+"""
+# per node: its first and last hour and how many hours it reported
+SPANS_SQL = _NODE_HOURS + """
+SELECT unique_id, node_id, min(ds) AS first, max(ds) AS last, count(*) AS hours,
+       arg_max(used, ds) AS last_used
+FROM node_hours GROUP BY unique_id, node_id ORDER BY unique_id, node_id
+"""
+# the hours of the nodes that fell silent somewhere inside their span (usually few)
+GAPPY_SQL = _NODE_HOURS + """,
+gappy AS (
+    SELECT unique_id, node_id FROM node_hours GROUP BY unique_id, node_id
+    HAVING count(*) < date_diff('hour', min(ds), max(ds)) + 1
+)
+SELECT n.unique_id, n.node_id, n.ds, n.used
+FROM node_hours n JOIN gappy USING (unique_id, node_id) ORDER BY n.unique_id, n.node_id, n.ds
+"""
+
+def load_demand(
+    con: duckdb.DuckDBPyConnection, since: pd.Timestamp | None = None, until: pd.Timestamp | None = None,
+    late: str = "carry",
+) -> pd.DataFrame:
+    """Hourly demand ``unique_id, ds, y`` on a regular grid (see :func:`combine_nodes`, whose
+    ``late`` says what a node a few hours behind counts as, and :func:`regularize`)."""
+    params = [since, since, until, until]
+    totals = warehouse.query(con, TOTALS_SQL, params)
+    if totals.empty:
+        return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
+                             "y": pd.Series(dtype=float)})
+    spans = warehouse.query(con, SPANS_SQL, params)
+    gappy = warehouse.query(con, GAPPY_SQL, params)
+    return regularize(combine_nodes(totals, spans, gappy, late))
+
+
+SERIES_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization"
+
+
+def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None) -> pd.DataFrame:
+    """Demand over the last ``lookback_days`` of utilization (all of it when None). The
+    window ends at the newest reading of any series; a series with no reading in it is
+    left out, and named in the log."""
+    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
+    since = None if last is None or lookback_days is None else pd.Timestamp(last) - pd.Timedelta(days=lookback_days)
+    out = load_demand(con, since=since)
+    if since is not None:
+        recent = warehouse.query(con, SERIES_SQL + " WHERE ts >= ?", [since])["unique_id"]
+        stale = sorted(set(warehouse.query(con, SERIES_SQL)["unique_id"]) - set(recent))
+        if stale:  # (a series dropped for an outage inside the window is named by regularize)
+            log.warning("%d series have no utilization in the %d days up to %s and are not planned or "
+                        "forecast: %s", len(stale), lookback_days, last, ", ".join(stale))
+    return out
+
+
+def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None, where: str) -> pd.DataFrame:
+    """:func:`load_recent_demand` without the series that stopped reporting
+    (:func:`forecasters.demand.drop_stale`); ValueError naming ``where`` when none is left."""
+    frame = drop_stale(load_recent_demand(con, lookback_days))
+    if frame.empty:
+        has_rows = con.execute("SELECT count(*) > 0 FROM utilization").fetchone()[0]
+        raise ValueError(
+            f"no demand series in {where} has enough recent data to train on (see the warnings above)"
+            if has_rows else f"no utilization in {where}: ingest some before training")
+    return frame

@@ -1,0 +1,211 @@
+"""Warehouse reads and writes for the ``detect`` flow (all SQL of detection lives here)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pickle
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import duckdb
+import pandas as pd
+
+from anomaly.cusum import CusumState
+from anomaly.fault_features import FaultPolicy
+from anomaly.spike_features import SpikePolicy
+from anomaly.spikes import SpikePredictor
+from pipelines.store.demand import load_demand
+from pipelines.store.warehouse import query, query_categorical, transaction, upsert
+
+
+def _upto(until: datetime | None) -> datetime:
+    """``until`` for a ``ts <= ?`` bound; no bound (None) is the end of time."""
+    return datetime.max if until is None else pd.Timestamp(until).to_pydatetime()
+
+
+def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
+                  since: pd.Timestamp | None = None) -> pd.DataFrame:
+    """Hourly demand ``unique_id, ds, y`` (``cluster/pool/resource``), the same series the
+    forecasters see (:func:`pipelines.store.demand.load_demand`: node hourly means summed, a
+    partial last hour dropped, so a half-reported hour never looks like a drop), from the
+    readings at or before ``until`` when given (a replay's clock). The hours a node a few
+    hours behind has not reported yet wait for it (``late="wait"``): the CUSUM reads an hour
+    once, so it must not read a stand-in for the node's load. ``since``: the readings from
+    then on only (what the CUSUM states still need, see
+    :func:`pipelines.detect.steps.burst_read_since`)."""
+    return load_demand(con, since=since,
+                       until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1),
+                       late="wait")
+
+
+def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """All device telemetry (at or before ``until``) in the long contract (training; scoring
+    reads :func:`recent_telemetry`), in no particular order: the feature builder sorts it,
+    and a sort here would hold the whole table in DuckDB (6.7M rows: 0.65 GB peak read
+    unsorted, 1.45 GB sorted)."""
+    return query_categorical(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry "
+                                  "WHERE ts <= ?", [_upto(until)])
+
+
+def data_end(con: duckdb.DuckDBPyConnection):
+    """The newest reading of utilization, device telemetry or spot prices (None when empty),
+    as a datetime: the clock a replay of the data runs on."""
+    found = con.execute("""
+        SELECT max(ts) FROM (SELECT max(ts) AS ts FROM utilization UNION ALL SELECT max(ts) FROM device_telemetry
+                             UNION ALL SELECT max(ts) FROM spot_prices)
+    """).fetchone()[0]
+    return None if found is None else pd.Timestamp(found).to_pydatetime()
+
+
+TELEMETRY_COLUMNS = ["ts", "device_id", "node_id", "metric", "value"]
+SILENT_TOO_LONG = pd.Timedelta(days=1)  # a device this far behind the fleet's newest reading is not scored
+
+
+def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
+                     stale: pd.Timedelta = SILENT_TOO_LONG, until: datetime | None = None) -> pd.DataFrame:
+    """What scoring each device's latest row needs: its telemetry over ``span`` before its
+    own newest reading (a device that reports late is not cut short by the others), plus
+    each metric's last reading in the ``span`` before that, so the first reading in the span
+    can be told apart from the one before it (a counter polled at least that often).
+
+    Devices whose newest reading is more than ``stale`` before the fleet's are left out
+    (their prediction would be about a window already past). The reads are bounded by
+    time, so a year of 1-minute DCGM history is not scanned every 15 minutes. With
+    ``until``, readings after it do not exist (a replay's clock)."""
+    newest = con.execute("SELECT max(ts) FROM device_telemetry WHERE ts <= ?", [_upto(until)]).fetchone()[0]
+    if newest is None:
+        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
+    newest = pd.Timestamp(newest)
+    live, lo = newest - stale, newest - stale - 2 * span  # literals: DuckDB skips older row groups
+    us = int(span / pd.Timedelta(microseconds=1))
+    return query_categorical(con, """
+        WITH recent AS (SELECT ts, device_id, node_id, metric, value FROM device_telemetry
+                        WHERE ts >= ? AND ts <= ?),
+        last AS (SELECT device_id, max(ts) AS ts FROM recent GROUP BY device_id HAVING max(ts) >= ?),
+        t AS (
+            SELECT r.ts, r.device_id, r.node_id, r.metric, r.value, r.ts >= l.ts - to_microseconds(?) AS inside
+            FROM recent r JOIN last l USING (device_id)
+            WHERE r.ts >= l.ts - 2 * to_microseconds(?)
+        )
+        SELECT ts, device_id, node_id, metric, value FROM t WHERE inside
+        UNION ALL
+        SELECT max(ts), device_id, arg_max(node_id, ts), metric, arg_max(value, ts) FROM t WHERE NOT inside
+        GROUP BY device_id, metric
+        ORDER BY device_id, ts, metric
+    """, [lo.to_pydatetime(), newest.to_pydatetime(), live.to_pydatetime(), us, us])
+
+
+def failures(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """All recorded hardware failures (at or before ``until``)."""
+    return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures WHERE ts <= ? ORDER BY ts",
+                 [_upto(until)])
+
+
+def last_failures(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """``device_id, ts``: each device's latest failure up to the newest telemetry reading
+    (what fault scoring needs to leave out devices that failed since their last reading)."""
+    return query(con, """
+        SELECT device_id, max(ts) AS ts FROM failures
+        WHERE ts <= (SELECT max(ts) FROM device_telemetry WHERE ts <= ?)
+        GROUP BY device_id ORDER BY device_id
+    """, [_upto(until)])
+
+
+def spot_prices(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
+    """Spot price change events (at or before ``until``)."""
+    return query(con, "SELECT ts, provider, region, zone, instance_type, product, price FROM spot_prices "
+                      "WHERE ts <= ?", [_upto(until)])
+
+
+def on_demand(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """On-demand prices from the catalog (where known)."""
+    return query(con, """
+        SELECT provider, region, instance_type, on_demand_price FROM instance_catalog
+        WHERE on_demand_price > 0  -- 0 is a placeholder in some price lists, not a price
+    """)
+
+
+def load_states(con: duckdb.DuckDBPyConnection, detector: str) -> dict[str, CusumState]:
+    """Persisted detector states by series."""
+    rows = query(con, "SELECT unique_id, state FROM detector_state WHERE detector = ?", [detector])
+    return {r.unique_id: CusumState.from_dict(json.loads(r.state)) for r in rows.itertuples(index=False)}
+
+
+def save_states(con: duckdb.DuckDBPyConnection, detector: str, states: Mapping[str, CusumState],
+                now: datetime) -> int:
+    """Upsert states (one transaction)."""
+    frame = pd.DataFrame([
+        {"detector": detector, "unique_id": uid, "last_ts": st.last_ts,
+         "state": json.dumps(st.to_dict(), sort_keys=True), "updated_at": now}
+        for uid, st in states.items()
+    ])
+    with transaction(con):
+        return upsert(con, "detector_state", frame)
+
+
+def alert_counts(con: duckdb.DuckDBPyConnection, sinks: Sequence[str]) -> dict[str, object]:
+    """Firing alerts and the pending deliveries of the configured ``sinks``, for the flow's
+    summary. Deliveries still pending for a sink not configured now (a JSONL file of another
+    report folder, a webhook since removed) are kept, to go out if it comes back, and
+    counted apart as ``pending_unconfigured``: {sink: n}, present only when there are any."""
+    firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing'").fetchone()
+    rows = con.execute("SELECT sink, count(*) FROM alert_deliveries WHERE state = 'pending' GROUP BY sink "
+                       "ORDER BY sink").fetchall()
+    mine = set(sinks)
+    out: dict[str, object] = {"firing": int(firing[0]) if firing else 0,
+                              "pending_deliveries": sum(int(n) for s, n in rows if s in mine)}
+    elsewhere = {str(s): int(n) for s, n in rows if s not in mine}
+    if elsewhere:
+        out["pending_unconfigured"] = elsewhere
+    return out
+
+
+def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_before: datetime,
+                 until: datetime | None = None) -> bytes | None:
+    """The newest artifact of ``kind`` trained with exactly ``params`` since ``not_before``
+    (and, with ``until``, made at or before it from data up to it: a replay does not use a
+    model that learned from its future)."""
+    row = con.execute(
+        "SELECT artifact FROM models WHERE kind = ? AND params = ? AND created_at >= ? "
+        "AND created_at <= ? AND data_cutoff <= ? ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
+        [kind, params, not_before, _upto(until), _upto(until)],
+    ).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def save_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str,
+               data_cutoff: datetime, artifact: bytes, metrics: str, now: datetime) -> str:
+    """Register a detector model; its id is a hash of kind, params and data cutoff."""
+    model_id = hashlib.sha256(f"{kind}|{params}|{pd.Timestamp(data_cutoff).isoformat()}".encode()).hexdigest()[:16]
+    frame = pd.DataFrame([{
+        "model_id": model_id, "kind": kind, "target": target, "series": None, "data_cutoff": data_cutoff,
+        "params": params, "metrics": metrics, "artifact": artifact, "is_champion": False, "created_at": now,
+    }])
+    with transaction(con):
+        upsert(con, "models", frame)
+    return model_id
+
+
+FAULT_MODEL = "fault_predictor"
+SPIKE_MODEL = "spike_predictor"
+
+
+def policy_params(policy: FaultPolicy | SpikePolicy) -> str:
+    """The policy as canonical JSON: a stored model is reused only for the same policy."""
+    return json.dumps(dataclasses.asdict(policy), sort_keys=True)
+
+
+def spike_params(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> str:
+    """The policy, and whether on-demand prices are known: a model trained without them
+    (no "above on-demand" spikes) is not reused once the catalog brings them."""
+    params = json.loads(policy_params(policy))
+    params["on_demand_known"] = not on_demand(con).empty
+    return json.dumps(params, sort_keys=True)
+
+
+def latest_spike_model(con: duckdb.DuckDBPyConnection, policy: SpikePolicy) -> SpikePredictor | None:
+    """The newest registered spike model for ``policy``, None before the detect flow trained one."""
+    blob = latest_model(con, SPIKE_MODEL, spike_params(con, policy), datetime.min)
+    # pickle: our own estimator, stored in and read back from our own warehouse only
+    return None if blob is None else pickle.loads(blob)
