@@ -3,7 +3,9 @@
 * :mod:`planner.cost`: the cost model and cost-aware instance selection;
 * :mod:`planner.allocation`: the 3-5-2 hybrid split and its cost simulator;
 * :mod:`planner.reservations`: reserved-capacity recommendations (newsvendor rule);
-* :mod:`planner.prescale`: pre-scaling schedules from forecast bands;
+* :mod:`planner.prescale`: predictive + reactive pre-scaling at the data's resolution;
+* :mod:`planner.scaling`: reactive autoscalers and the score of any capacity on demand;
+* :mod:`planner.replay`: every strategy replayed on history and scored side by side;
 * :mod:`planner.spot`: spot capacity for the interruptible share of the public load.
 """
 from planner.allocation import (

@@ -32,7 +32,7 @@ from planner.validation import require_columns
 log = logging.getLogger(__name__)
 
 # The pre-scale schedule starts from the capacity the pool's nodes report at the data cutoff and
-# moves it by whole nodes of the pool's median size, for the pool's whole forecast demand: it
+# moves it by whole instances (see instance_units), for the pool's whole forecast demand: it
 # scales the fleet as it runs, not one location of the recommended split (where private and edge
 # are bought for the month and public on-demand follows the load in its own instance type).
 PRESCALE_APPLIES_TO = "pool nodes (whole demand, not split)"
@@ -80,6 +80,20 @@ def memory_per_vcpu(capacity: pd.DataFrame, pool_id: str) -> float | None:
     return float(mem) / float(cpu)
 
 
+def instance_units(catalog: pd.DataFrame, resource: str, pool: str, node_units: float,
+                   policy: PrescalePolicy) -> float | None:
+    """The units one pre-scaling step adds: the catalog machine named for the pool, else the
+    policy's ``instance_units``, else the pool's node size (None when none is known)."""
+    if not catalog.empty:
+        own = catalog[(catalog["resource"] == resource) & (catalog["location"] == "private") & (catalog["units"] > 0)
+                      & catalog["instance_type"].astype(str).str.lower().str.startswith(pool.lower())]
+        if not own.empty:
+            return float(own["units"].iloc[0])
+    if policy.instance_units is not None:
+        return float(policy.instance_units)
+    return float(node_units) if np.isfinite(node_units) and node_units > 0 else None
+
+
 def offer_names(offers: dict) -> str:
     """Which machine each location is priced on, ``location: provider/region/instance_type``."""
     return "; ".join(f"{loc}: {o.provider}/{o.region}/{o.instance_type}" for loc, o in sorted(offers.items()))
@@ -125,6 +139,7 @@ def make_plan(
     splits: dict[str, Split] | None = None,
     spot_markets: pd.DataFrame | None = None,
     spike_probabilities: pd.DataFrame | None = None,
+    recent: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Recommendations by kind (``allocation``, ``reservation``, ``prescale`` and, with
     ``spot_markets``, ``spot``), each with a ``unique_id`` column naming the planned series.
@@ -133,7 +148,8 @@ def make_plan(
     split is then kept (re-tuning is monthly) and only re-priced on the new demand.
     ``spot_markets`` (:func:`planner.spot.market_stats`) and ``spike_probabilities`` (the
     latest ``p_spike`` per market) let the interruptible share of the public load go to
-    spot; reservations then cover only the rest.
+    spot; reservations then cover only the rest. ``recent`` (``unique_id, ds, y`` at the data's
+    own resolution over the pre-scaling calibration window) sets the pre-scaling margin.
     """
     require_columns(history, ["unique_id", "ds", "y"], "demand history")
     require_columns(forecast, ["unique_id", "ds", "mean"], "forecast")
@@ -197,17 +213,20 @@ def make_plan(
                         "or reservation (ingest a catalog with one: headroom ingest --kind catalog)", uid, resource,
                         _why_no_offer(catalog, resource, pool))
         fc = future_forecast(history, forecast, uid)
+        units = instance_units(catalog, resource, pool, row.units_per_node, policy.prescale)
         if fc.empty:
             log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)
-        elif not (np.isfinite(row.units_per_node) and row.units_per_node > 0):  # one pool never stops the plan
-            log.warning("%s: no node size (units per node %s), no pre-scale schedule", uid, row.units_per_node)
+        elif units is None:  # one pool never stops the plan
+            log.warning("%s: no instance size (units per node %s, no catalog offer), no pre-scale schedule", uid,
+                        row.units_per_node)
         else:
-            sched = prescale_schedule(fc, float(row.capacity), float(row.units_per_node), policy.prescale)
+            mine = None if recent is None else recent.loc[recent["unique_id"] == uid]
+            sched = prescale_schedule(fc, float(row.capacity), units, policy.prescale, recent=mine)
             sched.insert(1, "resource", resource)
-            # what the schedule sizes: the pool's running nodes for its whole demand, in steps of one
-            # node; it does not follow the split (see PRESCALE_APPLIES_TO)
+            # what the schedule sizes: the pool's running capacity for its whole demand, in
+            # instances; it does not follow the split (see PRESCALE_APPLIES_TO)
             sched["applies_to"] = PRESCALE_APPLIES_TO
-            sched["units_per_instance"] = float(row.units_per_node)
+            sched["units_per_instance"] = units
             if "model_id" in fc:
                 sched["model_id"] = fc["model_id"].iloc[0]
             out["prescale"].append(sched)

@@ -1,9 +1,21 @@
-"""Pre-scaling schedules: capacity per pool and hour, ahead of the forecast demand.
+"""Pre-scaling: predictive + reactive capacity at the data's own resolution.
 
-Capacity is provisioned for the forecast's upper band (``hi_80`` by default) plus a
-headroom margin, rounded up to whole instances, and raised ``lead_steps`` ahead of the
-hour that needs it (instances take time to boot and join). It is lowered only when the
-need falls below ``1 - hysteresis`` of what runs, so capacity does not flap.
+At each step the rule holds
+
+    need[t] = seen[t] + (forecast[t] - forecast[t - lead]) + margin
+
+rounded up to whole instances: the demand last seen (``lead`` late, as metrics and new
+instances are), moved by the change the forecast expects over the lead (so capacity rises
+ahead of the daily and weekly tides the forecast knows), plus ``margin``, the ``q``-quantile
+of how far demand recently ran above that prediction (a conformal bound on what the forecast
+misses). ``q = shortage_cost / (shortage_cost + idle_cost)`` is the newsvendor quantile: the
+level where one more unit's expected shortage saving equals its idle cost. The margin is
+re-learnt every ``refresh`` from the ``calibration`` window before it. Scale-in waits
+``stabilization`` (the lower need must hold that long), as Kubernetes' HPA and target
+tracking do.
+
+:func:`prescale_schedule` is the plan's view of the same rule for the forecast ahead: the
+capacity it expects to hold when demand follows the forecast.
 """
 from __future__ import annotations
 
@@ -12,82 +24,144 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from planner.scaling import delayed, stabilized, whole_instances
 from planner.validation import require_columns
 
 PRESCALE_COLUMNS = [
     "unique_id", "ts", "forecast_mean", "forecast_upper", "capacity", "target_capacity",
-    "instances_delta", "action", "reason",
+    "instances_delta", "action", "reason", "reactive_margin",
 ]
+MIN_ERRORS = 12  # fewer recent errors than this: the margin is DEFAULT_SHARE of the level
+DEFAULT_SHARE = 0.25  # what an 80%-target autoscaler keeps above demand
 
 
 @dataclass(frozen=True)
 class PrescalePolicy:
-    """How much margin to keep and how early to act."""
+    """The cost trade-off that sets the margin, and the timing of the scaler."""
 
-    band: str = "hi_80"  # forecast column to provision for: mean, hi_80 or hi_95
-    headroom: float = 0.10  # extra share on top of the band
-    lead_steps: int = 1  # raise capacity this many steps before it is needed
-    hysteresis: float = 0.15  # lower capacity only when the need is this far below it ...
-    down_steps: int = 3  # ... for this many steps in a row, so capacity does not flap
+    shortage_cost: float = 99.0  # one unit short for a step, in idle units it is worth: q = 0.99
+    idle_cost: float = 1.0
+    lead: str = "5min"  # how late demand is seen and new capacity serves
+    stabilization: str = "30min"  # scale in only once the lower need has held this long
+    refresh: str = "1h"  # how often forecasts and the margin are refreshed
+    calibration: str = "7D"  # the trailing window the margin learns from
     min_instances: int = 1
+    instance_units: float | None = None  # units one instance adds, where no catalog offer says
 
     def __post_init__(self) -> None:
-        if self.band not in ("mean", "hi_80", "hi_95"):
-            raise ValueError(f"band must be mean, hi_80 or hi_95, got {self.band!r}")
-        if self.headroom < 0 or not 0 <= self.hysteresis < 1 or self.lead_steps < 0 or self.down_steps < 1:
-            raise ValueError("headroom >= 0, 0 <= hysteresis < 1, lead_steps >= 0 and down_steps >= 1 are required")
+        if not (self.shortage_cost > 0 and self.idle_cost > 0):
+            raise ValueError("shortage_cost and idle_cost must be > 0")
+        for name in ("lead", "stabilization", "refresh", "calibration"):
+            if not pd.Timedelta(getattr(self, name)) > pd.Timedelta(0):
+                raise ValueError(f"{name} must be a positive duration, got {getattr(self, name)!r}")
+        if self.min_instances < 0:
+            raise ValueError("min_instances must be >= 0")
+        if self.instance_units is not None and not self.instance_units > 0:
+            raise ValueError(f"instance_units must be > 0, got {self.instance_units}")
+
+    @property
+    def quantile(self) -> float:
+        """The newsvendor quantile the margin provisions for."""
+        return self.shortage_cost / (self.shortage_cost + self.idle_cost)
+
+    def steps(self, name: str, step: pd.Timedelta) -> int:
+        """A duration of the policy in steps of ``step`` (at least one)."""
+        return max(int(round(pd.Timedelta(getattr(self, name)) / step)), 1)
+
+
+def predicted(demand: np.ndarray, forecast: np.ndarray, lag: int) -> np.ndarray:
+    """Demand as seen ``lag`` steps late, moved by the forecast's own change over those steps
+    (unmoved where the forecast is missing)."""
+    seen, before = delayed(demand, lag), delayed(forecast, lag)
+    f = np.asarray(forecast, dtype=float)
+    change = np.where(np.isfinite(f) & np.isfinite(before), f - before, 0.0)
+    return seen + change
+
+
+def learn_margin(demand: np.ndarray, prediction: np.ndarray, policy: PrescalePolicy) -> float:
+    """The ``q``-quantile of demand above its prediction in a window (at least 0); with too
+    few errors, ``DEFAULT_SHARE`` of the window's level."""
+    d, p = np.asarray(demand, dtype=float), np.asarray(prediction, dtype=float)
+    ok = np.isfinite(d) & np.isfinite(p)
+    if ok.sum() < MIN_ERRORS:
+        level = np.nanmax(d) if np.isfinite(d).any() else 0.0
+        return float(DEFAULT_SHARE * level)
+    return max(float(np.quantile(d[ok] - p[ok], policy.quantile)), 0.0)
+
+
+def margin_at(demand: np.ndarray, forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
+              refresh_at: int) -> float:
+    """The margin a refresh at step ``refresh_at`` learns: from the calibration window of
+    demand seen by then (up to ``refresh_at - lead``)."""
+    lag = policy.steps("lead", step)
+    known = max(refresh_at - lag + 1, 0)
+    lo = max(known - policy.steps("calibration", step), 0)
+    pred = predicted(demand[:known], forecast[:known], lag)
+    return learn_margin(demand[lo:known], pred[lo:known], policy)
+
+
+def planned_capacity(demand: np.ndarray, live_forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
+                     instance_units: float, start: int = 0) -> np.ndarray:
+    """Capacity the rule holds at each step of one series: ``live_forecast[t]`` is the forecast
+    for step ``t`` as it stood before ``t`` (NaN where there was none). Steps before ``start``
+    hold the first learnt need."""
+    d, f = np.asarray(demand, dtype=float), np.asarray(live_forecast, dtype=float)
+    lag, every = policy.steps("lead", step), policy.steps("refresh", step)
+    pred = predicted(d, f, lag)
+    need = np.zeros(len(d))
+    for s in range(start, len(d), every):
+        e = min(s + every, len(d))
+        need[s:e] = np.nan_to_num(pred[s:e], nan=0.0) + margin_at(d, f, policy, step, s)
+    if start > 0:
+        need[:start] = need[start]
+    cap = whole_instances(need, instance_units, policy.min_instances)
+    return stabilized(cap, policy.steps("stabilization", step))
 
 
 def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instance: float,
-                      policy: PrescalePolicy = PrescalePolicy()) -> pd.DataFrame:
-    """The schedule for one series: one row per forecast step.
+                      policy: PrescalePolicy = PrescalePolicy(), recent: pd.DataFrame | None = None,
+                      ) -> pd.DataFrame:
+    """The capacity schedule for one series over its forecast, one row per forecast step,
+    starting from what runs now (units), in instances of ``units_per_instance``: the need the
+    rule expects when demand follows the forecast (mean + margin), raised ``lead`` ahead and
+    lowered after the stabilization window.
 
-    ``forecast`` is a forecast frame of one ``unique_id``; ``capacity`` is what runs now
-    (units); ``units_per_instance`` the step capacity moves by.
-    """
-    require_columns(forecast, ["unique_id", "ds", "mean", policy.band], "forecast")
+    ``recent`` (``ds, y``, and ``forecast`` where one was live: the series at its own
+    resolution over the calibration window) sets the margin; without it the margin is
+    ``DEFAULT_SHARE`` of the forecast's peak, as an 80%-target autoscaler keeps."""
+    require_columns(forecast, ["unique_id", "ds", "mean"], "forecast")
     if forecast["unique_id"].nunique() > 1:
         raise ValueError("prescale_schedule takes one series; group the forecast by unique_id")
-    if units_per_instance <= 0:
+    if not units_per_instance > 0:
         raise ValueError("units_per_instance must be > 0")
     fc = forecast.sort_values("ds").reset_index(drop=True)
-    if not np.isfinite(fc[["mean", policy.band]].to_numpy(dtype=float)).all():
+    mean = fc["mean"].to_numpy(dtype=float)
+    if not np.isfinite(mean).all():
         raise ValueError(f"forecast of {fc['unique_id'].iloc[0]!r} has NaN or infinite values")
-    upper = np.clip(fc[policy.band].to_numpy(dtype=float), 0.0, None)
-    need = upper * (1.0 + policy.headroom)
-    # what each step must already have: the largest need over the next lead_steps steps
-    ahead = _max_ahead(need, policy.lead_steps + 1)
-    target = np.maximum(np.ceil(ahead / units_per_instance - 1e-9), policy.min_instances) * units_per_instance
-    # scaling down waits until the lower target holds for down_steps steps
-    settled = _max_ahead(target, policy.down_steps, full=True)  # NaN: too close to the end to tell
-    current = float(capacity)
-    rows = []
+    step = pd.Timedelta(pd.Series(fc["ds"]).diff().median()) if len(fc) > 1 else pd.Timedelta("1h")
+    margin = DEFAULT_SHARE * float(np.clip(mean, 0, None).max())
+    if recent is not None and len(recent) > 1:
+        r = recent.sort_values("ds")
+        r_step = pd.Timedelta(pd.Series(r["ds"]).diff().median())
+        y = r["y"].to_numpy(dtype=float)
+        live = r["forecast"].to_numpy(dtype=float) if "forecast" in r else np.full(len(r), np.nan)
+        margin = margin_at(y, live, policy, r_step, len(y))
+    need = np.clip(mean, 0, None) + margin
+    target = whole_instances(need, units_per_instance, policy.min_instances)
+    ahead = pd.Series(target[::-1]).rolling(policy.steps("lead", step) + 1, min_periods=1).max().to_numpy()[::-1]
+    target = stabilized(np.concatenate([[float(capacity)], ahead]), policy.steps("stabilization", step))[1:]
+    rows, current = [], float(capacity)
     for i, ts in enumerate(fc["ds"]):
-        want = float(target[i])
-        if want > current + 1e-9:
-            action = "scale_up"
-            peak = i + int(np.argmax(need[i:i + policy.lead_steps + 1]))
-            reason = (f"{policy.band} {upper[peak]:.1f} + {policy.headroom:.0%} headroom at "
-                      f"{pd.Timestamp(fc['ds'][peak]):%Y-%m-%d %H:%M} exceeds capacity {current:g}")
-        elif settled[i] < current * (1.0 - policy.hysteresis) - 1e-9:
-            action, want = "scale_down", float(settled[i])
-            reason = (f"need {ahead[i]:.1f} stays more than {policy.hysteresis:.0%} below capacity {current:g} "
-                      f"for {policy.down_steps} steps")
-        else:
-            action, reason = "hold", ""
-        new = want if action != "hold" else current
+        new = float(target[i])
+        action = "scale_up" if new > current + 1e-9 else "scale_down" if new < current - 1e-9 else "hold"
+        reason = (f"forecast {mean[i]:.1f} + {margin:.1f} (the {policy.quantile:.0%} quantile of recent demand above "
+                  f"its prediction) needs {new / units_per_instance:.0f} instance(s); between forecasts the pool "
+                  f"follows demand seen {policy.lead} late, scaling in after {policy.stabilization}")
         rows.append({
-            "unique_id": fc["unique_id"][i], "ts": ts, "forecast_mean": float(fc["mean"][i]),
-            "forecast_upper": float(upper[i]), "capacity": current, "target_capacity": new,
-            "instances_delta": round((new - current) / units_per_instance), "action": action,
-            "reason": reason,
+            "unique_id": fc["unique_id"][i], "ts": ts, "forecast_mean": float(mean[i]),
+            "forecast_upper": float(need[i]), "capacity": current, "target_capacity": new,
+            "instances_delta": round((new - current) / units_per_instance), "action": action, "reason": reason,
+            "reactive_margin": margin,
         })
         current = new
     return pd.DataFrame(rows, columns=PRESCALE_COLUMNS)
-
-
-def _max_ahead(values: np.ndarray, width: int, full: bool = False) -> np.ndarray:
-    """The largest of ``values[i : i + width]`` for each ``i``; shorter at the end, or NaN
-    there when ``full``."""
-    rolled = pd.Series(values[::-1]).rolling(width, min_periods=width if full else 1).max()
-    return rolled.to_numpy()[::-1]

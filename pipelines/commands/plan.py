@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
+
+import pandas as pd
 
 from pipelines.commands.ingest import add_db_argument
 
@@ -17,6 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=None,
                    help="TOML policy file (default: $HEADROOM_PLAN_CONFIG; see data/samples/plan.toml)")
     p.set_defaults(func=run)
+    sub = p.add_subparsers(dest="plan_command", required=False, metavar="ACTION")
+    add_replay_parser(sub)
 
 
 def require_plan_config(path: str | Path | None) -> None:
@@ -62,3 +67,97 @@ def run(args: argparse.Namespace) -> int:
     for sp in out.get("spot", []):
         print(f"  {sp['unique_id']}: {spot_text(sp)}")
     return 0
+
+
+def add_replay_parser(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "replay", help="replay pre-scaling decisions on history beside reactive and static baselines",
+        description="Walk forward through [start, end) of one pool's demand at the data's own resolution. "
+        "At each decision point only data before it is used: the train flow's models and champion choice "
+        "(refit daily, forecasts refreshed hourly) and the plan's capacity rule. Every strategy is scored on "
+        "the same demand; one row per strategy.")
+    r.add_argument("--utilization", type=Path, default=None,
+                   help="utilization file in the input contract (default: the warehouse's utilization)")
+    add_db_argument(r)
+    r.add_argument("--pool", default=None, help="cluster/pool (or pool) to replay (default: the only one)")
+    r.add_argument("--resource", default=None, choices=["gpu", "cpu", "mem"],
+                   help="resource (default: gpu where the pool has GPUs, else cpu)")
+    r.add_argument("--start", default=None, help="first decision (UTC; default: 30 days before the end)")
+    r.add_argument("--end", default=None, help="end of the span, exclusive (default: the data's end)")
+    r.add_argument("--instance-units", type=float, default=None,
+                   help="units one instance adds (default: the node size the data reports)")
+    r.add_argument("--lead", default=None, help="how late demand is seen and capacity serves (default 5m)")
+    r.add_argument("--models", default=None, help="models to choose from (default: the train flow's)")
+    r.add_argument("--config", default=None, help="TOML policy file ([prescale] sets the rule)")
+    r.add_argument("--out", type=Path, default=None, help="write the table as CSV here")
+    r.set_defaults(func=run_replay)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from pipelines.commands.errors import CliError
+    from pipelines.plan import replay as plan_replay
+    from pipelines.plan.config import PlanConfigError, load_plan_policy
+    from pipelines.runtime.outputs import check_writable, write_csv
+    from pipelines.runtime.progress import progress_bar
+    from pipelines.runtime.settings import Settings
+
+    if args.instance_units is not None and not args.instance_units > 0:
+        raise CliError(f"--instance-units must be > 0, got {args.instance_units:g}", 2)
+    try:
+        policy = load_plan_policy(args.config).prescale
+        if args.lead is not None:
+            policy = dataclasses.replace(policy, lead=str(pd.Timedelta(args.lead)))
+    except PlanConfigError as exc:
+        raise CliError(str(exc), 2) from exc
+    except ValueError as exc:
+        raise CliError(f"--lead: not a duration: {args.lead!r}", 2) from exc
+    if args.out is not None:
+        check_writable(args.out)
+    models = [m for m in (args.models or "").split(",") if m] or list(plan_replay.DEFAULT_MODELS)
+    con = _replay_source(args, Settings.from_env(db_path=args.db))
+    try:
+        series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
+        start, end = plan_replay.span_of(series, args.start, args.end)
+        units = args.instance_units or node_units
+        with progress_bar("replay", "days") as bar:
+            result = plan_replay.replay(series, start, end, units, policy, models=models, progress=bar)
+    except plan_replay.ReplayError as exc:
+        raise CliError(str(exc), 2) from exc
+    finally:
+        con.close()
+    table = result.table
+    print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "
+          f"{series.index[1] - series.index[0]}, instances of {units:g} units, {policy.quantile:.0%} quantile):")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    beaten = plan_replay.frontier_verdict(table)
+    print("planned is beyond the reactive frontier" if not beaten else
+          f"planned is matched or beaten by {', '.join(beaten)} (no dearer and no more under-provisioned)")
+    if args.out is not None:
+        write_csv(table, args.out)
+        print(f"table: {args.out}")
+    return 0
+
+
+def _replay_source(args: argparse.Namespace, settings) -> object:
+    """A connection holding the utilization to replay: ``--utilization`` ingested into a
+    memory warehouse (its bad rows said, as ingest says them), else the warehouse read-only."""
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest.adapters import IngestFileError
+    from pipelines.ingest.loading import ingest_file
+    from pipelines.store import warehouse
+
+    if args.utilization is None:
+        if not settings.db_path.exists():
+            raise CliError(f"{settings.db_path}: no warehouse; pass --utilization FILE", 2)
+        return warehouse.open_warehouse(settings.db_path, read_only=True).__enter__()
+    if not args.utilization.is_file():
+        raise CliError(f"{args.utilization}: no such file", 2)
+    con = warehouse.connect(":memory:")
+    try:
+        r = ingest_file(con, args.utilization, "utilization")
+    except IngestFileError as exc:
+        con.close()
+        raise CliError(str(exc), 2) from exc
+    if r.rows_rejected:
+        print(f"{args.utilization}: {r.rows_rejected} row(s) rejected; " + "; ".join(r.sample_reasons[:3]))
+    return con

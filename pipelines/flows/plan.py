@@ -30,10 +30,11 @@ def policy_task(config_path: str | None) -> PlanPolicy:
 
 
 @task(cache_policy=NO_CACHE)
-def load_task(db_path: str, lookback_days: int, lock_timeout_s: float) -> tuple[planning.PlanInputs, dict]:
+def load_task(db_path: str, lookback_days: int, lock_timeout_s: float,
+              calibration: str) -> tuple[planning.PlanInputs, dict]:
     """The planner's inputs and this month's tuned splits."""
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=lock_timeout_s) as con:
-        inputs = planning.load_inputs(con, lookback_days)
+        inputs = planning.load_inputs(con, lookback_days, calibration)
         return inputs, planning.kept_splits(con, inputs)
 
 
@@ -44,7 +45,7 @@ def plan_task(inputs: planning.PlanInputs, splits: dict[str, Split], retune: boo
     return make_plan(inputs.history, inputs.forecast, inputs.capacity, inputs.catalog, policy,
                      splits=None if retune else splits,
                      spot_markets=planning.spot_markets(inputs, policy.spot.lookback),
-                     spike_probabilities=inputs.spike_probabilities)
+                     spike_probabilities=inputs.spike_probabilities, recent=inputs.recent)
 
 
 @task(cache_policy=NO_CACHE)
@@ -65,7 +66,7 @@ def plan_flow(db_path: str, lookback_days: int = 28, retune: bool = False, confi
     """
     settings = Settings.from_env()
     policy = policy_task(config_path or (str(settings.plan_config) if settings.plan_config else None))
-    inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s)
+    inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s, policy.prescale.calibration)
     if inputs.data_cutoff is None:
         raise ValueError(f"no utilization in {db_path}: ingest some before planning")
     plan = plan_task(inputs, splits, retune, policy)

@@ -98,13 +98,29 @@ class _Reservations(_Strict):
     min_monthly_savings: Num | None = Field(default=None, ge=0)
 
 
+def _positive_duration(value: str | None) -> str | None:
+    """A duration option: None, or text pandas reads as a positive span."""
+    if value is not None:
+        try:
+            ok = pd.Timedelta(value) > pd.Timedelta(0)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{value!r} is not a positive duration (e.g. 7D, 72h)")
+    return value
+
+
 class _Prescale(_Strict):
-    band: Literal["mean", "hi_80", "hi_95"] | None = None
-    headroom: Num | None = Field(default=None, ge=0)
-    lead_steps: Int | None = Field(default=None, ge=0)
-    hysteresis: Num | None = Field(default=None, ge=0, lt=1)
-    down_steps: Int | None = Field(default=None, ge=1)
+    shortage_cost: Num | None = Field(default=None, gt=0)
+    idle_cost: Num | None = Field(default=None, gt=0)
+    lead: str | None = None
+    stabilization: str | None = None
+    refresh: str | None = None
+    calibration: str | None = None
     min_instances: Int | None = Field(default=None, ge=0)
+    instance_units: Num | None = Field(default=None, gt=0)
+
+    _durations = field_validator("lead", "stabilization", "refresh", "calibration")(_positive_duration)
 
 
 class _Spot(_Strict):
@@ -113,17 +129,7 @@ class _Spot(_Strict):
     max_spike_probability: Num | None = Field(default=None, gt=0, le=1)
     min_discount: Num | None = Field(default=None, ge=0, lt=1)
 
-    @field_validator("lookback")
-    @classmethod
-    def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                ok = pd.Timedelta(value) > pd.Timedelta(0)
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError(f"{value!r} is not a positive duration (e.g. 7D, 72h)")
-        return value
+    _durations = field_validator("lookback")(_positive_duration)
 
 
 class _PlanConfig(_Strict):

@@ -15,6 +15,7 @@ from pipelines.runtime.money import money
 from pipelines.store import demand, detection, warehouse
 from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
 from planner.allocation import Split
+from planner.prescale import PrescalePolicy
 from planner.spot import market_stats
 
 log = logging.getLogger(__name__)
@@ -62,13 +63,15 @@ class PlanInputs:
     data_cutoff: pd.Timestamp | None
     spot_prices: pd.DataFrame | None = None  # change events, for the spot recommendation
     spike_probabilities: pd.DataFrame | None = None  # latest p_spike per spot market
+    recent: pd.DataFrame | None = None  # each series at its own resolution, for the pre-scaling margin
 
     @property
     def run_id(self) -> str:
         return f"plan-{self.data_cutoff:%Y%m%dT%H%M}" if self.data_cutoff is not None else "plan-empty"
 
 
-def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> PlanInputs:
+def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28,
+                calibration: str = PrescalePolicy().calibration) -> PlanInputs:
     """Demand history, the champions' latest forecasts, running capacity and the catalog."""
     history = demand.load_recent_demand(con, lookback_days)
     forecast = warehouse.query(con, CHAMPION_FORECASTS_SQL)
@@ -90,7 +93,8 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28) -> Plan
                 probs = market_probabilities(model, spot, detection.on_demand(con), SpikePolicy(), at=cutoff)
         except SpikeGridTooLarge as exc:
             log.warning("spot markets not rated for spikes: %s", exc)
-    return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs)
+    recent = demand.recent_at_resolution(con, pd.Timedelta(calibration))
+    return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs, recent)
 
 
 def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:

@@ -91,3 +91,38 @@ def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | No
             f"no demand series in {where} has enough recent data to train on (see the warnings above)"
             if has_rows else f"no utilization in {where}: ingest some before training")
     return frame
+
+
+# one series at the data's own resolution: the pool's nodes summed per reading time, and the
+# median capacity a node of it reports (the step capacity moves by when nothing else says)
+SERIES_AT_RESOLUTION_SQL = """
+SELECT ts, sum(used) AS y, count(*) AS nodes, median(capacity) AS node_capacity
+FROM utilization WHERE cluster || '/' || pool || '/' || resource = ?
+GROUP BY ts ORDER BY ts
+"""
+SERIES_IDS_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization ORDER BY 1"
+
+
+def series_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every ``cluster/pool/resource`` series the warehouse holds utilization of."""
+    return warehouse.query(con, SERIES_IDS_SQL)["unique_id"].tolist()
+
+
+def series_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str) -> pd.DataFrame:
+    """``ts, y, nodes, node_capacity`` of one series at its readings' own times."""
+    return warehouse.query(con, SERIES_AT_RESOLUTION_SQL, [unique_id])
+
+
+RECENT_SQL = """
+SELECT cluster || '/' || pool || '/' || resource AS unique_id, ts AS ds, sum(used) AS y
+FROM utilization WHERE ts >= ? GROUP BY ALL ORDER BY unique_id, ds
+"""
+
+
+def recent_at_resolution(con: duckdb.DuckDBPyConnection, span: pd.Timedelta) -> pd.DataFrame:
+    """Every series' nodes summed per reading time over the ``span`` before the newest reading."""
+    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
+    if last is None:
+        return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
+                             "y": pd.Series(dtype=float)})
+    return warehouse.query(con, RECENT_SQL, [pd.Timestamp(last) - span])

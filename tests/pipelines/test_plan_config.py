@@ -24,7 +24,7 @@ def test_a_partial_file_overrides_only_what_it_names() -> None:
     policy = policy_from_mapping({
         "costs": {"public": {"network_amplification": 1.4}},
         "allocation": {"default_split": {"private": 0.5, "public": 0.5, "edge": 0.0}, "min_savings": 0.1},
-        "prescale": {"band": "hi_95", "headroom": 0.0},
+        "prescale": {"shortage_cost": 19.0, "lead": "10min"},
     })
     base = PlanPolicy()
     assert policy.costs.public.network_amplification == 1.4
@@ -33,7 +33,7 @@ def test_a_partial_file_overrides_only_what_it_names() -> None:
     assert policy.costs.private == base.costs.private
     assert (policy.default_split.private, policy.default_split.edge) == (0.5, 0.0)
     assert policy.allocation.min_savings == 0.1 and policy.allocation.step == base.allocation.step
-    assert policy.prescale.band == "hi_95" and policy.prescale.lead_steps == base.prescale.lead_steps
+    assert policy.prescale.shortage_cost == 19.0 and policy.prescale.stabilization == base.prescale.stabilization
 
 
 def test_bounds_for_some_locations_keep_the_others() -> None:
@@ -56,7 +56,7 @@ def test_the_policy_reaches_the_plan() -> None:
 
 @pytest.mark.parametrize("raw, message", [
     ({"costs": {"private": {"idle_penality": 0.2}}}, "costs.private.idle_penality: Extra inputs are not permitted"),
-    ({"prescale": {"band": "p99"}}, "prescale.band: Input should be 'mean', 'hi_80' or 'hi_95'"),
+    ({"prescale": {"lead": "p99"}}, "prescale.lead: Value error, 'p99' is not a positive duration"),
     ({"costs": {"edge": {"network_amplification": 0.5}}}, "costs.edge.network_amplification: Input should be greater"),
     ({"allocation": {"default_split": {"private": 0.5, "public": 0.6, "edge": 0.1}}},
      "allocation.default_split: split shares must be >= 0 and sum to 1"),
@@ -80,7 +80,7 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"costs": {"edge": {"storage_surcharge": float("nan")}}}, "costs.edge.storage_surcharge: Input should be a finite"),
     ({"costs": {"edge": {"storage_surcharge": True}}}, "costs.edge.storage_surcharge: Input should be a valid number"),
     ({"spot": {"min_discount": "0.5"}}, "spot.min_discount: Input should be a valid number"),
-    ({"prescale": {"lead_steps": True}}, "prescale.lead_steps: Input should be a valid integer"),
+    ({"prescale": {"min_instances": True}}, "prescale.min_instances: Input should be a valid integer"),
 ])
 def test_bad_settings_name_the_key(raw: dict, message: str) -> None:
     with pytest.raises(PlanConfigError, match=re.escape(message)):
@@ -106,11 +106,11 @@ def test_bad_files_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_a_bad_configured_policy_stops_run_and_serve_first(tmp_path: Path, monkeypatch, capsys) -> None:
     broken = tmp_path / "plan.toml"
-    broken.write_text("[prescale]\nband = 'p99'\n")
+    broken.write_text("[prescale]\nlead = 'p99'\n")
     monkeypatch.setenv("HEADROOM_PLAN_CONFIG", str(broken))
     db = tmp_path / "w.duckdb"
     assert cli.main(["run", "--db", str(db), "--input", str(tmp_path)]) == 2
-    assert "plan.toml: prescale.band" in capsys.readouterr().err
+    assert "plan.toml: prescale.lead" in capsys.readouterr().err
     assert not db.exists()  # stopped before any work
     assert cli.main(["serve", "--list", "--db", str(db), "--input", str(tmp_path)]) == 2
 

@@ -170,16 +170,17 @@ def test_reservations_count_whole_instances() -> None:
 def test_prescale_acts_ahead_and_does_not_flap() -> None:
     ds = pd.date_range("2026-01-01", periods=10, freq="h")
     upper = np.array([10, 10, 10, 30, 30, 10, 30, 10, 10, 10], dtype=float)
-    fc = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "mean": upper * 0.8, "hi_80": upper})
-    policy = P.PrescalePolicy(headroom=0.0, lead_steps=1, down_steps=3)
+    # without recent demand the margin is a quarter of the forecast's peak: need = mean + 6
+    fc = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "mean": upper - 6.0, "hi_80": upper})
+    policy = P.PrescalePolicy(lead="1h", stabilization="3h")
     s = P.prescale_schedule(fc, capacity=12.0, units_per_instance=4.0, policy=policy)
     assert s.loc[2, "action"] == "scale_up" and s.loc[2, "target_capacity"] == 32  # one step before 03:00
-    assert (s.loc[3:6, "action"] == "hold").all()  # the dip at 05:00 is too short to scale down
-    assert s.loc[7, "action"] == "scale_down" and s.loc[7, "target_capacity"] == 12
+    assert (s.loc[3:8, "action"] == "hold").all()  # the dip at 05:00 is shorter than the window
+    assert s.loc[9, "action"] == "scale_down" and s.loc[9, "target_capacity"] == 12
     assert s["instances_delta"].sum() == 0
     assert (s["target_capacity"] % 4 == 0).all()
     # a dip in the last hour alone is no evidence for scaling down
-    tail = fc.assign(hi_80=np.r_[np.full(9, 30.0), 5.0])
+    tail = fc.assign(mean=np.r_[np.full(9, 24.0), 0.0])
     end = P.prescale_schedule(tail, capacity=32.0, units_per_instance=4.0, policy=policy)
     assert (end["action"] == "hold").all()
     with pytest.raises(ValueError, match="one series"):
@@ -389,7 +390,7 @@ def test_a_pool_without_a_node_size_is_not_prescaled_and_the_others_are_planned(
                              "units_per_node": [32.0, 0.0]})
     plan = P.make_plan(history, fc, capacity, catalog())
     assert set(plan["prescale"]["unique_id"]) == {"c/a/cpu"}
-    assert "c/b/cpu: no node size" in caplog.text
+    assert "c/b/cpu: no instance size" in caplog.text
 
 
 def test_the_running_fleet_is_priced_as_private_machines_with_the_excess_on_public() -> None:
@@ -451,14 +452,15 @@ def test_retuned_means_the_split_left_the_default() -> None:
 
 
 def test_prescale_rows_say_what_they_scale() -> None:
-    """The schedule moves the pool's running nodes, for its whole demand (not a share of the
-    split), in steps of one node: every row says so and gives the node size."""
+    """The schedule moves the pool's running capacity, for its whole demand (not a share of the
+    split), in steps of one instance: every row says so and gives the instance size."""
     plan = _one_pool_plan()
     pre = plan["prescale"]
     assert (pre["applies_to"] == "pool nodes (whole demand, not split)").all()
     assert (pre["units_per_instance"] == 64.0).all()
     assert (pre["target_capacity"] - pre["capacity"] == pre["instances_delta"] * 64.0).all()
-    # sized for the whole forecast, not the public share: hi_80 2900 + 10% -> 50 nodes of 64
-    assert pre["target_capacity"].max() == 50 * 64.0
+    # sized for the whole forecast, not the public share: mean 2600 + 650 (a quarter of it,
+    # without recent demand) -> 51 nodes of 64
+    assert pre["target_capacity"].max() == 51 * 64.0
     tuned = plan["allocation"].set_index("plan").loc["tuned"]
     assert tuned["public"] < 1.0

@@ -1,0 +1,206 @@
+"""``headroom plan replay``: walk forward through a span of one pool's demand, at each decision
+point using only the data before it, and score every strategy on what followed.
+
+The forecasts are the train flow's own: its models, its champion choice by backtest
+(:mod:`forecasters.selection`), refit daily and refreshed hourly from the newest complete
+hour; the capacity rule is the plan's (:func:`planner.prescale.planned_capacity`).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from forecasters import selection
+from forecasters.validation import HistoryError
+from pipelines.store import demand
+from planner.prescale import PrescalePolicy
+from planner.replay import ReplaySpan, frontier_verdict, replay_table  # noqa: F401 (the command's verdict)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODELS = ("seasonal_naive", "lgbm", "prophet_lgbm")  # the train flow's
+RESELECT_DAYS = 7  # the champion is chosen again by backtest this often; refit every day
+LOOKBACK = pd.Timedelta(days=56)  # what a fit sees, as the train flow's --lookback-days
+MAX_GAP = pd.Timedelta(days=1)  # one daily season: a longer silence is not replayed through
+
+
+class ReplayError(ValueError):
+    """A replay that cannot run on this input (a gap, a span outside the data, ...)."""
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """The table, the capacity of each strategy over the span, and what the forecasts were."""
+
+    table: pd.DataFrame
+    ts: pd.DatetimeIndex
+    demand: np.ndarray
+    capacities: dict[str, np.ndarray]
+    champions: dict[str, str]  # day -> model used
+
+
+def hourly(series: pd.Series) -> pd.DataFrame:
+    """The series' hourly means as a history frame: its complete hours, and the hours a gap
+    left without readings filled from the same hour a day before (else the last hour), as the
+    forecasters need a regular history."""
+    uid = series.name
+    step = series.index[1] - series.index[0]
+    per_hour = max(int(pd.Timedelta("1h") / step), 1)
+    g = series.groupby(series.index.floor("h"))
+    means = g.mean()[g.count() >= per_hour]
+    if means.empty:
+        return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),
+                             "y": pd.Series(dtype=float)})
+    grid = pd.date_range(means.index[0], means.index[-1], freq="h")
+    full = means.reindex(grid)
+    full = full.fillna(full.shift(24)).ffill()  # never from a later hour: no lookahead
+    return pd.DataFrame({"unique_id": uid, "ds": grid, "y": full.to_numpy()})
+
+
+def _interpolate(hour_starts: pd.DatetimeIndex, means: np.ndarray, steps: pd.DatetimeIndex) -> np.ndarray:
+    """Hourly means as a value per step, linear between hour midpoints."""
+    mid = (hour_starts + pd.Timedelta("30min")).asi8.astype(float)
+    return np.interp(steps.asi8.astype(float), mid, means, left=np.nan, right=means[-1] if len(means) else np.nan)
+
+
+def live_forecasts(series: pd.Series, start: int, policy: PrescalePolicy, models: Sequence[str] = DEFAULT_MODELS,
+                   seed: int = 0, progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[np.ndarray, dict[str, str]]:
+    """The forecast for each step of ``series`` from ``start`` on as it stood before the step:
+    every ``refresh`` (at most hourly) the champion forecasts from the newest complete hour
+    seen by then; the champion is refit daily and re-chosen every ``RESELECT_DAYS`` on the
+    hours before that day. NaN where no model could fit yet."""
+    step = series.index[1] - series.index[0]
+    lag = policy.steps("lead", step) * step
+    refresh = max(pd.Timedelta(policy.refresh), pd.Timedelta("1h"))
+    hours = hourly(series)
+    out = np.full(len(series), np.nan)
+    spec = selection.TrainSpec(horizon=24, windows=2, seed=seed)
+    days = pd.date_range(series.index[start].floor("D"), series.index[-1].floor("D"), freq="D")
+    champions: dict[str, str] = {}
+    name, model = None, None
+    for k, day in enumerate(days):
+        past = hours[(hours["ds"] + pd.Timedelta("1h") <= day - lag + step) & (hours["ds"] >= day - LOOKBACK)]
+        try:
+            if name is None or k % RESELECT_DAYS == 0:
+                names = [m for m in models if len(past) >= selection.min_points([m], spec)]
+                if names:
+                    results = [{"group": "g", "model": m, "metrics": selection.backtest_model(past, m, spec)[0]}
+                               for m in names]
+                    name = selection.champions_from(results).get("g", name)
+            model = selection.make_model(name, spec).fit(past) if name is not None else None
+        except (HistoryError, ValueError) as exc:
+            log.warning("replay %s: no forecast from %s (%s); the rule follows demand alone that day", series.name,
+                        day.date(), exc)
+            model = None
+        champions[str(day.date())] = name if model is not None else "none"
+        for r in pd.date_range(day, day + pd.Timedelta("1D") - refresh, freq=refresh):
+            sel = (series.index >= r) & (series.index < r + refresh) & (np.arange(len(series)) >= start)
+            if model is None or not sel.any():
+                continue
+            known = hours[hours["ds"] + pd.Timedelta("1h") <= r - lag + step]
+            if known.empty:
+                continue
+            fc = model.predict(24, level=(80,), history=known.tail(24 * 60))
+            starts = pd.DatetimeIndex([known["ds"].iloc[-1], *pd.DatetimeIndex(fc["ds"])])
+            means = np.concatenate([[known["y"].iloc[-1]], fc["mean"].to_numpy(dtype=float)])
+            out[sel] = _interpolate(starts, means, series.index[sel])
+        if progress is not None:
+            progress(k + 1, len(days))
+    return out, champions
+
+
+def replay(series: pd.Series, start: pd.Timestamp, end: pd.Timestamp, instance_units: float,
+           policy: PrescalePolicy, unit_price: float | None = None, models: Sequence[str] = DEFAULT_MODELS,
+           progress: Callable[[int, int], None] | None = None) -> ReplayResult:
+    """Replay ``[start, end)`` of one series at its own resolution (a regular ``pd.Series``
+    named by its ``unique_id``)."""
+    series = series[series.index < end]
+    first = int(np.searchsorted(series.index.asi8, pd.Timestamp(start).value))
+    if first <= 0:
+        raise ReplayError(f"{series.name}: no data before the replay's start {start} to decide the first step on")
+    if first >= len(series):
+        raise ReplayError(f"{series.name}: no data in [{start}, {end})")
+    live, champions = live_forecasts(series, first, policy, models, progress=progress)
+    span = ReplaySpan(series.to_numpy(dtype=float), live, series.index[1] - series.index[0], first, instance_units)
+    table, caps = replay_table(span, policy, unit_price)
+    return ReplayResult(table, series.index[first:], span.demand[first:], caps, champions)
+
+
+def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str | None) -> tuple[pd.Series, float]:
+    """The series to replay (``--pool``, ``--resource``) on a regular grid, and the median
+    capacity of one of its nodes. ReplayError for an unknown pool, a pool without data or a gap."""
+    ids = demand.series_ids(con)
+    if not ids:
+        raise ReplayError("no utilization to replay")
+    pools = sorted({u.rsplit("/", 1)[0] for u in ids})
+    if pool is None:
+        if len(pools) > 1:
+            raise ReplayError(f"{len(pools)} pools hold data; choose one with --pool ({', '.join(pools[:8])})")
+        chosen = pools[0]
+    else:
+        matches = [p for p in pools if p == pool or p.split("/", 1)[1] == pool]
+        if len(matches) != 1:
+            raise ReplayError(f"pool {pool!r} " + ("is ambiguous: " if matches else "has no data; pools: ")
+                              + ", ".join(matches or pools[:8]))
+        chosen = matches[0]
+    have = [u.rsplit("/", 1)[1] for u in ids if u.rsplit("/", 1)[0] == chosen]
+    res = resource or ("gpu" if "gpu" in have else "cpu" if "cpu" in have else have[0])
+    if res not in have:
+        raise ReplayError(f"pool {chosen} has no {res} data (it has {', '.join(sorted(have))})")
+    uid = f"{chosen}/{res}"
+    rows = demand.series_at_resolution(con, uid)
+    if len(rows) < 3:
+        raise ReplayError(f"{uid}: {len(rows)} reading time(s), too few to replay")
+    ts = pd.DatetimeIndex(rows["ts"]).as_unit("ns")
+    step = pd.Timedelta(pd.Series(ts).diff().median())
+    off = np.flatnonzero((ts.asi8 - ts.asi8[0]) % step.value != 0)
+    if len(off):
+        raise ReplayError(f"{uid}: readings every {step} but one at {ts[int(off[0])]} is off that grid; "
+                          "replay needs a regular series")
+    series = pd.Series(rows["y"].to_numpy(dtype=float), index=ts, name=uid)
+    series = series.reindex(pd.date_range(ts[0], ts[-1], freq=step))
+    _check_gaps(series, step)
+    return series, float(rows["node_capacity"].median())
+
+
+def _check_gaps(series: pd.Series, step: pd.Timedelta) -> None:
+    """Gaps up to ``MAX_GAP`` are not scored (warned); a longer one is a ReplayError."""
+    missing = series.isna().to_numpy()
+    if not missing.any():
+        return
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], missing.astype(np.int8), [0]])))
+    runs = list(zip(edges[::2], edges[1::2]))
+    a, b = max(runs, key=lambda r: r[1] - r[0])
+    longest = (b - a) * step
+    where = f"{series.index[a]} to {series.index[b - 1] + step}"
+    if longest > MAX_GAP:
+        raise ReplayError(f"{series.name}: no readings from {where} ({longest}), longer than one day; replay a "
+                          "span without it (--start/--end)")
+    log.warning("%s: %d step(s) without readings in %d gap(s), the longest %s (%s): not scored, and the rules hold "
+                "what they last saw through them", series.name, int(missing.sum()), len(runs), longest, where)
+
+
+def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """``[start, end)`` from the options: by default the last 30 days of the data."""
+    step = series.index[1] - series.index[0]
+    try:
+        last = series.index[-1] + step
+        stop = min(_utc(end), last) if end else last
+        begin = _utc(start) if start else max(stop - pd.Timedelta(days=30), series.index[0] + pd.Timedelta(days=1))
+    except ValueError as exc:
+        raise ReplayError(f"--start/--end: {exc}") from exc
+    if begin >= stop:
+        raise ReplayError(f"--start {begin} is not before --end {stop}")
+    return begin, stop
+
+
+def _utc(text: str) -> pd.Timestamp:
+    """A timestamp option as naive UTC."""
+    t = pd.Timestamp(text)
+    return t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t
