@@ -12,12 +12,8 @@ through ``pipelines.store.demand``) the first half is "last month" and the secon
   do), all priced on this month's demand;
 * reservations: the levels recommended from last month's public demand, priced on this
   month's against all on-demand;
-* pre-scaling: each day of the last ``--prescale-days`` is forecast 24 h ahead (lgbm, refit
-  daily through ``forecasters.cross_validation``) and scheduled with ``prescale_schedule``
-  (the default policy, and other bands and headrooms to show the trade-off), against a
-  reactive autoscaler (capacity for the last hour's demand + the same headroom,
-  one hour late by construction) and static provisioning for last month's peak. Reported:
-  unit-hours short (demand above capacity), idle unit-hours and hours with a shortfall.
+Pre-scaling is measured by ``benchmarks/decisions.py`` (``headroom plan replay`` against
+reactive autoscalers and static provisioning at the data's own resolution).
 
 There is no open-source peer for these decisions; the baselines are what operators do
 without a forecast.
@@ -35,7 +31,6 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import forecasters
 import planner as P
 from planner.plan import primary_series
 
@@ -54,12 +49,6 @@ def fleet_demand(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.Dat
         return demand.load_demand(con), warehouse.query(con, CAPACITY_SQL), fleet["catalog"]
     finally:
         con.close()
-
-
-def shortfall(capacity: np.ndarray, demand: np.ndarray) -> dict[str, float]:
-    short = np.clip(demand - capacity, 0, None)
-    return {"short_unit_hours": float(short.sum()), "short_hours": int((short > 1e-9).sum()),
-            "idle_unit_hours": float(np.clip(capacity - demand, 0, None).sum())}
 
 
 def allocation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, costs: P.CostPolicy) -> list[dict]:
@@ -102,44 +91,11 @@ def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict,
     return rows
 
 
-PRESCALE_POLICIES = {  # the default first, then the trade-off around it
-    "prescale_hi80+10%": P.PrescalePolicy(),
-    "prescale_hi80": P.PrescalePolicy(headroom=0.0),
-    "prescale_hi95": P.PrescalePolicy(band="hi_95", headroom=0.0),
-    "prescale_mean+10%": P.PrescalePolicy(band="mean"),
-}
-
-
-def prescale_rows(uid: str, history: pd.DataFrame, units: float, days: int, last_peak: float) -> list[dict]:
-    model = forecasters.create("lgbm", horizon=24, freq="h", season_length=24)
-    cv = forecasters.cross_validation(model, history, h=24, n_windows=days, step=24)
-    y = cv.sort_values("ds")["y"].to_numpy()
-    rows = []
-    for plan, policy in PRESCALE_POLICIES.items():
-        caps = []
-        capacity = float(np.ceil(history["y"].iloc[-24 * days - 1] / units) * units)
-        for _cutoff, fc in cv.groupby("cutoff", sort=True):
-            sched = P.prescale_schedule(fc, capacity, units, policy)
-            caps.append(sched["target_capacity"].to_numpy())
-            capacity = float(sched["target_capacity"].iloc[-1])
-        rows.append({"suite": "prescale", "unique_id": uid, "plan": plan, **shortfall(np.concatenate(caps), y),
-                     "mean_capacity": float(np.concatenate(caps).mean()), "mean_demand": float(y.mean())})
-    headroom = P.PrescalePolicy().headroom
-    prev = history["y"].to_numpy()[-len(y) - 1:-1]  # the reactive scaler sees the last hour
-    reactive = np.ceil(prev * (1 + headroom) / units - 1e-9) * units
-    static = np.full(len(y), np.ceil(last_peak * (1 + headroom) / units - 1e-9) * units)
-    for plan, c in (("reactive_1h+10%", reactive), ("static_last_peak+10%", static)):
-        rows.append({"suite": "prescale", "unique_id": uid, "plan": plan, **shortfall(c, y),
-                     "mean_capacity": float(c.mean()), "mean_demand": float(y.mean())})
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=24)
     ap.add_argument("--days", type=int, default=56)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prescale-days", type=int, default=7, help="0 skips the pre-scaling suite")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "planning")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -155,9 +111,6 @@ def main(argv: list[str] | None = None) -> int:
         if "public" in offers:
             rows += allocation_rows(row.unique_id, last, this, offers, costs)
             rows += reservation_rows(row.unique_id, last, this, offers, costs)
-        if args.prescale_days > 0:
-            rows += prescale_rows(row.unique_id, history, float(row.units_per_node), args.prescale_days,
-                                  float(last.max()))
     table = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     for suite, part in table.groupby("suite", sort=False):

@@ -276,3 +276,102 @@ def price_plans(demand: np.ndarray, plans: dict[str, Split], offers: dict[str, O
     base = float(ref.iloc[0]) if not ref.empty else float(out["monthly_cost"].iloc[0])
     out["savings_vs_default"] = [saving(base, c) for c in out["monthly_cost"]]
     return out
+
+
+RUNNING_FLEET = "running_fleet"
+
+
+def binding_bounds(policy: AllocationPolicy, offers: dict[str, Offer]) -> str:
+    """Why a split cannot be all private, in words: the lower bounds that keep load off it
+    (where there is an offer to put it on), and the locations without an offer."""
+    parts = [f"at least {lo:.0%} on {loc}" for loc, (lo, _) in policy.bounds.items()
+             if loc != "private" and lo > 0 and loc in offers]
+    hi = policy.bounds["private"][1]
+    if hi < 1:
+        parts.append(f"at most {hi:.0%} on private")
+    why = "the allocation bounds keep " + ", ".join(parts) if parts else ""
+    missing = [loc for loc in LOCATIONS if loc not in offers]
+    if missing:
+        why += ("; " if why else "") + " and ".join(missing) + " has no offer that fits the pool"
+    return why or "the split's fixed capacity is sized for its peak share"
+
+
+def _usd(value: float) -> str:
+    return f"${abs(value):,.0f}"
+
+
+def _shares(row: dict) -> str:
+    return f"{float(row['private']):.0%}/{float(row['public']):.0%}/{float(row['edge']):.0%}"
+
+
+def headline(best: dict, rows: list[dict], why: str) -> str:
+    """One pool's allocation in a sentence: the recommended plan, the others against it (a split
+    dearer than the running fleet says why first), and what re-tuning saved out of sample."""
+    by = {r["plan"]: r for r in rows}
+    tuned, fleet = by.get("tuned"), by.get(RUNNING_FLEET)
+    if best["plan"] == RUNNING_FLEET:
+        text = f"keep the running fleet, {_usd(best['monthly_cost'])}/month for this demand"
+        if tuned is not None:
+            text += (f"; the tuned split {_shares(tuned)} would cost "
+                     f"{_usd(float(tuned['monthly_cost']) - float(best['monthly_cost']))}/month more, as {why}")
+    else:
+        name = "the default 3-5-2 split" if best["plan"] == "default_3_5_2" else f"the split {_shares(best)}"
+        text = f"{name}, {_usd(best['monthly_cost'])}/month"
+        if fleet is not None:
+            text += f", {_usd(float(fleet['monthly_cost']) - float(best['monthly_cost']))}/month below the running fleet"
+    oos = None if tuned is None else tuned.get("out_of_sample_savings")
+    if oos is not None and np.isfinite(oos):
+        days = float(tuned["backtest_hours"]) / 24
+        ins = float(tuned["in_sample_savings"])
+        text += (f"; re-tuning {'saved' if round(oos) >= 0 else 'cost'} {_usd(oos)}/month against 3-5-2 out of "
+                 f"sample (tuned on {days:.0f} days, priced on the {days:.0f} after them; in sample it "
+                 f"{'saved' if round(ins) >= 0 else 'cost'} {_usd(ins)})")
+    return text
+
+
+def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, Offer]) -> pd.DataFrame:
+    """``alloc`` (the rows of :func:`tune_split`, and a ``running_fleet`` row when the running
+    fleet is priced) with ``recommended`` on the cheapest one, ``reason`` on every row and
+    ``headline`` on the recommended: a split dearer than the fleet as it runs is never the
+    headline (moving costs money for nothing)."""
+    out = alloc.copy()
+    cost = pd.to_numeric(out["monthly_cost"], errors="coerce")
+    # ties go to what runs now, then to the tuned split (the order of preference)
+    order = out["plan"].map({RUNNING_FLEET: 0, "tuned": 1, "default_3_5_2": 2}).fillna(3)
+    best = out.assign(_c=cost.round(6), _o=order).sort_values(["_c", "_o"]).index[0]
+    out["recommended"] = out.index == best
+    chosen = out.loc[best]
+    why = binding_bounds(policy, offers)
+    reasons = []
+    for r in out.itertuples(index=False):
+        if r.plan == chosen["plan"]:
+            reasons.append("the cheapest of the running fleet, the default 3-5-2 split and the tuned split on "
+                           "this demand")
+        else:
+            more = float(r.monthly_cost) - float(chosen["monthly_cost"])
+            tail = f": {why}" if chosen["plan"] == RUNNING_FLEET else ""
+            reasons.append(f"costs {_usd(more)}/month more than the {str(chosen['plan']).replace('_', ' ')}{tail}")
+    out["reason"] = reasons
+    out["headline"] = [headline(chosen.to_dict(), out.to_dict("records"), why) if i == best else ""
+                       for i in out.index]
+    return out
+
+
+def out_of_sample(history: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
+                  policy: AllocationPolicy = AllocationPolicy(), default: Split = DEFAULT_SPLIT,
+                  min_hours: int = 24 * 7) -> dict[str, float | str] | None:
+    """What re-tuning would have saved on demand it had not seen: the split tuned on the month
+    before last (``hours_per_month`` hours, or half the history when shorter), priced against
+    the default on last month, beside the same saving in sample. None with under ``min_hours``
+    per half."""
+    h = _demand(history)
+    w = min(int(costs.hours_per_month), h.size // 2)
+    if w < min_hours:
+        return None
+    before, last = h[-2 * w:-w], h[-w:]
+    t = tune_split(before, offers, costs, policy, default).set_index("plan")
+    split = Split(float(t.loc["tuned", "private"]), float(t.loc["tuned", "public"]), float(t.loc["tuned", "edge"]))
+    priced = price_plans(last, {"default_3_5_2": default, "tuned": split}, offers, costs, policy).set_index("plan")
+    return {"backtest_split": split.label(), "backtest_hours": float(w),
+            "in_sample_savings": float(t.loc["tuned", "savings_vs_default"]),
+            "out_of_sample_savings": float(priced.loc["tuned", "savings_vs_default"])}

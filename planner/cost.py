@@ -68,11 +68,19 @@ class OfferPolicy:
 
     min_tflops_ratio: float = 1.0  # another GPU model needs this share of the pool GPU's TFLOPS
     min_memory_ratio: float = 1.0  # a CPU offer needs this share of the pool machine's GiB per vCPU
-    regions: tuple[str, ...] | None = None  # public offers (and spot markets) only in these; None: any
+    # public offers (and spot markets) only in these; None: on the continent of the fleet's own
+    # machines (their catalog regions), anywhere when that is unknown or with any_region
+    regions: tuple[str, ...] | None = None
+    any_region: bool = False
+    # an offer whose instance holds more than this times the pool's peak demand is not chosen for
+    # it (4 busy cores do not go on a 224-vCPU machine); None: any size
+    max_size_ratio: float | None = 1.0
 
     def __post_init__(self) -> None:
         if self.min_tflops_ratio < 0 or self.min_memory_ratio < 0:
             raise ValueError("min_tflops_ratio and min_memory_ratio must be >= 0")
+        if self.max_size_ratio is not None and not self.max_size_ratio > 0:
+            raise ValueError("max_size_ratio must be > 0")
         if self.regions is not None and not self.regions:
             raise ValueError("regions, when given, must name at least one region")
 
@@ -93,6 +101,35 @@ class Offer:
     @property
     def unit_price(self) -> float:
         return self.price / self.units
+
+
+# region name -> continent: the first word of AWS/GCP names (us-east-1, europe-west4), else a word
+# inside Azure's (westeurope, australiaeast); checked in this order ("australia" holds "us")
+_CONTINENT_HEADS = {
+    "us": "north-america", "ca": "north-america", "mx": "north-america", "northamerica": "north-america",
+    "sa": "south-america", "southamerica": "south-america", "eu": "europe", "europe": "europe", "uk": "europe",
+    "ap": "asia-pacific", "asia": "asia-pacific", "australia": "asia-pacific", "jp": "asia-pacific",
+    "me": "middle-east", "il": "middle-east", "af": "africa", "africa": "africa",
+}
+_CONTINENT_WORDS = (
+    ("europe", "europe"), ("uk", "europe"), ("france", "europe"), ("germany", "europe"), ("switzerland", "europe"),
+    ("norway", "europe"), ("sweden", "europe"), ("poland", "europe"), ("italy", "europe"), ("spain", "europe"),
+    ("australia", "asia-pacific"), ("asia", "asia-pacific"), ("japan", "asia-pacific"), ("korea", "asia-pacific"),
+    ("india", "asia-pacific"), ("brazil", "south-america"), ("africa", "africa"), ("uae", "middle-east"),
+    ("qatar", "middle-east"), ("israel", "middle-east"), ("canada", "north-america"), ("mexico", "north-america"),
+    ("us", "north-america"),
+)
+
+
+def continent(region: object) -> str | None:
+    """The continent of a cloud region name (AWS, GCP, Azure styles), None when not known."""
+    name = str(region).strip().lower()
+    head = name.replace("_", "-").split("-", 1)[0]
+    if head in _CONTINENT_HEADS:
+        return _CONTINENT_HEADS[head]
+    if "-" in name:  # a hyphenated name of another style (dc-west, edge-fra): not guessed from its words
+        return None
+    return next((c for word, c in _CONTINENT_WORDS if word in name), None)
 
 
 def _per_unit_tflops(catalog: pd.DataFrame) -> pd.Series:
@@ -123,7 +160,8 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
 
 def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
                   min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None,
-                  memory_per_unit: float | None = None) -> dict[str, Offer]:
+                  memory_per_unit: float | None = None, any_region: bool = True,
+                  max_units: float | None = None) -> dict[str, Offer]:
     """Per location, the offer with the least price per pool unit of work; in the private
     cloud, the pool's own machine (:func:`reference_offer`).
 
@@ -139,12 +177,16 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     ``memory_per_unit`` (GiB per vCPU the pool's own nodes have, from their reported
     capacity) takes the place of the pool machine's when given: it is what the work needs,
     also when the catalog lists no machine of the pool's own. With ``regions``, public
-    offers outside them do not qualify (data residency, latency).
+    offers outside them do not qualify (data residency, latency); without them and without
+    ``any_region``, public offers on another continent than the fleet's own machines do not.
+    With ``max_units``, a public or edge instance holding more pool units than that is left out
+    where its location has one that does not (else only that location's smallest stays).
     """
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
         return {}
-    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio, regions, memory_per_unit)
+    cat = qualifying_offers(catalog, resource, pool, min_tflops_ratio, min_memory_ratio, regions, memory_per_unit,
+                            any_region, max_units)
     out: dict[str, Offer] = {}
     for loc, g in cat.groupby("location"):
         if loc not in LOCATIONS:
@@ -166,7 +208,8 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
 
 def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
                       min_memory_ratio: float = 1.0, regions: tuple[str, ...] | None = None,
-                      memory_per_unit: float | None = None) -> pd.DataFrame:
+                      memory_per_unit: float | None = None, any_region: bool = True,
+                      max_units: float | None = None) -> pd.DataFrame:
     """The priced catalog rows that can do a pool's work (see :func:`select_offers`), with
     ``pool_units``: the pool units one instance provides."""
     ref = reference_offer(catalog, resource, pool)
@@ -193,10 +236,24 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflop
             fits = (memory >= min_memory_ratio * ref_memory - 1e-9).fillna(False).astype(bool)
             # the pool's own machine runs its work by definition; a stand-in reference does not
             keep &= fits | ((cat.index == ref.name) & (ref["location"] == "private"))
+    public = cat["location"] == "public"
     if regions is not None:
-        keep &= (cat["location"] != "public") | cat["region"].astype(str).isin(list(regions))
+        keep &= ~public | cat["region"].astype(str).isin(list(regions))
+    elif not any_region:
+        own = catalog.loc[(catalog["location"] == "private") & (catalog["resource"] == resource), "region"]
+        home = {c for c in map(continent, own) if c is not None}
+        if home:  # a public region of unknown continent is not known to be far: kept
+            where = cat["region"].map(continent)
+            keep &= ~public | where.isna() | where.isin(home)
     cat, ratio = cat[keep], ratio[keep]
-    return cat.assign(pool_units=cat["units"] * ratio)
+    cat = cat.assign(pool_units=cat["units"] * ratio)
+    if max_units is not None and np.isfinite(max_units) and max_units > 0:
+        bought = cat["location"] != "private"
+        small = cat["pool_units"] <= max_units + 1e-9
+        has_small = small.groupby(cat["location"]).transform("any")
+        smallest = cat["pool_units"] == cat.groupby("location")["pool_units"].transform("min")
+        cat = cat[~bought | small | (~has_small & smallest)]
+    return cat
 
 
 def _maybe(value: object) -> float | None:

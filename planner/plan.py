@@ -16,11 +16,16 @@ import pandas as pd
 
 from planner.allocation import (
     DEFAULT_SPLIT,
+    RUNNING_FLEET,
     AllocationPolicy,
     Split,
     current_fleet_cost,
     kept_plans,
+    out_of_sample,
     public_load,
+    recommend,
+    saving,
+    scenario_cost,
     tune_split,
 )
 from planner.cost import LOCATIONS, CostPolicy, OfferPolicy, qualifying_offers, reference_offer, select_offers
@@ -165,13 +170,15 @@ def make_plan(
     for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
-        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions,
-               memory_per_vcpu(capacity, row.pool_id) if resource == "cpu" else None)
-        offers = select_offers(catalog, resource, pool, *fit)
         path = demand_path(history, forecast, uid)
         if path.size == 0:
             log.warning("%s: no demand, not planned", uid)
             continue
+        ratio = policy.offers.max_size_ratio
+        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions,
+               memory_per_vcpu(capacity, row.pool_id) if resource == "cpu" else None, policy.offers.any_region,
+               None if ratio is None else ratio * max(float(np.nanmax(path)), 0.0))
+        offers = select_offers(catalog, resource, pool, *fit)
         if "public" in offers:
             kept = splits.get(uid)
             if kept is None:
@@ -190,6 +197,25 @@ def make_plan(
             # the reference a bill payer compares with: the running capacity as it is
             current = current_fleet_cost(path, float(row.capacity), offers, policy.costs)
             alloc["current_fleet_cost"] = np.nan if current is None else current
+            if current is not None:  # the fleet as it runs, priced on the same demand: a plan to beat
+                base = float(alloc.loc[alloc["plan"] == "default_3_5_2", "monthly_cost"].iloc[0])
+                # over the same demand scenarios the split is chosen on (None: a scenario spills with no offer)
+                fleet = [current_fleet_cost(path * m, float(row.capacity), offers, policy.costs)
+                         for m in policy.allocation.scenarios]
+                default_mean = scenario_cost(path, policy.default_split, offers, policy.costs, policy.allocation)
+                alloc = pd.concat([alloc, pd.DataFrame([{
+                    "unique_id": uid, "resource": resource, "plan": RUNNING_FLEET, "private": 1.0, "public": 0.0,
+                    "edge": 0.0, "monthly_cost": current, "private_cost": current,
+                    "savings_vs_default": saving(base, current),
+                    "expected_savings": np.nan if None in fleet else saving(default_mean, float(np.mean(fleet))),
+                    "tuned_this_run": kept is None, "retuned": False, "offers": alloc["offers"].iloc[0],
+                    "current_fleet_cost": current}])], ignore_index=True)
+            hist = history.loc[history["unique_id"] == uid].sort_values("ds")["y"].to_numpy(dtype=float)
+            oos = out_of_sample(hist[np.isfinite(hist)], offers, policy.costs, policy.allocation,
+                                policy.default_split)
+            for k, v in (oos or {}).items():  # on the tuned row: what its re-tune is worth out of sample
+                alloc.loc[alloc["plan"] == "tuned", k] = v
+            alloc = recommend(alloc, policy.allocation, offers)
             out["allocation"].append(alloc)
             t = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
             tuned = Split(float(t["private"]), float(t["public"]), float(t["edge"]))

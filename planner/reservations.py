@@ -18,9 +18,11 @@ from planner.cost import CostPolicy, Offer
 
 RESERVATION_COLUMNS = [
     "location", "provider", "region", "instance_type", "term", "units_per_instance", "instances",
-    "reserved_units", "coverage_quantile", "expected_utilization", "monthly_cost_reserved",
-    "monthly_cost_on_demand", "monthly_savings",
+    "reserved_units", "coverage_quantile", "break_even_utilization", "expected_utilization", "units_utilization",
+    "break_even_months", "monthly_cost_reserved", "monthly_cost_on_demand", "monthly_savings", "savings_pct",
+    "min_units_used", "mean_units_used", "max_units_used",
 ]
+TERM_MONTHS = {"1y": 12, "3y": 36}
 
 
 @dataclass(frozen=True)
@@ -95,13 +97,20 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
         units = instances * offer.units
         cost = plan_cost(d, units, on_demand, reserved, offer.units) * scale
         savings = baseline - cost
-        if savings <= policy.min_monthly_savings:
+        ratio = reserved / on_demand  # the break-even: the share of its hours a reserved instance must run
+        used = float(np.minimum(counts, instances).mean() / instances)  # of the reserved instance-hours
+        if savings <= policy.min_monthly_savings or used <= ratio + 1e-12:
             continue
         rows.append({
             "location": offer.location, "provider": offer.provider, "region": offer.region,
             "instance_type": offer.instance_type, "term": term, "units_per_instance": offer.units,
             "instances": instances, "reserved_units": units, "coverage_quantile": quantile,
-            "expected_utilization": float(np.minimum(d, units).mean() / units),
+            "break_even_utilization": ratio, "expected_utilization": used,
+            "units_utilization": float(np.minimum(d, units).mean() / units),
+            # months of the on-demand spend it replaces that pay for the whole term's commitment
+            "break_even_months": TERM_MONTHS[term] * ratio / used,
             "monthly_cost_reserved": cost, "monthly_cost_on_demand": baseline, "monthly_savings": savings,
+            "savings_pct": savings / baseline if baseline > 0 else np.nan,
+            "min_units_used": float(d.min()), "mean_units_used": float(d.mean()), "max_units_used": float(d.max()),
         })
     return pd.DataFrame(rows, columns=RESERVATION_COLUMNS)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from exc
     print(f"plan run {out['run_id']} (data up to {out['data_cutoff']}): " +
           ", ".join(f"{k} {v}" for k, v in out["rows"].items()))
+    for h in out.get("headline", []):
+        print(f"  {h['unique_id']}: recommended: {h['text']}")
     for a in out["allocation"]:
         print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
               f"({split_text(a)}), {money(a['monthly_cost'])}/month, {saving_text(a['savings_vs_default'])}"
@@ -75,7 +78,8 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
         description="Walk forward through [start, end) of one pool's demand at the data's own resolution. "
         "At each decision point only data before it is used: the train flow's models and champion choice "
         "(refit daily, forecasts refreshed hourly) and the plan's capacity rule. Every strategy is scored on "
-        "the same demand; one row per strategy.")
+        "the same demand; one row per strategy. A replay of the warehouse's own utilization is stored in it "
+        "for the report.")
     r.add_argument("--utilization", type=Path, default=None,
                    help="utilization file in the input contract (default: the warehouse's utilization)")
     add_db_argument(r)
@@ -85,7 +89,10 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--start", default=None, help="first decision (UTC; default: 30 days before the end)")
     r.add_argument("--end", default=None, help="end of the span, exclusive (default: the data's end)")
     r.add_argument("--instance-units", type=float, default=None,
-                   help="units one instance adds (default: the node size the data reports)")
+                   help="units one instance adds (default: the catalog machine of the pool, else the config's "
+                        "[prescale] instance_units, else the node size the data reports)")
+    r.add_argument("--unit-price", type=float, default=None,
+                   help="price of one unit-hour, for cost_usd (default: the pool's machine in the catalog)")
     r.add_argument("--lead", default=None, help="how late demand is seen and capacity serves (default 5m)")
     r.add_argument("--models", default=None, help="models to choose from (default: the train flow's)")
     r.add_argument("--config", default=None, help="TOML policy file ([prescale] sets the rule)")
@@ -100,11 +107,16 @@ def run_replay(args: argparse.Namespace) -> int:
     from pipelines.runtime.outputs import check_writable, write_csv
     from pipelines.runtime.progress import progress_bar
     from pipelines.runtime.settings import Settings
+    from pipelines.store import replays, warehouse
+    from planner.plan import instance_units
 
     if args.instance_units is not None and not args.instance_units > 0:
         raise CliError(f"--instance-units must be > 0, got {args.instance_units:g}", 2)
+    if args.unit_price is not None and not args.unit_price > 0:
+        raise CliError(f"--unit-price must be > 0, got {args.unit_price:g}", 2)
     try:
-        policy = load_plan_policy(args.config).prescale
+        plan_policy = load_plan_policy(args.config)
+        policy = plan_policy.prescale
         if args.lead is not None:
             policy = dataclasses.replace(policy, lead=str(pd.Timedelta(args.lead)))
     except PlanConfigError as exc:
@@ -114,17 +126,31 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_writable(args.out)
     models = [m for m in (args.models or "").split(",") if m] or list(plan_replay.DEFAULT_MODELS)
-    con = _replay_source(args, Settings.from_env(db_path=args.db))
+    settings = Settings.from_env(db_path=args.db)
+    stack = contextlib.ExitStack()  # holds the source open until the replay is done
+    con = _replay_source(args, settings, stack)
     try:
         series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
         start, end = plan_replay.span_of(series, args.start, args.end)
-        units = args.instance_units or node_units
+        pool_id, _, resource = str(series.name).rpartition("/")
+        catalog = warehouse.query(con, "SELECT * FROM instance_catalog")
+        units = args.instance_units or instance_units(catalog, resource, pool_id.split("/")[-1], node_units, policy)
+        if units is None:
+            raise plan_replay.ReplayError(f"{series.name}: no instance size known; pass --instance-units")
+        price = args.unit_price or plan_replay.unit_price(con, str(series.name), plan_policy.costs)
         with progress_bar("replay", "days") as bar:
-            result = plan_replay.replay(series, start, end, units, policy, models=models, progress=bar)
+            result = plan_replay.replay(series, start, end, units, policy, unit_price=price, models=models,
+                                        progress=bar)
     except plan_replay.ReplayError as exc:
         raise CliError(str(exc), 2) from exc
     finally:
-        con.close()
+        stack.close()
+    if args.utilization is None:  # the warehouse's own data: stored for the report
+        step = series.index[1] - series.index[0]
+        with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
+            rid = replays.save_replay(w, str(series.name), start, end, step, units, ",".join(models), result.table,
+                                      result.ts, result.demand, result.capacities, created_at=end)
+        print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
     table = result.table
     print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "
           f"{series.index[1] - series.index[0]}, instances of {units:g} units, {policy.quantile:.0%} quantile):")
@@ -138,7 +164,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replay_source(args: argparse.Namespace, settings) -> object:
+def _replay_source(args: argparse.Namespace, settings, stack: contextlib.ExitStack) -> object:
     """A connection holding the utilization to replay: ``--utilization`` ingested into a
     memory warehouse (its bad rows said, as ingest says them), else the warehouse read-only."""
     from pipelines.commands.errors import CliError
@@ -149,14 +175,16 @@ def _replay_source(args: argparse.Namespace, settings) -> object:
     if args.utilization is None:
         if not settings.db_path.exists():
             raise CliError(f"{settings.db_path}: no warehouse; pass --utilization FILE", 2)
-        return warehouse.open_warehouse(settings.db_path, read_only=True).__enter__()
+        return stack.enter_context(warehouse.open_warehouse(settings.db_path, read_only=True,
+                                                            lock_timeout_s=settings.lock_timeout_s))
     if not args.utilization.is_file():
         raise CliError(f"{args.utilization}: no such file", 2)
     con = warehouse.connect(":memory:")
+    stack.callback(con.close)
     try:
         r = ingest_file(con, args.utilization, "utilization")
     except IngestFileError as exc:
-        con.close()
+        stack.close()
         raise CliError(str(exc), 2) from exc
     if r.rows_rejected:
         print(f"{args.utilization}: {r.rows_rejected} row(s) rejected; " + "; ".join(r.sample_reasons[:3]))

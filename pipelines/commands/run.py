@@ -63,6 +63,8 @@ def _print_summary(out: dict) -> None:
 
         p = out["plan"]
         print(f"\nplan {p['run_id']}: " + ", ".join(f"{k} {v}" for k, v in p["rows"].items()))
+        for h in p.get("headline", []):
+            print(f"  {h['unique_id']:<20} recommended: {h['text']}")
         for a in p["allocation"]:
             gain = ("default split kept (no other saves enough)" if a["kept_default"]
                     else saving_text(a["savings_vs_default"]))
@@ -70,10 +72,17 @@ def _print_summary(out: dict) -> None:
                   f"{a['edge']:.2f}: {money(a['monthly_cost']):>12}/month, {gain}{current_text(a)}")
         for sp in p.get("spot", []):
             print(f"  {sp['unique_id']:<20} {spot_text(sp)}")
+    if "replay" in out and "replays" in out["replay"]:
+        print("\nreplay of the last days (cost / oracle, steps under-provisioned):")
+        for r in out["replay"]["replays"]:
+            print(f"  {r['unique_id']:<20} planned {r['planned_cost_vs_oracle']:.2f}x "
+                  f"{r['planned_underprovisioned_pct']:.2f}%, reactive_80 {r['reactive_80_cost_vs_oracle']:.2f}x "
+                  f"{r['reactive_80_underprovisioned_pct']:.2f}%" + ("" if r["beyond_frontier"] else
+                                                                  " (a reactive autoscaler does as well)"))
     if "report" in out:
         print(f"\nreport: {out['report']['html']} (+ {len(out['report']['files'])} recommendation exports)")
     for stage, result in out.items():
-        if stage not in ("ingest", "train", "detect", "plan", "report"):
+        if stage not in ("ingest", "train", "detect", "plan", "replay", "report"):
             print(f"\n{stage}:")
             print("  " + json.dumps(result, indent=2, default=str).replace("\n", "\n  "))
     for stage, message in failed.items():

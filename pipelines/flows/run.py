@@ -1,4 +1,4 @@
-"""The whole pipeline once, in order: ingest -> train -> detect -> plan -> report.
+"""The whole pipeline once, in order: ingest -> train -> detect -> plan -> replay -> report.
 
 Later stages are optional modules (pipelines/flows/<stage>.py exposing ``<stage>_flow``);
 a stage whose module is absent is skipped, so each issue can land on its own."""
@@ -16,7 +16,7 @@ from pipelines.store import detection, warehouse
 
 log = logging.getLogger(__name__)
 
-STAGES = ("train", "detect", "plan", "report")
+STAGES = ("train", "detect", "plan", "replay", "report")
 
 
 

@@ -91,6 +91,8 @@ class _Offers(_Strict):
     min_tflops_ratio: Num | None = Field(default=None, ge=0)
     min_memory_ratio: Num | None = Field(default=None, ge=0)
     regions: tuple[str, ...] | None = Field(default=None, min_length=1)
+    any_region: bool | None = None
+    max_size_ratio: Num | None = Field(default=None, gt=0)
 
 
 class _Reservations(_Strict):

@@ -183,12 +183,17 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
     cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "tuned_this_run", "retuned",
             "kept_default", "current_fleet_cost"]
     spot = plan.get("spot", pd.DataFrame())
+    headlines = [] if alloc.empty or "recommended" not in alloc else [
+        {"unique_id": r["unique_id"], "plan": r["plan"], "monthly_cost": r["monthly_cost"],
+         "text": r["headline"]}
+        for r in alloc[alloc["recommended"].astype(bool)].to_dict("records")]
     spot_cols = ["unique_id", "action", "zone", "instance_type", "discount", "p_spike", "expected_monthly_saving"]
     return {
         "run_id": inputs.run_id,
         "data_cutoff": str(inputs.data_cutoff),
         "rows": {k: len(v) for k, v in plan.items()} | {"written": written},
         "allocation": [] if tuned.empty else tuned[cols].to_dict("records"),
+        "headline": headlines,
         "spot": [] if spot.empty else spot[spot_cols].to_dict("records"),
     }
 

@@ -17,7 +17,8 @@ import pandas as pd
 
 from forecasters import selection
 from forecasters.validation import HistoryError
-from pipelines.store import demand
+from pipelines.store import demand, warehouse
+from planner.cost import CostPolicy, reference_offer
 from planner.prescale import PrescalePolicy
 from planner.replay import ReplaySpan, frontier_verdict, replay_table  # noqa: F401 (the command's verdict)
 
@@ -64,8 +65,8 @@ def hourly(series: pd.Series) -> pd.DataFrame:
 
 def _interpolate(hour_starts: pd.DatetimeIndex, means: np.ndarray, steps: pd.DatetimeIndex) -> np.ndarray:
     """Hourly means as a value per step, linear between hour midpoints."""
-    mid = (hour_starts + pd.Timedelta("30min")).asi8.astype(float)
-    return np.interp(steps.asi8.astype(float), mid, means, left=np.nan, right=means[-1] if len(means) else np.nan)
+    mid = (hour_starts + pd.Timedelta("30min")).as_unit("ns").asi8.astype(float)  # one unit on both sides
+    return np.interp(steps.as_unit("ns").asi8.astype(float), mid, means, left=np.nan, right=means[-1] if len(means) else np.nan)
 
 
 def live_forecasts(series: pd.Series, start: int, policy: PrescalePolicy, models: Sequence[str] = DEFAULT_MODELS,
@@ -121,7 +122,7 @@ def replay(series: pd.Series, start: pd.Timestamp, end: pd.Timestamp, instance_u
     """Replay ``[start, end)`` of one series at its own resolution (a regular ``pd.Series``
     named by its ``unique_id``)."""
     series = series[series.index < end]
-    first = int(np.searchsorted(series.index.asi8, pd.Timestamp(start).value))
+    first = int(series.index.searchsorted(pd.Timestamp(start)))
     if first <= 0:
         raise ReplayError(f"{series.name}: no data before the replay's start {start} to decide the first step on")
     if first >= len(series):
@@ -130,6 +131,26 @@ def replay(series: pd.Series, start: pd.Timestamp, end: pd.Timestamp, instance_u
     span = ReplaySpan(series.to_numpy(dtype=float), live, series.index[1] - series.index[0], first, instance_units)
     table, caps = replay_table(span, policy, unit_price)
     return ReplayResult(table, series.index[first:], span.demand[first:], caps, champions)
+
+
+def planned_pools(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every ``cluster/pool`` with GPU or vCPU demand (what a plan schedules)."""
+    ids = demand.series_ids(con)
+    return sorted({u.rsplit("/", 1)[0] for u in ids if u.rsplit("/", 1)[1] in ("gpu", "cpu")})
+
+
+def unit_price(con: duckdb.DuckDBPyConnection, unique_id: str, costs: CostPolicy | None = None) -> float | None:
+    """The price of one unit-hour of the series' pool: its own machine in the warehouse's
+    catalog (as the plan prices the private cloud), None without one."""
+    catalog = warehouse.query(con, "SELECT * FROM instance_catalog")
+    pool_id, _, resource = unique_id.rpartition("/")
+    if catalog.empty:
+        return None
+    ref = reference_offer(catalog, resource, pool_id.split("/")[-1])
+    if ref is None or not float(ref["on_demand_price"]) > 0:
+        return None
+    costs = costs or CostPolicy()
+    return float(costs.at(str(ref["location"])).effective(float(ref["on_demand_price"]) / float(ref["units"])))
 
 
 def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str | None) -> tuple[pd.Series, float]:

@@ -15,7 +15,7 @@ import duckdb
 import pandas as pd
 
 from pipelines.runtime.outputs import write_set
-from pipelines.store import demand, warehouse
+from pipelines.store import demand, replays, warehouse
 from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class ReportData:
     plan_run: str | None
     plan_cutoff: pd.Timestamp | None = None  # the plan's data cutoff: its last complete hour of demand
     recommendations: dict[str, pd.DataFrame] = field(default_factory=dict)
+    replays: pd.DataFrame = field(default_factory=pd.DataFrame)  # latest replay per series, a row per strategy
+    replay_capacity: dict[str, pd.DataFrame] = field(default_factory=dict)  # by replay_id: ts, demand, planned, ...
 
 
 def no_negative_zero(frame: pd.DataFrame) -> pd.DataFrame:
@@ -125,6 +127,7 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
             heatmap = warehouse.query(con, HEATMAP_SQL, [resource, since])
 
     plan = _read(con, "recommendations", LATEST_PLAN_SQL)
+    replayed, drawn = replays.latest_replays(con) if _has_table(con, "replays") else (pd.DataFrame(), {})
     return ReportData(
         data_cutoff=cutoff,
         counts=counts,
@@ -138,6 +141,8 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
         plan_cutoff=None if plan.empty or plan["data_cutoff"].isna().all()
         else pd.Timestamp(plan["data_cutoff"].dropna().iloc[0]),
         recommendations=flatten_recommendations(plan),
+        replays=replayed,
+        replay_capacity=drawn,
     )
 
 

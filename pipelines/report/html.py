@@ -26,6 +26,7 @@ from pipelines.report.plots import (
     heatmap_figure,
     heatmap_grid,
     heatmap_marks,
+    replay_figure,
 )
 from pipelines.report.text import GLOSSARY, GLOSSARY_ANCHORS, PRESCALE_SCOPE
 from pipelines.runtime.money import money
@@ -35,15 +36,17 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 ALERT_COLUMNS = ["kind", "entity", "severity", "probability", "summary", "runbook", "starts_at"]
 RESERVATION_TABLE_COLUMNS = ["unique_id", "resource", "term", "instance_type", "provider", "region", "instances",
                              "units_per_instance", "reserved_units", "expected_utilization",
+                             "break_even_utilization", "break_even_months", "savings_pct",
                              "monthly_cost_reserved", "monthly_cost_on_demand", "monthly_savings",
                              "coverage_quantile", "location"]
 PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "units_per_instance", "capacity",
                     "target_capacity", "forecast_mean", "forecast_upper", "reason"]
 ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
-                      "savings_vs_default", "expected_savings", "current_fleet_cost", "retuned", "tuned_this_run",
-                      "offers"]
+                      "savings_vs_default", "expected_savings", "out_of_sample_savings", "in_sample_savings",
+                      "current_fleet_cost", "recommended", "reason", "retuned", "tuned_this_run", "offers"]
 # columns that hold a cost per month: shown with the currency, as the console shows them
 MONEY_COLUMNS = frozenset({"monthly_cost", *COST_PARTS, "savings_vs_default", "expected_savings",
+                           "out_of_sample_savings", "in_sample_savings",
                            "current_fleet_cost", "monthly_cost_reserved", "monthly_cost_on_demand",
                            "monthly_savings", "expected_monthly_saving"})
 
@@ -167,6 +170,37 @@ def allocation_section(data: ReportData) -> str:
                     + table(alloc, ALLOCATION_COLUMNS))
 
 
+REPLAY_COLUMNS = ["strategy", "cost_vs_oracle", "underprovisioned_pct", "avg_utilization", "unit_hours_short",
+                  "idle_unit_hours", "scale_actions", "cost_usd"]
+
+
+def replay_section(data: ReportData) -> str:
+    """Each series' latest replay: demand against planned and reactive capacity, and the table
+    of every strategy scored on that demand."""
+    title = "Pre-scaling replayed on the last days"
+    rep = data.replays
+    if rep.empty:
+        return _section("replay", title, '<p class="empty">No replay in the warehouse (headroom run replays the '
+                        "last week of every pool; headroom plan replay replays any span).</p>")
+    parts = ['<p class="note">At each step the strategies used only the data before it; all are scored on the '
+             "same demand at its own resolution. cost_vs_oracle: capacity-time over demand-time (1 is capacity "
+             "equal to demand at every step); underprovisioned_pct: steps with demand above capacity.</p>"]
+    for rid, rows in rep.groupby("replay_id", sort=False):
+        first = rows.iloc[0]
+        span = f"{pd.Timestamp(first['span_start']):%Y-%m-%d %H:%M} to {pd.Timestamp(first['span_end']):%Y-%m-%d %H:%M}"
+        caption = (f"{first['unique_id']}, {span}, instances of {float(first['instance_units']):g} units, "
+                   f"models {first['models']}")
+        cap = data.replay_capacity.get(str(rid), pd.DataFrame())
+        if not cap.empty:
+            parts.append(_png(replay_figure(cap, caption), f"replay of {first['unique_id']}"))
+        else:
+            parts.append(f"<h3>{esc(caption)}</h3>")
+        order = {k: i for i, k in enumerate(["planned", "oracle"])}
+        rows = rows.assign(_o=rows["strategy"].map(order).fillna(9)).sort_values(["_o", "strategy"])
+        parts.append(table(rows, [c for c in REPLAY_COLUMNS if c in rows.columns]))
+    return _section("replay", title, "".join(parts))
+
+
 # --- tables ----------------------------------------------------------------------------
 
 def next_day_prescale(prescale: pd.DataFrame) -> pd.DataFrame:
@@ -267,6 +301,7 @@ def section_counts(data: ReportData) -> dict[str, int]:
         "prescale_actions": len(next_day_prescale(recs.get("prescale", pd.DataFrame()))),
         "firing_alerts": len(alerts),
         "champions": len(data.champions),
+        "replays": int(data.replays["replay_id"].nunique()) if not data.replays.empty else 0,
     }
 
 
@@ -276,6 +311,9 @@ def summary_lines(data: ReportData) -> list[str]:
     recs = data.recommendations
     lines = []
     alloc = recs.get("allocation", pd.DataFrame())
+    if not alloc.empty and "headline" in alloc.columns:  # the recommended plan per pool comes first
+        best = alloc[alloc["headline"].fillna("").astype(str) != ""]
+        lines += [f"{_pool_of(r)}: {r['headline']}." for r in best.to_dict("records")]
     if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns):
         tuned = alloc[alloc["plan"] == "tuned"]
         base = alloc[alloc["plan"] == "default_3_5_2"]
@@ -290,7 +328,7 @@ def summary_lines(data: ReportData) -> list[str]:
                "demand" + (" (less than the recommended split, which the allocation bounds keep partly on "
                            "public and edge: widen them in the plan config to weigh keeping more private)"
                            if current.sum() < total else "") + "."
-               if len(current) and current.notna().all() else "")
+               if len(current) and current.notna().all() and "headline" not in alloc.columns else "")
         lines.append(f"Split private/public/edge: {who}; {money(total)} per month for the forecast demand, "
                      f"{money(abs(saved))} {direction} than the default 3-5-2 split.{now}")
     res = recs.get("reservation", pd.DataFrame())
@@ -365,6 +403,6 @@ def header(data: ReportData) -> str:
 def render_report(data: ReportData) -> str:
     """The whole report as one self-contained HTML page."""
     body = "".join([header(data), summary_section(data), forecast_section(data), heatmap_section(data),
-                    allocation_section(data), tables_section(data), glossary_section()])
+                    allocation_section(data), replay_section(data), tables_section(data), glossary_section()])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>headroom report</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")

@@ -216,3 +216,23 @@ def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
     fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(COST_PARTS), fontsize=8,
                frameon=False)
     return fig
+
+
+def replay_figure(capacity: pd.DataFrame, title: str) -> plt.Figure:
+    """A replay's demand with the capacity headroom planned and an 80%-target reactive
+    autoscaler held, at the data's resolution (``ts, demand, planned, reactive_80``)."""
+    fig, ax = plt.subplots(figsize=(9.0, 3.0))
+    ts = pd.to_datetime(capacity["ts"])
+    ax.fill_between(ts, pd.to_numeric(capacity["demand"], errors="coerce"), color="#bbbbbb", step="post",
+                    label="demand", linewidth=0)
+    for col, color in (("reactive_80", "#d95f02"), ("planned", "#1b9e77")):
+        if col in capacity:
+            ax.step(ts, pd.to_numeric(capacity[col], errors="coerce"), where="post", color=color, linewidth=1.0,
+                    label=f"{col} capacity")
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel("units", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", ncol=3, frameon=False)
+    fig.tight_layout()
+    return fig

@@ -37,9 +37,18 @@ GLOSSARY = (
      "carry, run on public on-demand instead."),
     ("fleet", "current_fleet_cost", ("current_fleet_cost",), "the same demand on the capacity running now, "
      "priced as the pool's private machines (any excess on public on-demand): what to compare a bill with."),
-    ("reserve", "coverage_quantile, expected_utilization", ("coverage_quantile", "expected_utilization"),
+    ("reserve", "coverage_quantile, expected_utilization, break_even", ("coverage_quantile", "expected_utilization",
+     "break_even_utilization", "break_even_months"),
      "a reservation covers this quantile of the hourly public instance count (1 - reserved/on-demand price), "
-     "and is busy this share of its hours; higher utilization wastes less of the commitment."),
+     "and its instances run this share of their hours; it is recommended only above its break-even "
+     "utilization (reserved/on-demand price). break_even_months: months of the on-demand spend it replaces "
+     "that pay for its whole term."),
+    ("recommended", "recommended, reason", ("recommended", "reason"), "the cheapest of the running fleet, the "
+     "default split and the tuned split on the same demand is recommended; the others say what they cost more, "
+     "and why a split cannot beat the running fleet (the allocation bounds, a location without an offer)."),
+    ("oos", "out_of_sample_savings", ("out_of_sample_savings", "in_sample_savings"), "what re-tuning saved against "
+     "3-5-2 on demand it had not seen: the split tuned on the month before last, priced on last month (in "
+     "sample: priced on the month it was tuned on)."),
     ("spike", "p_spike", ("p_spike",), "the spike model's probability that the spot market's price spikes within "
      "its horizon; a market at or above the alert threshold is not chosen. Lower is better."),
 )

@@ -47,7 +47,14 @@ def test_plan_flow_end_to_end(prefect_harness, db_path, fleet) -> None:
     alloc = pd.json_normalize([json.loads(p) for p in rows.loc[rows["kind"] == "allocation", "payload"]])
     # one pool per planned cluster/pool: GPUs where there are any, else vCPUs
     assert set(alloc["unique_id"]) == {"train-a/h100/gpu", "infer-b/a100/gpu", "batch-c/cpu/cpu"}
-    assert set(alloc["plan"]) == {"default_3_5_2", "tuned"}
+    assert set(alloc["plan"]) == {"default_3_5_2", "tuned", "running_fleet"}
+    # one recommended plan per pool, never dearer than the fleet as it runs, said in one headline
+    best = alloc[alloc["recommended"]]
+    assert sorted(best["unique_id"]) == sorted(set(alloc["unique_id"]))
+    fleet = alloc[alloc["plan"] == "running_fleet"].set_index("unique_id")["monthly_cost"]
+    assert (best.set_index("unique_id")["monthly_cost"] <= fleet + 1e-6).all()
+    assert [h["unique_id"] for h in out["headline"]] == sorted(best["unique_id"])
+    assert all(h["text"] for h in out["headline"])
     tuned = alloc[alloc["plan"] == "tuned"]
     assert (tuned["expected_savings"] >= 0).all()  # what the choice rests on (scenario mean)
     assert ((tuned["private"] + tuned["public"] + tuned["edge"]).round(6) == 1).all()

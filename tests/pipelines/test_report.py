@@ -128,7 +128,7 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
         f"recommendations_{k}.{ext}" for k in ("allocation", "prescale", "reservation") for ext in ("csv", "parquet"))
     assert out["sections"] == {"forecast_groups": 1, "forecast_series": 2, "heatmap_nodes": 3, "heatmap_alerts": 2,
                                "allocation_plans": 2, "reservations": 1, "spot_pools": 0, "prescale_actions": 2,
-                               "firing_alerts": 3, "champions": 1}
+                               "firing_alerts": 3, "champions": 1, "replays": 0}
 
     alloc = pd.read_csv(out_dir / "recommendations_allocation.csv")
     assert list(alloc.columns[:4]) == ["run_id", "key", "model_id", "data_cutoff"]

@@ -145,6 +145,10 @@ def test_reservations_follow_the_newsvendor_rule() -> None:
     assert "3y" not in rec.index  # 0.7 > 0.6: idle too often to pay off
     assert rec.loc["1y", "monthly_savings"] == pytest.approx((0.6 * 10 * 1.0 - 10 * 0.4) * 730)
     assert rec.loc["1y", "expected_utilization"] == pytest.approx(0.6)
+    assert rec.loc["1y", "break_even_utilization"] == pytest.approx(0.4)  # used above it, or not recommended
+    assert rec.loc["1y", "break_even_months"] == pytest.approx(12 * 0.4 / 0.6)
+    assert rec.loc["1y", "savings_pct"] == pytest.approx((6 - 4) / 6)
+    assert rec.loc["1y", ["min_units_used", "max_units_used"]].tolist() == [0.0, 10.0]
     assert P.recommend_reservations(np.zeros(10), offer, FREE).empty
 
 
@@ -440,14 +444,14 @@ def test_retuned_means_the_split_left_the_default() -> None:
     default row, and a tuned row that kept the default, are not re-tuned."""
     moved = _one_pool_plan()["allocation"].set_index("plan")  # private 3x cheaper: the tuner moves
     assert moved.loc["tuned", "private"] != 0.3
-    assert moved["retuned"].to_dict() == {"default_3_5_2": False, "tuned": True}
+    assert moved["retuned"].to_dict() == {"default_3_5_2": False, "tuned": True, "running_fleet": False}
     assert moved["tuned_this_run"].all()
     stay = P.PlanPolicy(allocation=P.AllocationPolicy(min_savings=0.99))  # nothing saves 99%: default kept
     kept_default = _one_pool_plan(stay)["allocation"].set_index("plan")
     assert kept_default.loc["tuned", ["private", "public", "edge"]].tolist() == [0.3, 0.5, 0.2]
     assert not kept_default["retuned"].any() and kept_default["tuned_this_run"].all()
     earlier = _one_pool_plan(splits={"c/cpu/cpu": P.Split(0.4, 0.4, 0.2)})["allocation"].set_index("plan")
-    assert earlier["retuned"].to_dict() == {"default_3_5_2": False, "tuned": True}
+    assert earlier["retuned"].to_dict() == {"default_3_5_2": False, "tuned": True, "running_fleet": False}
     assert not earlier["tuned_this_run"].any()  # this month's split, kept
 
 
@@ -464,3 +468,4 @@ def test_prescale_rows_say_what_they_scale() -> None:
     assert pre["target_capacity"].max() == 51 * 64.0
     tuned = plan["allocation"].set_index("plan").loc["tuned"]
     assert tuned["public"] < 1.0
+

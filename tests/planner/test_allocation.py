@@ -1,0 +1,61 @@
+"""Allocation that never pays more for nothing: offers that fit, the running fleet as a plan,
+and re-tuning priced out of sample."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import planner as P
+from planner.cost import Offer
+from tests.planner.test_planner import FREE, _one_pool_plan
+
+
+def test_public_offers_stay_on_the_fleets_continent_and_fit_its_size() -> None:
+    """The fleet's own machines are in Europe: a cheaper machine in the US is not chosen unless
+    asked; and an instance far larger than the pool's peak is not chosen for it."""
+    cols = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price"]
+    cat = pd.DataFrame([
+        ("onprem", "europe-west4", "batch-8c", "private", "cpu", 8, 0.20),
+        ("gcp", "us-central1", "cheap-8", "public", "cpu", 8, 0.20),
+        ("gcp", "europe-west1", "eu-8", "public", "cpu", 8, 0.32),
+        ("gcp", "europe-west1", "eu-224", "public", "cpu", 224, 7.00),  # cheapest per vCPU, far too big
+    ], columns=cols)
+    assert P.cost.continent("europe-west4") == P.cost.continent("westeurope") == "europe"
+    assert P.cost.continent("us-east-1") == P.cost.continent("eastus") == "north-america"
+    assert P.cost.continent("australiaeast") == "asia-pacific" and P.cost.continent("dc-west") is None
+    assert P.select_offers(cat, "cpu", "batch")["public"].instance_type == "cheap-8"  # any region: the old rule
+    home = P.select_offers(cat, "cpu", "batch", any_region=False)["public"]
+    assert home.instance_type == "eu-224"  # on the continent, and cheapest per unit without a size limit
+    sized = P.select_offers(cat, "cpu", "batch", any_region=False, max_units=16.0)["public"]
+    assert sized.instance_type == "eu-8"  # 4 busy cores at peak do not go on 224
+    # when every offer of a location is too big, its smallest stays (the pool can still be planned)
+    assert P.select_offers(cat[cat["instance_type"] != "eu-8"], "cpu", "batch", any_region=False,
+                           max_units=4.0)["public"].instance_type == "eu-224"
+
+
+def test_the_headline_is_never_dearer_than_the_running_fleet() -> None:
+    """Private machines 3x cheaper than public and bounds that keep 20% on public: the running
+    fleet (all private) is cheapest, so it is recommended and the split says why it costs more."""
+    plan = _one_pool_plan()["allocation"].set_index("plan")
+    assert set(plan.index) == {"default_3_5_2", "tuned", "running_fleet"}
+    best = plan[plan["recommended"]]
+    assert len(best) == 1
+    assert float(best["monthly_cost"].iloc[0]) == pytest.approx(plan["monthly_cost"].min())
+    if best.index[0] == "running_fleet":
+        assert "allocation bounds keep at least 20% on public" in plan.loc["tuned", "reason"]
+        assert plan.loc["running_fleet", "headline"].startswith("keep the running fleet")
+    # what re-tuning is worth on demand it has not seen, beside the in-sample figure
+    assert {"out_of_sample_savings", "in_sample_savings", "backtest_split"} <= set(plan.columns)
+    assert np.isfinite(plan.loc["tuned", "out_of_sample_savings"])
+
+
+def test_out_of_sample_savings_price_the_earlier_months_split_on_the_last() -> None:
+    offers = {"private": Offer("private", "o", "dc", "p", 4.0, 2.0),
+              "public": Offer("public", "c", "r", "od", 4.0, 4.0)}
+    flat = np.full(24 * 28, 40.0)
+    r = P.allocation.out_of_sample(flat, offers, FREE, P.AllocationPolicy(min_savings=0.0))
+    assert r is not None and r["backtest_hours"] == 24 * 14
+    # steady demand: what the split saved in sample it saves again out of sample
+    assert r["out_of_sample_savings"] == pytest.approx(r["in_sample_savings"])
+    assert P.allocation.out_of_sample(flat[: 24 * 10], offers, FREE) is None  # under a week per half
