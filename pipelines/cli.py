@@ -13,6 +13,9 @@ from pipelines.commands.errors import CliError
 
 # Prefect phones home unless told not to; the embedded default never needs a network.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Prefect waits 20 s for its ephemeral API: too short on 2 busy cores (it can take 30 s and more)
+EPHEMERAL_WAIT_S = "120"
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_WAIT_S)
 # Prefect's per-task INFO lines drown the summary; -v brings them back.
 if not any(a.startswith("-v") or a == "--verbose" for a in sys.argv[1:]):
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -116,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
             print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
             return 130
+        if isinstance(exc, RuntimeError) and "ephemeral Prefect API" in str(exc):
+            wait = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_WAIT_S)
+            print(f"headroom {args.command}: error: Prefect's ephemeral API did not start within {wait} s (a busy "
+                  "machine); raise PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or point PREFECT_API_URL at a "
+                  "running server (prefect server start)", file=sys.stderr)
+            return 1
         raise
 
 

@@ -47,9 +47,10 @@ class AllocationPolicy:
 
     step: float = 0.05
     # (min, max) share per location: keep some of each (data locality, latency at the edge,
-    # burst capacity in public) so the tuner re-weights the split rather than abandoning it
+    # burst capacity in public) so the tuner re-weights the split rather than abandoning it;
+    # private keeps at least 30%: the critical load that stays on the fleet's own machines
     bounds: dict[str, tuple[float, float]] = field(default_factory=lambda: {
-        "private": (0.10, 0.70), "public": (0.20, 0.80), "edge": (0.05, 0.35)})
+        "private": (0.30, 0.70), "public": (0.20, 0.80), "edge": (0.05, 0.35)})
     provision_quantile: float = 1.0  # fixed capacity covers this quantile of its hourly share
     # demand scenarios the tuned split must do well on (multipliers of the demand path): with
     # whole machines the cost is a step function of the shares, and the cheapest split for

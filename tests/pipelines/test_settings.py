@@ -25,3 +25,21 @@ def test_the_cli_reports_it_without_a_traceback(monkeypatch, capsys, tmp_path) -
     monkeypatch.setenv("HEADROOM_MAX_WORKERS", "0")
     assert main(["train", "--db", str(tmp_path / "wh.duckdb")]) == 2
     assert "HEADROOM_MAX_WORKERS='0'" in capsys.readouterr().err
+
+
+def test_an_ephemeral_api_that_does_not_start_is_one_line_with_exit_1(monkeypatch, capsys) -> None:
+    """On a busy machine Prefect's ephemeral API can miss its start-up wait: one line saying
+    what to do, no traceback (the wait itself defaults to 120 s, not Prefect's 20)."""
+    import os
+
+    from pipelines import cli
+    from pipelines.commands import plan as plan_command
+
+    def slow(args):
+        raise RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.")
+
+    monkeypatch.setattr(plan_command, "run", slow)
+    assert os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]
+    assert cli.main(["plan"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "PREFECT_API_URL" in err and "did not start within" in err
