@@ -4,6 +4,7 @@ plus the 100-series speed check.
 
     python benchmarks/forecast_accuracy.py [--datasets ../shared/datasets] [--suites cluster,panel,synthetic,speed]
     python benchmarks/forecast_accuracy.py --suites cluster-windows   # coverage vs number of windows
+    python benchmarks/forecast_accuracy.py --suites m4 --models seasonal_naive,lgbm   # M4 Hourly, OWA
     python benchmarks/forecast_accuracy.py --suites panel --models lstm --no-peers --seed 3   # another seed
 
 The backtests use 7 rolling origins a day apart (``--windows``; the issue asks for at least 3):
@@ -263,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
                 table["windows"] = windows
                 rows += table.to_dict("records")
             continue
+        if suite == "m4":  # the held-out last 48 points of M4 Hourly's training part (benchmarks/m4.py)
+            from benchmarks import m4
+
+            if not (root / m4.FILE).is_file():
+                log.warning("%s: no %s under %s, skipped", suite, m4.FILE, root)
+                continue
+            m4_rows = m4.run(root, names, peers=not args.no_peers, seed=args.seed)
+            best = min(r["owa"] for r in m4_rows if r["source"] == "benchmark" and r["model"] == "seasonal_naive")
+            rows += [{**r, "owa_vs_seasonal_naive": r["owa"] / best} for r in m4_rows]
+            continue
         if suite == "speed":
             rows.append(speed_check(100, 60, args.horizon))
             log.info("speed: %s", rows[-1])
@@ -288,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         table["windows"] = args.windows
         rows += table.to_dict("records")
     out = pd.DataFrame(rows)
-    cols = [c for c in ["dataset", "windows", "model", "source", "wape", "smape", "mase", "msis", "coverage_80", "coverage_95",
+    cols = [c for c in ["dataset", "windows", "model", "source", "wape", "smape", "mase", "owa", "owa_vs_seasonal_naive",
+                        "msis", "coverage_80", "coverage_95",
                         "coverage_80_se", "coverage_95_se", "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "seconds", "cpu_seconds",
                         "rows"] if c in out.columns]
     out = out[cols]

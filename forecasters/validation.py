@@ -137,3 +137,61 @@ def validate_history(
             f"series {short.index[0]!r}: {int(short.iloc[0])} points, need at least {min_length}"
         )
     return frame
+
+
+FILL_METHODS = ("seasonal", "interpolate", "zero", "none")
+
+
+def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
+              method: str = "seasonal") -> tuple[pd.DataFrame, dict[str, int]]:
+    """``history`` on a full grid per series, the missing steps (and missing ``y``) filled,
+    and the count of filled points per series.
+
+    ``seasonal``: a missing step takes the value one season before (when that is known or
+    filled itself), else linear interpolation; ``interpolate``: linear between its neighbours
+    (held at the ends); ``zero``: 0 (a silent exporter meant idle); ``none``: nothing is filled
+    (gaps stay an error of :func:`validate_history`). A gap longer than one season is a
+    HistoryError naming the series and the span: no value a season back exists to fill it from.
+    """
+    if method not in FILL_METHODS:
+        raise HistoryError(f"unknown gap filling {method!r}; choose from {', '.join(FILL_METHODS)}")
+    if method == "none" or history.empty:
+        return history, {}
+    frame = history.copy()
+    frame["unique_id"] = frame["unique_id"].astype(str)
+    step = freq_offset(freq)
+    out, counts = [], {}
+    for uid, g in frame.groupby("unique_id", sort=True):
+        g = g.sort_values("ds")
+        dup = g["ds"].duplicated()
+        if dup.any():
+            raise HistoryError(f"series {uid!r}: duplicate ds {g.loc[dup, 'ds'].iloc[0]}")
+        s = g.set_index("ds")["y"].astype(float)
+        grid = (pd.RangeIndex(int(s.index.min()), int(s.index.max()) + 1) if step is None
+                else pd.date_range(s.index.min(), s.index.max(), freq=step))
+        full = s.reindex(grid)
+        missing = ~np.isfinite(full.to_numpy())
+        if missing.any():
+            edges = np.flatnonzero(np.diff(np.r_[0, missing.astype(np.int8), 0]))
+            runs = list(zip(edges[::2], edges[1::2]))
+            a, b = max(runs, key=lambda r: r[1] - r[0])
+            if b - a > season_length:
+                raise HistoryError(f"series {uid!r}: {b - a} missing steps from {grid[a]} to {grid[b - 1]}, longer "
+                                   f"than one season ({season_length}); fill or cut that span before forecasting")
+            values = full.to_numpy(dtype=float).copy()
+            values[missing] = np.nan
+            if method == "zero":
+                values[missing] = 0.0
+            elif method == "seasonal":
+                for i in np.flatnonzero(missing):  # in time order: a filled step can seed one a season on
+                    if i >= season_length and np.isfinite(values[i - season_length]):
+                        values[i] = values[i - season_length]
+            if not np.isfinite(values).all():
+                values = pd.Series(values).interpolate(limit_direction="both").to_numpy()
+            full = pd.Series(values, index=grid)
+            counts[uid] = int(missing.sum())
+        out.append(pd.DataFrame({"unique_id": uid, "ds": full.index, "y": full.to_numpy()}))
+    filled = pd.concat(out, ignore_index=True)
+    if step is None:
+        filled["ds"] = filled["ds"].astype("int64")
+    return filled, counts

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -34,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--step", type=int, default=None, help="steps between window origins (default H)")
     p.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fill-gaps", choices=["seasonal", "interpolate", "zero", "none"], default="seasonal",
+                   help="missing steps: the value one season before, else interpolated (seasonal, the default); "
+                        "interpolated; 0; or none (a gap is an error). A gap over one season is an error")
     p.set_defaults(func=run)
 
 
@@ -105,13 +109,23 @@ def backtest_models(
     for name in names:
         model = forecasters.create(name, horizon=horizon, freq=freq, season_length=season_length, seed=seed)
         started = time.perf_counter()
-        try:
-            cv = forecasters.cross_validation(model, history, h=horizon, n_windows=windows, step=step)
-        except forecasters.HistoryError as exc:
-            if not skip_short:
-                raise
-            log.warning("%s left out: %s", name, exc)
-            too_short.append(exc)
+        mine = history
+        while True:  # a series the model cannot fit is skipped for that model; the others go on
+            try:
+                cv = forecasters.cross_validation(model, mine, h=horizon, n_windows=windows, step=step)
+                break
+            except forecasters.HistoryError as exc:
+                bad = re.search(r"series '([^']+)'", str(exc))
+                if bad is None or mine["unique_id"].nunique() < 2 or bad.group(1) not in set(mine["unique_id"]):
+                    cv = None
+                    if not skip_short:
+                        raise
+                    log.warning("%s left out: %s", name, exc)
+                    too_short.append(exc)
+                    break
+                print(f"{name}: series {bad.group(1)} skipped ({exc})")
+                mine = mine[mine["unique_id"] != bad.group(1)]
+        if cv is None:
             continue
         log.info("%s: %d forecasts in %.1fs", name, len(cv), time.perf_counter() - started)
         row = forecasters.evaluate(cv, history, season_length).iloc[0].to_dict()
@@ -144,6 +158,14 @@ def run(args: argparse.Namespace) -> int:
         except forecasters.HistoryError as exc:
             raise CliError(str(exc), 2) from exc
     history = read_series(args.input, args.freq)
+    try:
+        history, filled = forecasters.validation.fill_gaps(history, args.freq, args.season_length, args.fill_gaps)
+        forecasters.validate_history(history, args.freq)  # the data's own faults stop here, not per model
+    except forecasters.HistoryError as exc:
+        raise CliError(f"{args.input}: {exc}", 2) from exc
+    if filled:
+        print(f"{args.input}: filled {sum(filled.values())} missing point(s) in {len(filled)} series "
+              f"({args.fill_gaps})")
     try:
         table, _ = backtest_models(history, names, args.horizon, args.season_length, args.freq,
                                    args.windows, args.step, args.seed, skip_short=args.models is None)

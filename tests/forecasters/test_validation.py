@@ -75,3 +75,38 @@ def test_a_series_at_a_constant_offset_from_the_grid_is_accepted() -> None:
     mixed.loc[5, "ds"] = mixed.loc[5, "ds"] + pd.Timedelta(minutes=30)  # one row on :00
     with pytest.raises(HistoryError, match="'s0'.*off the series' 'h' grid"):
         validate_history(mixed, "h")
+
+
+def _gappy(freq: str | None = "h") -> pd.DataFrame:
+    n = 24 * 4
+    ds = pd.date_range("2026-01-01", periods=n, freq="h") if freq else np.arange(n, dtype=np.int64)
+    y = np.arange(n, dtype=float) % 24 + 10 * (np.arange(n) // 24)  # each day 10 above the one before
+    frame = pd.DataFrame({"unique_id": "a", "ds": ds, "y": y})
+    return frame.drop(index=[30, 31, 60]).assign(y=lambda f: f["y"].where(f.index != 70))
+
+
+@pytest.mark.parametrize("freq", ["h", None])
+def test_fill_gaps_takes_the_value_one_season_before(freq: str | None) -> None:
+    from forecasters.validation import fill_gaps
+
+    filled, counts = fill_gaps(_gappy(freq), freq, 24, "seasonal")
+    assert counts == {"a": 4} and len(filled) == 24 * 4
+    y = filled["y"].to_numpy()
+    assert [y[30], y[31], y[60], y[70]] == [6.0, 7.0, 22.0, 32.0]  # the same hour a day earlier
+    validate_history(filled, freq)  # a regular grid the forecasters take
+    interp, _ = fill_gaps(_gappy(freq), freq, 24, "interpolate")
+    assert interp["y"].to_numpy()[30] == pytest.approx(16.0)  # a third of the way from 29 (15) to 32 (18)
+    assert fill_gaps(_gappy(freq), freq, 24, "zero")[0]["y"].to_numpy()[60] == 0.0
+    assert fill_gaps(_gappy(freq), freq, 24, "none")[1] == {}
+
+
+def test_a_gap_longer_than_a_season_names_the_series_and_the_span() -> None:
+    from forecasters.validation import fill_gaps
+
+    frame = _gappy()
+    frame = frame[(frame.index < 40) | (frame.index >= 70)]
+    with pytest.raises(HistoryError, match=r"series 'a': 31 missing steps from 2026-01-02 16:00:00 to "
+                                           r"2026-01-03 22:00:00, longer than one season \(24\)"):
+        fill_gaps(frame, "h", 24)
+    with pytest.raises(HistoryError, match="unknown gap filling"):
+        fill_gaps(frame, "h", 24, "mean")

@@ -160,3 +160,45 @@ def test_the_points_a_short_series_needs_are_enough(tmp_path: Path, capsys) -> N
         make_panel(n_series=1, length=need - 1).to_csv(src, index=False)
         assert main(args) == 2
         capsys.readouterr()
+
+
+def test_backtest_fills_gaps_as_real_exports_have_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hours missing (and one empty y) are filled from a day before and counted; a gap over a day
+    names the series and the span, exit 2; --fill-gaps none keeps a gap an error."""
+    panel = make_panel(length=24 * 10)
+    gappy = panel.drop(index=panel.index[[50, 51, 52, 130]])
+    gappy.loc[gappy.index[200], "y"] = np.nan
+    src = tmp_path / "gappy.csv"
+    gappy.to_csv(src, index=False)
+    base = ["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+            "--models", "seasonal_naive,lgbm"]
+    assert main(base) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "filled 5 missing point(s)" in out and "lgbm" in out
+    assert main([*base, "--fill-gaps", "none"]) == 2
+    assert "headroom backtest: error:" in capsys.readouterr().err
+    uid = panel["unique_id"].iloc[0]
+    long_gap = panel.drop(index=panel.index[(panel["unique_id"] == uid).to_numpy()][30:60])
+    long_gap.to_csv(src, index=False)
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"series '{uid}': 30 missing steps from" in err
+
+
+def test_a_series_a_model_cannot_fit_is_skipped_for_that_model(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """One series of 60 points, too short for lgbm with calibration: lgbm skips it (one line
+    naming both) and still scores the others; the backtest goes on with every model."""
+    panel = make_panel(length=24 * 10)
+    uid = panel["unique_id"].iloc[0]
+    short = panel[(panel["unique_id"] != uid) | (panel.groupby("unique_id").cumcount() >= 24 * 10 - 60)]
+    src = tmp_path / "short.csv"
+    short.to_csv(src, index=False)
+    code = main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                 "--models", "seasonal_naive,lgbm"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"lgbm: series {uid} skipped" in out
+    table = [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0] in ("seasonal_naive",
+                                                                                                    "lgbm")]
+    assert table == ["seasonal_naive", "lgbm"]

@@ -1,0 +1,133 @@
+"""M4 Hourly on the held-out last 48 points of the training part, as the competition's entrants
+developed (the official test part is kept for acceptance): sMAPE, MASE and OWA against Naive2,
+headroom's models beside statsforecast and mlforecast in the same run.
+
+Used by ``forecast_accuracy.py --suites m4``; the metrics follow the competition's definitions:
+sMAPE = mean 200|y-f|/(|y|+|f|); MASE scales the MAE by the in-sample seasonal-naive (m=24) MAE;
+OWA = (sMAPE/sMAPE_Naive2 + MASE/MASE_Naive2)/2, Naive2 being the naive forecast of the series
+seasonally adjusted by classical multiplicative decomposition when its lag-24 autocorrelation
+passes the 90% test (else plain naive).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+H, M = 48, 24
+FILE = Path("m4-hourly-train") / "Hourly-train.csv.gz"
+log = logging.getLogger("m4")
+
+
+def load(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, test): each series of the wide file as ``unique_id, ds, y`` on an hourly grid from
+    2000-01-01 (M4 gives no timestamps), its last ``H`` points held out."""
+    wide = pd.read_csv(root / FILE)
+    frames = []
+    for row in wide.itertuples(index=False):
+        y = np.asarray(row[1:], dtype=float)
+        y = y[~np.isnan(y)]
+        frames.append(pd.DataFrame({"unique_id": row[0], "ds": pd.date_range("2000-01-01", periods=len(y), freq="h"),
+                                    "y": y}))
+    data = pd.concat(frames, ignore_index=True)
+    test = data.groupby("unique_id", sort=False).tail(H)
+    return data.drop(test.index).reset_index(drop=True), test.reset_index(drop=True)
+
+
+def _acf(x: np.ndarray, k: int) -> float:
+    x = x - x.mean()
+    return float((x[:-k] * x[k:]).sum() / (x * x).sum())
+
+
+def naive2(y: np.ndarray, h: int = H, m: int = M) -> np.ndarray:
+    """The competition's Naive2 benchmark for one series."""
+    n = len(y)
+    r = np.array([_acf(y, k) for k in range(1, m + 1)])
+    limit = 1.645 * np.sqrt((1 + 2 * np.sum(r[:-1] ** 2)) / n)
+    if abs(r[-1]) <= limit:
+        return np.full(h, y[-1])
+    trend = pd.Series(y).rolling(m, center=True).mean().rolling(2, center=True).mean().shift(-1).to_numpy()
+    phase = np.arange(n) % m
+    index = np.array([np.nanmean((y / trend)[phase == i]) for i in range(m)])
+    index /= index.mean()
+    return (y / index[phase])[-1] * index[np.arange(n, n + h) % m]
+
+
+def scores(train: pd.DataFrame, test: pd.DataFrame, forecast: pd.DataFrame, column: str) -> pd.DataFrame:
+    """sMAPE and MASE per series of ``forecast[column]`` on the held-out points."""
+    seen = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
+    fc = {u: g.sort_values("ds")[column].to_numpy(dtype=float) for u, g in forecast.groupby("unique_id")}
+    rows = []
+    for u, g in test.groupby("unique_id", sort=False):
+        y, f, past = g["y"].to_numpy(), fc[u], seen[u]
+        rows.append({"unique_id": u, "smape": float(np.mean(200 * np.abs(y - f) / (np.abs(y) + np.abs(f)))),
+                     "mase": float(np.mean(np.abs(y - f)) / np.mean(np.abs(past[M:] - past[:-M])))})
+    return pd.DataFrame(rows)
+
+
+def _row(name: str, source: str, s: pd.DataFrame, base: pd.DataFrame, seconds: float) -> dict:
+    owa = 0.5 * (s["smape"].mean() / base["smape"].mean() + s["mase"].mean() / base["mase"].mean())
+    return {"dataset": "m4_hourly_holdout", "model": name, "source": source, "smape": s["smape"].mean(),
+            "mase": s["mase"].mean(), "owa": owa, "seconds": seconds}
+
+
+def _future(train: pd.DataFrame, values: dict[str, np.ndarray], column: str) -> pd.DataFrame:
+    last = train.groupby("unique_id", sort=False)["ds"].max()
+    return pd.concat([pd.DataFrame({"unique_id": u, "ds": pd.date_range(t + pd.Timedelta("1h"), periods=H, freq="h"),
+                                    column: values[u]}) for u, t in last.items()], ignore_index=True)
+
+
+def run(root: Path, names: list[str], peers: bool, seed: int = 0) -> list[dict]:
+    """One row per model: Naive2 and seasonal naive, headroom's ``names``, then the peers."""
+    import forecasters
+
+    train, test = load(root)
+    log.info("m4: %d series, %d training points", train["unique_id"].nunique(), len(train))
+    ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
+    base = scores(train, test, _future(train, {u: naive2(y) for u, y in ys.items()}, "f"), "f")
+    rows = [_row("naive2", "benchmark", base, base, 0.0)]
+    snaive = _future(train, {u: np.tile(y[-M:], H // M) for u, y in ys.items()}, "f")
+    rows.append(_row("seasonal_naive", "benchmark", scores(train, test, snaive, "f"), base, 0.0))
+    for name in [n for n in names if n != "seasonal_naive"]:  # its row is the benchmark's, above
+        wall = time.perf_counter()
+        model = forecasters.create(name, horizon=H, freq="h", season_length=M, seed=seed)
+        fc = model.fit(train).predict(H, level=(80, 95))
+        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall))
+        log.info("m4 %s: OWA %.3f in %.0fs", name, rows[-1]["owa"], rows[-1]["seconds"])
+    if peers:
+        rows += _peers(train, test, base)
+    return rows
+
+
+def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame) -> list[dict]:
+    """mlforecast's LightGBM (the issue's configuration, with its conformal intervals) and
+    statsforecast's MSTL, when installed."""
+    rows = []
+    try:
+        import lightgbm as lgb
+        from mlforecast import MLForecast
+        from mlforecast.target_transforms import Differences, LocalStandardScaler
+        from mlforecast.utils import PredictionIntervals
+
+        wall = time.perf_counter()
+        mlf = MLForecast(models={"mlf_lgbm": lgb.LGBMRegressor(n_estimators=100, verbosity=-1, n_jobs=1)}, freq="h",
+                         lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
+        mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=H))
+        fc = mlf.predict(H, level=[80, 95])
+        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall))
+    except ImportError:
+        log.warning("mlforecast not installed: no mlforecast peer")
+    try:
+        from statsforecast import StatsForecast
+        from statsforecast.models import MSTL
+
+        wall = time.perf_counter()
+        fc = StatsForecast(models=[MSTL(season_length=[24, 168], alias="sf_mstl")], freq="h", n_jobs=1).forecast(
+            df=train, h=H)
+        rows.append(_row("sf_mstl", "peer", scores(train, test, fc, "sf_mstl"), base, time.perf_counter() - wall))
+    except ImportError:
+        log.warning("statsforecast not installed: no statsforecast peer")
+    return rows

@@ -1,0 +1,44 @@
+"""The global LightGBM learns a small, regular series as closely as a big, noisy one."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasters.lgbm import LGBMForecaster, LGBMParams
+
+
+def _panel() -> pd.DataFrame:
+    """One small series with an exact daily shape (as M4's H-series at levels of 15-25) beside
+    big noisy ones a thousand times its size."""
+    rng = np.random.default_rng(0)
+    ds = pd.date_range("2026-01-01", periods=24 * 30, freq="h")
+    hours = np.arange(len(ds))
+    shape = np.r_[np.full(8, 12.0), np.linspace(12, 25, 8), np.full(8, 18.0)]
+    frames = [pd.DataFrame({"unique_id": "small", "ds": ds, "y": np.tile(shape, 30) + rng.normal(0, 0.05, len(ds))})]
+    for i in range(6):
+        big = 20_000 * (1 + 0.4 * np.sin(2 * np.pi * (hours + 5 * i) / 24)) * rng.lognormal(0, 0.25, len(ds))
+        frames.append(pd.DataFrame({"unique_id": f"big{i}", "ds": ds, "y": big}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _small_error(weighting: str) -> float:
+    data = _panel()
+    train = data.groupby("unique_id").head(24 * 28)
+    test = data.drop(train.index)
+    model = LGBMForecaster(horizon=48, calibration_origins=24, lgbm=LGBMParams(weighting=weighting, n_estimators=150))
+    fc = model.fit(train).predict(48)
+    f = fc.loc[fc["unique_id"] == "small", "mean"].to_numpy()
+    return float(np.mean(np.abs(test.loc[test["unique_id"] == "small", "y"].to_numpy() - f)))
+
+
+def test_equal_weights_learn_the_small_series_that_scale_weights_neglect() -> None:
+    equal, scaled = _small_error("equal"), _small_error("scale")
+    assert equal < scaled
+    assert equal < 0.5  # within a few percent of a level of 12-25
+
+
+def test_an_unknown_weighting_is_refused() -> None:
+    with pytest.raises(ValueError, match="weighting must be 'equal' or 'scale'"):
+        LGBMForecaster(horizon=24, calibration_origins=24, lgbm=LGBMParams(weighting="wape")).fit(
+            _panel().groupby("unique_id").head(24 * 10))
