@@ -29,7 +29,12 @@ def stage_flow(stage: str):
         if exc.name == name:
             return None
         raise
-    return getattr(module, f"{stage}_flow")
+    fn = getattr(module, f"{stage}_flow")
+    if stage == "train":  # run and serve fan the fits out as `headroom train` does: threads, or Dask
+        from pipelines.runtime.settings import Settings
+
+        fn = fn.with_options(task_runner=module.task_runner_for(Settings.from_env()))
+    return fn
 
 
 @task
