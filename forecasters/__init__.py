@@ -4,6 +4,8 @@ Models are reached by name through :mod:`forecasters.registry`; importing this
 package registers all of them (heavy libraries are imported lazily).
 """
 from forecasters import baselines, hybrid, lgbm, lstm, prophet_model  # noqa: F401  (registers models)
+
+from forecasters import ensemble  # noqa: F401  # isort: skip  (registered last: after its members)
 from forecasters.backtest import cross_validation
 from forecasters.base import FORECAST_COLUMNS, BaseForecaster, Forecaster, NotFittedError
 from forecasters.lgbm import LGBMParams

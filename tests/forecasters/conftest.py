@@ -23,6 +23,7 @@ FAST: dict[str, dict[str, object]] = {
     "prophet_lgbm": {"prophet": {"n_changepoints": 3}, "prophet_jobs": 1,
                      "lgbm": {"n_estimators": 20, "num_leaves": 7}},
     "lstm": {"max_epochs": 2, "hidden_size": 8, "samples_per_epoch": 256, "input_length": 24, "val_points": 24},
+    "ensemble": {"members": "seasonal_naive,lgbm", "drop_ratio": 10.0},
 }
 SLOW = {"prophet", "prophet_lgbm", "lstm"}
 
