@@ -162,7 +162,25 @@ class LSTMForecaster(BaseForecaster):
         return self.input_length + self.horizon + self._val_points()
 
     def _val_points(self) -> int:
+        short = getattr(self, "_short_val", None)  # set by fit for short series (see fit)
+        if short is not None:
+            return short
         return self.val_points if self.val_points is not None else max(self.horizon, 7 * self.season_length)
+
+    def fit(self, history: pd.DataFrame) -> LSTMForecaster:
+        """As every model's, but a series too short for the default validation stretch (a week
+        of seasons) validates early stopping on a shorter one, said in a warning, instead of
+        refusing: the calibration copy fits on about half of the shortest series, so the stretch
+        is what that half leaves after one input window and one horizon (at least a horizon)."""
+        self._short_val = None
+        if self.val_points is None and "unique_id" in history and len(history):
+            shortest = int(history.groupby("unique_id", sort=False).size().min())
+            room = (shortest + 1) // 2 - self.input_length - self.horizon
+            if self.horizon <= room < self._val_points():
+                log.warning("lstm: the shortest series has %d points, too few to validate on %d; early stopping "
+                            "validates on the last %d of each series instead", shortest, self._val_points(), room)
+                self._short_val = room
+        return super().fit(history)
 
     def _samples(self, ys: list[np.ndarray], starts: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Train and validation arrays (seq, static, anchor, target, weight); validation
@@ -225,6 +243,7 @@ class LSTMForecaster(BaseForecaster):
         copy = self.clone()
         if kept is not None:
             copy._fixed_epochs = list(kept)
+        copy._short_val = getattr(self, "_short_val", None)  # validates on the stretch the fit did
         return copy
 
     def _train_network(self, train: list[np.ndarray], val: list[np.ndarray], seed: int,
