@@ -42,3 +42,17 @@ def test_an_unknown_weighting_is_refused() -> None:
     with pytest.raises(ValueError, match="weighting must be 'equal' or 'scale'"):
         LGBMForecaster(horizon=24, calibration_origins=24, lgbm=LGBMParams(weighting="wape")).fit(
             _panel().groupby("unique_id").head(24 * 10))
+
+
+def test_the_row_median_is_numpys_nanmedian() -> None:
+    """The fast median of the seasonal features equals np.nanmedian, NaN rows included."""
+    from forecasters.features import row_nanmedian
+
+    rng = np.random.default_rng(0)
+    for width in (1, 2, 7, 24):
+        a = rng.normal(size=(2000, width))
+        a[rng.random(a.shape) < 0.3] = np.nan
+        some = ~np.isnan(a).all(axis=1)
+        expected = np.full(len(a), np.nan)
+        expected[some] = np.nanmedian(a[some], axis=1)
+        np.testing.assert_array_equal(row_nanmedian(a), expected)
