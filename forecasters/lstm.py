@@ -125,6 +125,7 @@ class LSTMForecaster(BaseForecaster):
         device: str = "cpu",
         n_threads: int = 1,
         seed: int = 0,
+        weighting: str = "equal",
     ) -> None:
         self.horizon = horizon
         self.freq = freq
@@ -145,6 +146,7 @@ class LSTMForecaster(BaseForecaster):
         self.device = device
         self.n_threads = n_threads
         self.seed = seed
+        self.weighting = weighting  # as lgbm's: "equal" per series, or "scale" (the loss sums to WAPE's)
 
     def __setstate__(self, state: dict) -> None:
         # an artifact saved before n_networks holds one network, its weights alone
@@ -185,9 +187,12 @@ class LSTMForecaster(BaseForecaster):
     def _samples(self, ys: list[np.ndarray], starts: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Train and validation arrays (seq, static, anchor, target, weight); validation
         targets are the last ``val_points`` of each series, train targets end before them.
-        The weight is the window scale: the scaled L1 loss then sums absolute errors in
-        each series' own units, as WAPE does."""
+        The weight is 1 (``weighting="equal"``: each series learnt alike in scaled units), or
+        the window scale (``"scale"``: the scaled L1 loss then sums absolute errors in each
+        series' own units, as WAPE does)."""
         h, ctx = self.horizon, self._context_length()
+        if self.weighting not in ("equal", "scale"):
+            raise ValueError(f"lstm: weighting must be 'equal' or 'scale', not {self.weighting!r}")
         train, val = [], []
         for y, start in zip(ys, starts):
             n = len(y)
@@ -201,7 +206,8 @@ class LSTMForecaster(BaseForecaster):
                 seq, static, base, scale = lstm_inputs(windows_at(y, ctx, o), start + o - 1, h,
                                                        self.input_length, self._seasons())
                 target = np.lib.stride_tricks.sliding_window_view(y, h)[o] / scale[:, None]
-                part.append((seq, static, base, target.astype(np.float32), scale.astype(np.float32)))
+                weight = scale if self.weighting == "scale" else np.ones_like(scale)
+                part.append((seq, static, base, target.astype(np.float32), weight.astype(np.float32)))
         if not train or not val:
             short = int(np.argmin([len(y) for y in ys]))
             raise HistoryError(
