@@ -68,6 +68,14 @@ def scores(train: pd.DataFrame, test: pd.DataFrame, forecast: pd.DataFrame, colu
     return pd.DataFrame(rows)
 
 
+def coverage(test: pd.DataFrame, forecast: pd.DataFrame, lo: str, hi: str) -> dict[str, float]:
+    """The share of held-out points inside the 80% and 95% intervals (columns ``lo``/``hi``
+    formatted with the level)."""
+    both = test.merge(forecast, on=["unique_id", "ds"], how="inner")
+    return {f"coverage_{lv}": float(((both["y"] >= both[lo.format(lv)]) & (both["y"] <= both[hi.format(lv)])).mean())
+            for lv in (80, 95) if lo.format(lv) in both}
+
+
 def _row(name: str, source: str, s: pd.DataFrame, base: pd.DataFrame, seconds: float) -> dict:
     owa = 0.5 * (s["smape"].mean() / base["smape"].mean() + s["mase"].mean() / base["mase"].mean())
     return {"dataset": "m4_hourly_holdout", "model": name, "source": source, "smape": s["smape"].mean(),
@@ -95,7 +103,8 @@ def run(root: Path, names: list[str], peers: bool, seed: int = 0) -> list[dict]:
         wall = time.perf_counter()
         model = forecasters.create(name, horizon=H, freq="h", season_length=M, seed=seed)
         fc = model.fit(train).predict(H, level=(80, 95))
-        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall))
+        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall)
+                    | coverage(test, fc, "lo_{}", "hi_{}"))
         log.info("m4 %s: OWA %.3f in %.0fs", name, rows[-1]["owa"], rows[-1]["seconds"])
     if peers:
         rows += _peers(train, test, base)
@@ -117,7 +126,8 @@ def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame) -> list[
                          lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
         mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=H))
         fc = mlf.predict(H, level=[80, 95])
-        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall))
+        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall)
+                    | coverage(test, fc, "mlf_lgbm-lo-{}", "mlf_lgbm-hi-{}"))
     except ImportError:
         log.warning("mlforecast not installed: no mlforecast peer")
     try:

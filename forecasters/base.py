@@ -59,6 +59,10 @@ from forecasters.validation import HistoryError, future_ds, step_index, validate
 log = logging.getLogger(__name__)
 
 MAX_CAL_ORIGINS = 168
+# a panel of many series needs fewer origins each for as many errors: at most this many
+# (series, origin) contexts in all, and never fewer than MIN_CAL_ORIGINS origins a series
+MAX_CAL_CONTEXTS = 20_000
+MIN_CAL_ORIGINS = 24
 LOCAL_SEASONS = 7
 LONGRUN_SHARE = 0.25
 LEVEL_SHARE = 1e-3
@@ -235,7 +239,8 @@ class BaseForecaster(BaseEstimator):
         length = self._context_length()
         # at most MAX_CAL_ORIGINS origins, spread evenly over the calibration stretch:
         # neighbouring origins give nearly the same errors, a long stretch gives variety
-        offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, MAX_CAL_ORIGINS)).round().astype(np.int64))
+        per_series = max(MAX_CAL_CONTEXTS // max(len(ys), 1), MIN_CAL_ORIGINS)
+        offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, MAX_CAL_ORIGINS, per_series)).round().astype(np.int64))
         # the origins in ``calibration_refits`` consecutive blocks, each forecast by a copy fit
         # on the data before the block's first origin
         refits = max(1, min(int(self.calibration_refits), len(offsets)))
