@@ -73,6 +73,36 @@ def row_nanmedian(stack: np.ndarray) -> np.ndarray:
     return np.where(count > 0, med, np.nan)
 
 
+@dataclass(frozen=True)
+class WindowStats:
+    """What a row's features take from its window alone, whatever the step ``k``: built once
+    per window when one window is forecast for many steps (the direct forecast, calibration)."""
+
+    scale: np.ndarray
+    norm: np.ndarray
+    short: list[np.ndarray]
+    last: np.ndarray  # the last known value of the first season's cycle (the anchor's fallback)
+    seasonal: list[list[np.ndarray]]  # per season: mean, std, max, median of its last cycle
+
+
+def window_stats(y_win: np.ndarray, spec: FeatureSpec) -> WindowStats:
+    """The step-independent part of :func:`build_features` for these windows."""
+    with np.errstate(all="ignore"):
+        scale = np.nanmean(np.abs(y_win[:, -spec.scale_window:]), axis=1)
+    scale = np.where(np.isfinite(scale) & (scale > EPS), scale, 1.0)
+    norm = y_win / scale[:, None]
+    first = spec.seasons[0]
+    last = pd.DataFrame(norm[:, -first:]).ffill(axis=1).to_numpy()[:, -1]
+    seasonal = []
+    for s in spec.seasons:
+        part = norm[:, -s:]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            seasonal.append([np.nanmean(part, axis=1), np.nanstd(part, axis=1), np.nanmax(part, axis=1),
+                             row_nanmedian(part)])
+    return WindowStats(scale, norm, [norm[:, -j] for j in range(1, spec.short_lags + 1)], last, seasonal)
+
+
 def build_features(
     y_win: np.ndarray,
     origin_step: np.ndarray,
@@ -80,6 +110,7 @@ def build_features(
     spec: FeatureSpec,
     base_win: np.ndarray | None = None,
     base_target: np.ndarray | None = None,
+    stats: WindowStats | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features for the value ``k`` steps after each window's last value: (X, scale, anchor).
 
@@ -89,27 +120,20 @@ def build_features(
 
     ``origin_step`` is the global step index of the window's last value. With
     ``base_win``/``base_target`` (the hybrid) a base model's curve over the window and
-    at the target adds the base forecast and its recent residuals.
+    at the target adds the base forecast and its recent residuals. ``stats``: these windows'
+    :func:`window_stats`, when the caller built them once for several steps.
     """
     k = np.asarray(k, dtype=np.int64)
-    with np.errstate(all="ignore"):
-        scale = np.nanmean(np.abs(y_win[:, -spec.scale_window:]), axis=1)
-    scale = np.where(np.isfinite(scale) & (scale > EPS), scale, 1.0)
-    norm = y_win / scale[:, None]
-    cols: list[np.ndarray] = [k.astype(float)]
-    cols += [norm[:, -j] for j in range(1, spec.short_lags + 1)]
+    st = window_stats(y_win, spec) if stats is None else stats
+    scale, norm = st.scale, st.norm
+    cols: list[np.ndarray] = [k.astype(float), *st.short]
     anchor = None
     for i, s in enumerate(spec.seasons):
         block = seasonal_block(norm, k, s, spec.repeats(i))
         if anchor is None:
-            last = pd.DataFrame(norm[:, -s:]).ffill(axis=1).to_numpy()[:, -1]
-            anchor = np.where(np.isnan(block[2]), last, block[2])
+            anchor = np.where(np.isnan(block[2]), st.last, block[2])
         cols += block
-        part = norm[:, -s:]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            cols += [np.nanmean(part, axis=1), np.nanstd(part, axis=1), np.nanmax(part, axis=1),
-                     row_nanmedian(part)]
+        cols += st.seasonal[i]
         cols.append(((np.asarray(origin_step) + k) % s).astype(float))
     cols.append(np.log1p(scale))
     if base_win is not None and base_target is not None:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.base import BaseForecaster, Context, series_arrays, windows_at
-from forecasters.features import EPS, FeatureSpec, build_features
+from forecasters.features import EPS, FeatureSpec, build_features, window_stats
 from forecasters.registry import register
 from forecasters.validation import default_seasons
 
@@ -132,10 +132,11 @@ class BoostCore:
         with np.errstate(all="ignore"):
             level = np.nanmean(np.abs(ctx.values[:, -self.spec.scale_window:]), axis=1)
         idle = ~(np.isfinite(level) & (level > EPS))  # exactly where build_features falls back
+        stats = window_stats(ctx.values, self.spec)  # what no step changes: built once
         for j in range(h):
             btarget = None if base_future is None else base_future[:, j]
             k = np.full(len(ctx.uids), j + 1)
-            x, scale, anchor = build_features(ctx.values, ctx.end, k, self.spec, base_win, btarget)
+            x, scale, anchor = build_features(ctx.values, ctx.end, k, self.spec, base_win, btarget, stats)
             pred = (np.zeros(len(x)) if booster is None
                     else booster.predict(x, num_threads=self.n_jobs))  # type: ignore[attr-defined]
             if btarget is not None and self.residual:
