@@ -43,3 +43,14 @@ def test_an_ephemeral_api_that_does_not_start_is_one_line_with_exit_1(monkeypatc
     assert cli.main(["plan"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "PREFECT_API_URL" in err and "did not start within" in err
+
+
+def test_version_says_the_installed_version(capsys) -> None:
+    from importlib.metadata import version
+
+    from pipelines import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"headroom {version('headroom')}"
