@@ -107,8 +107,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from pipelines.runtime.outputs import check_writable, write_csv
     from pipelines.runtime.progress import progress_bar
     from pipelines.runtime.settings import Settings
-    from pipelines.store import replays, warehouse
-    from planner.plan import instance_units
+    from pipelines.store import warehouse
 
     if args.instance_units is not None and not args.instance_units > 0:
         raise CliError(f"--instance-units must be > 0, got {args.instance_units:g}", 2)
@@ -132,12 +131,8 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
         start, end = plan_replay.span_of(series, args.start, args.end)
-        pool_id, _, resource = str(series.name).rpartition("/")
-        catalog = warehouse.query(con, "SELECT * FROM instance_catalog")
-        units = args.instance_units or instance_units(catalog, resource, pool_id.split("/")[-1], node_units, policy)
-        if units is None:
-            raise plan_replay.ReplayError(f"{series.name}: no instance size known; pass --instance-units")
-        price = args.unit_price or plan_replay.unit_price(con, str(series.name), plan_policy.costs)
+        units, price = plan_replay.sizing(con, str(series.name), node_units, plan_policy, args.instance_units,
+                                          args.unit_price)
         with progress_bar("replay", "days") as bar:
             result = plan_replay.replay(series, start, end, units, policy, unit_price=price, models=models,
                                         progress=bar)
@@ -146,10 +141,8 @@ def run_replay(args: argparse.Namespace) -> int:
     finally:
         stack.close()
     if args.utilization is None:  # the warehouse's own data: stored for the report
-        step = series.index[1] - series.index[0]
         with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
-            rid = replays.save_replay(w, str(series.name), start, end, step, units, ",".join(models), result.table,
-                                      result.ts, result.demand, result.capacities, created_at=end)
+            rid = plan_replay.store(w, series, start, end, units, models, result)
         print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
     table = result.table
     print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "

@@ -11,8 +11,8 @@ from prefect.cache_policies import NO_CACHE
 from pipelines.plan import replay as plan_replay
 from pipelines.plan.config import load_plan_policy
 from pipelines.runtime.settings import Settings
-from pipelines.store import replays, warehouse
-from planner.plan import PlanPolicy, instance_units
+from pipelines.store import warehouse
+from planner.plan import PlanPolicy
 
 log = logging.getLogger(__name__)
 
@@ -29,25 +29,17 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
             series, node_units = plan_replay.pick_series(con, pool, None)
             end = series.index[-1] + (series.index[1] - series.index[0])
             start, end = plan_replay.span_of(series, str(end - pd.Timedelta(days=days)), None)
+            units, price = plan_replay.sizing(con, str(series.name), node_units, policy)
         except plan_replay.ReplayError as exc:
             log.warning("replay %s: %s", pool, exc)
             return None
-        price = plan_replay.unit_price(con, str(series.name), policy.costs)
-        catalog = warehouse.query(con, "SELECT * FROM instance_catalog")
-    resource = str(series.name).rsplit("/", 1)[1]
-    units = instance_units(catalog, resource, pool.split("/")[-1], node_units, policy.prescale)
-    if units is None:
-        log.warning("replay %s: no instance size (no catalog offer, no node size)", pool)
-        return None
     try:
         result = plan_replay.replay(series, start, end, units, policy.prescale, unit_price=price, models=models)
     except plan_replay.ReplayError as exc:
         log.warning("replay %s: %s", pool, exc)
         return None
-    step = series.index[1] - series.index[0]
     with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
-        replays.save_replay(con, str(series.name), start, end, step, units, ",".join(models), result.table,
-                            result.ts, result.demand, result.capacities, created_at=end)
+        plan_replay.store(con, series, start, end, units, models, result)
     t = result.table.set_index("strategy")
     return {"unique_id": str(series.name), "start": str(start), "end": str(end),
             **{f"{k}_{m}": float(t.loc[k, m]) for k in ("planned", "reactive_80")

@@ -17,8 +17,9 @@ import pandas as pd
 
 from forecasters import selection
 from forecasters.validation import HistoryError
-from pipelines.store import demand, warehouse
+from pipelines.store import demand, replays, warehouse
 from planner.cost import CostPolicy, reference_offer
+from planner.plan import PlanPolicy, instance_units
 from planner.prescale import PrescalePolicy
 from planner.replay import ReplaySpan, frontier_verdict, replay_table  # noqa: F401 (the command's verdict)
 
@@ -139,18 +140,38 @@ def planned_pools(con: duckdb.DuckDBPyConnection) -> list[str]:
     return sorted({u.rsplit("/", 1)[0] for u in ids if u.rsplit("/", 1)[1] in ("gpu", "cpu")})
 
 
-def unit_price(con: duckdb.DuckDBPyConnection, unique_id: str, costs: CostPolicy | None = None) -> float | None:
-    """The price of one unit-hour of the series' pool: its own machine in the warehouse's
-    catalog (as the plan prices the private cloud), None without one."""
-    catalog = warehouse.query(con, "SELECT * FROM instance_catalog")
+def unit_price(catalog: pd.DataFrame, unique_id: str, costs: CostPolicy) -> float | None:
+    """The price of one unit-hour of the series' pool: its own machine in the catalog (as the
+    plan prices the private cloud), None without one."""
     pool_id, _, resource = unique_id.rpartition("/")
     if catalog.empty:
         return None
     ref = reference_offer(catalog, resource, pool_id.split("/")[-1])
     if ref is None or not float(ref["on_demand_price"]) > 0:
         return None
-    costs = costs or CostPolicy()
     return float(costs.at(str(ref["location"])).effective(float(ref["on_demand_price"]) / float(ref["units"])))
+
+
+def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, policy: PlanPolicy,
+           units: float | None = None, price: float | None = None) -> tuple[float, float | None]:
+    """(units one instance adds, price of a unit-hour) for replaying ``unique_id``: the given
+    ones, else the plan's (:func:`planner.plan.instance_units`, the catalog machine's price).
+    ReplayError when no instance size is known."""
+    catalog = warehouse.query(con, "SELECT * FROM instance_catalog")
+    pool_id, _, resource = unique_id.rpartition("/")
+    units = units or instance_units(catalog, resource, pool_id.split("/")[-1], node_units, policy.prescale)
+    if units is None:
+        raise ReplayError(f"{unique_id}: no instance size known (no catalog machine, no node size); "
+                          "pass --instance-units")
+    return units, price or unit_price(catalog, unique_id, policy.costs)
+
+
+def store(con: duckdb.DuckDBPyConnection, series: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
+          units: float, models: Sequence[str], result: ReplayResult) -> str:
+    """Save a replay in the warehouse for the report (the same span again replaces it)."""
+    return replays.save_replay(con, str(series.name), start, end, series.index[1] - series.index[0], units,
+                               ",".join(models), result.table, result.ts, result.demand, result.capacities,
+                               created_at=end)
 
 
 def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str | None) -> tuple[pd.Series, float]:
