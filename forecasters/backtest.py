@@ -49,7 +49,7 @@ def cross_validation(
         raise HistoryError(
             f"series {uid!r}: {int(lengths.min())} points, need at least {need + held_out}: {n_windows} "
             f"window(s) of {h} steps {step} apart hold out the last {held_out}, and {model.name} needs "
-            f"{need} before them to fit and calibrate; use fewer windows or a shorter horizon"
+            f"{need} before them to fit and calibrate; use fewer windows or a shorter horizon", str(uid)
         )
     from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
     parts, seconds = [], 0.0
@@ -63,8 +63,8 @@ def cross_validation(
             forecast = with_horizon(model, h).fit(train).predict(h, level=level)
         except HistoryError as exc:
             raise HistoryError(
-                f"backtest window {k + 1}/{n_windows} (fit on each series minus its last {offset} points): {exc}"
-            ) from exc
+                f"backtest window {k + 1}/{n_windows} (fit on each series minus its last {offset} points): {exc}",
+                exc.series) from exc
         seconds += time.perf_counter() - started
         merged = forecast.merge(test[["unique_id", "ds", "y"]], on=["unique_id", "ds"], how="inner")
         merged = merged.merge(cutoffs, left_on="unique_id", right_index=True)
@@ -80,3 +80,27 @@ def cross_validation(
     out.attrs["seconds"] = seconds
     return out
 
+
+
+def cross_validation_skipping(
+    model: BaseForecaster,
+    history: pd.DataFrame,
+    h: int,
+    n_windows: int = 1,
+    step: int | None = None,
+    level: tuple[int, ...] = (80, 95),
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """:func:`cross_validation`, leaving out each series the model cannot fit (a
+    HistoryError that names one, ``exc.series``) and going on with the others: (the frame,
+    {series left out: why}). The error stands when it names no series or none would be left."""
+    skipped: dict[str, str] = {}
+    while True:
+        try:
+            return cross_validation(model, history, h, n_windows, step, level), skipped
+        except HistoryError as exc:
+            ids = set(history["unique_id"].astype(str))
+            if exc.series is None or exc.series not in ids or len(ids) < 2:
+                raise
+            log.info("%s: series %s left out (%s)", model.name, exc.series, exc)
+            skipped[exc.series] = str(exc)
+            history = history[history["unique_id"].astype(str) != exc.series]

@@ -175,7 +175,7 @@ class BaseForecaster(BaseEstimator):
         try:
             frame = validate_history(history, self.freq, min_length=min_length)
         except HistoryError as exc:
-            raise HistoryError(f"{self.name}: {exc}") from exc
+            raise HistoryError(f"{self.name}: {exc}", exc.series) from exc
         frame["_step"] = step_index(frame["ds"], self.freq)
         return frame
 
@@ -199,7 +199,7 @@ class BaseForecaster(BaseEstimator):
             need = self._min_length() + self.horizon
             raise HistoryError(
                 f"series {uid!r}: {int(lengths.min())} points is too short for {self.name} with "
-                f"horizon {self.horizon} and conformal calibration; need at least {need}"
+                f"horizon {self.horizon} and conformal calibration; need at least {need}", str(uid)
             )
         self._fit_points(frame)
         self._calibrate(frame, n_cal)
@@ -338,7 +338,7 @@ class BaseForecaster(BaseEstimator):
         uids, ys, starts = series_arrays(frame)
         unknown = [u for u in uids if u not in self.conformal_scale_]
         if unknown:
-            raise HistoryError(f"series {unknown[0]!r} was not seen by fit; refit to forecast it")
+            raise HistoryError(f"series {unknown[0]!r} was not seen by fit; refit to forecast it", str(unknown[0]))
         length = self._context_length()
         values = np.vstack([windows_at(y, length, [len(y)]) for y in ys])
         ends = np.array([s + len(y) - 1 for y, s in zip(ys, starts)])

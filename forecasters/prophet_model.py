@@ -98,12 +98,18 @@ class ProphetCore:
         uids, ys, starts = series_arrays(frame)
         keep = self.params.max_fit_points
         tails = [(y[-keep:], int(s) + max(len(y) - keep, 0)) for y, s in zip(ys, starts)]
+        def fit_named(uid: str, tail: tuple[np.ndarray, int]) -> object:
+            try:
+                return self._fit_one(*tail)
+            except HistoryError as exc:
+                raise HistoryError(f"series {uid!r}: {exc}", uid) from exc
+
         if self.n_jobs > 1 and len(tails) > 1:
             # cmdstan runs in a subprocess, so threads overlap the optimiser runs
             with ThreadPoolExecutor(self.n_jobs) as pool:
-                fitted = list(pool.map(lambda t: self._fit_one(*t), tails))
+                fitted = list(pool.map(fit_named, map(str, uids), tails))
         else:
-            fitted = [self._fit_one(*t) for t in tails]
+            fitted = [fit_named(str(u), t) for u, t in zip(uids, tails)]
         return dict(zip(uids.tolist(), fitted))
 
     def components(self, model: object, steps: np.ndarray) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from forecasters.backtest import cross_validation
+from forecasters.backtest import cross_validation_skipping
 from forecasters.base import BaseForecaster
 from forecasters.metrics import evaluate
 from forecasters.registry import create
@@ -44,15 +44,16 @@ def min_points(names: list[str], spec: TrainSpec) -> int:
 
 
 def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.DataFrame:
-    """``history`` without the series too short to backtest (:func:`min_points`), named in a
-    warning: one young pool must not stop the fleet's training. HistoryError when none is
-    long enough."""
-    need = min_points(names, spec)
+    """``history`` without the series too short to backtest with any of ``names`` (the least
+    needy model's :func:`min_points`), named in a warning: one young pool must not stop the
+    fleet's training. A series long enough for some models only is kept: the others leave it
+    out of their backtest (see :func:`backtest_model`). HistoryError when none is long enough."""
+    need = min(min_points([n], spec) for n in names)
     sizes = history.groupby("unique_id").size()
     short = sizes[sizes < need]
     if len(short) == len(sizes):
         raise HistoryError(
-            f"every series is shorter than the {need} points {', '.join(names)} need for {spec.windows} backtest "
+            f"every series is shorter than the {need} points {' or '.join(names)} need for {spec.windows} backtest "
             f"window(s) of {spec.horizon} (longest: {int(sizes.max())}); ingest more history, or pass fewer "
             "--windows or a shorter --horizon")
     if short.empty:
@@ -62,13 +63,14 @@ def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.Da
     return history[~history["unique_id"].isin(short.index)].reset_index(drop=True)
 
 
-def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame]:
-    """Cross-validate one model on one group: (metrics dict, backtest frame)."""
+def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame, dict[str, str]]:
+    """Cross-validate one model on one group: (metrics dict, backtest frame, {series the model
+    could not fit and was scored without: why}). HistoryError when it fits none of them."""
     model = make_model(name, spec)
-    cv = cross_validation(model, history, h=spec.horizon, n_windows=spec.windows)
+    cv, skipped = cross_validation_skipping(model, history, h=spec.horizon, n_windows=spec.windows)
     metrics = evaluate(cv, history, spec.season_length).iloc[0].to_dict()
     metrics["seconds"] = cv.attrs["seconds"]
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv, skipped
 
 
 def fit_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[bytes, pd.DataFrame, dict]:
@@ -77,8 +79,12 @@ def fit_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[bytes,
     return dumps(model), model.predict(spec.horizon), model.flat_params()
 
 
-def fit_champion(group: str, history: pd.DataFrame, name: str, spec: TrainSpec, metrics: dict) -> dict:
-    """Fit a group's champion and forecast: the dict :func:`save_run` takes."""
+def fit_champion(group: str, history: pd.DataFrame, name: str, spec: TrainSpec, metrics: dict,
+                 skipped: list[str] | tuple[str, ...] = ()) -> dict:
+    """Fit a group's champion and forecast, without the series its backtest left out
+    (``skipped``): the dict :func:`save_run` takes."""
+    if skipped:
+        history = history[~history["unique_id"].astype(str).isin(list(skipped))]
     artifact, forecast, params = fit_model(history, name, spec)
     return {
         "group": group, "kind": name, "series": sorted(history["unique_id"].unique().tolist()),
@@ -105,18 +111,26 @@ def pick_champions(metrics: pd.DataFrame, score: str = "wape") -> dict[str, str]
 
 
 def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
-    """Champions from backtest results (dicts with group, model and metrics)."""
-    table = pd.DataFrame(
-        [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score),
-          FALLBACK_SCORE: r["metrics"].get(FALLBACK_SCORE)} for r in results]
-    )
-    return pick_champions(table.astype({score: float, FALLBACK_SCORE: float}), score)
+    """Champions from backtest results (dicts with group, model and metrics; ``error`` when the
+    model fit none of the group's series, ``skipped`` when it left some out). A model that left
+    series out is champion of a group only where no model forecast all of them."""
+    rows = [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score),
+             FALLBACK_SCORE: r["metrics"].get(FALLBACK_SCORE), "whole": not r.get("skipped")}
+            for r in results if not r.get("error")]
+    if not rows:
+        return {}
+    table = pd.DataFrame(rows).astype({score: float, FALLBACK_SCORE: float})
+    whole = pick_champions(table[table["whole"]], score)
+    rest = pick_champions(table[~table["group"].isin(list(whole))], score)
+    return {g: (whole | rest)[g] for g in sorted(whole | rest)}
 
 
 def run_summary(run_id: str, info: dict, groups: dict[str, pd.DataFrame], names: list[str],
-                best: dict[str, str], metrics: dict[tuple[str, str], dict], saved: dict) -> dict:
+                best: dict[str, str], metrics: dict[tuple[str, str], dict], saved: dict,
+                left_out: dict[str, list[str]] | None = None) -> dict:
     """What the train flow returns: the run, its series, each group's champion and scores,
-    and the rows written (the rows ``save_run`` wrote)."""
+    what each group's models left out (``left_out``: one line each), and the rows written
+    (the rows ``save_run`` wrote)."""
     return {
         "run_id": run_id,
         "series": info["series"],
@@ -124,7 +138,8 @@ def run_summary(run_id: str, info: dict, groups: dict[str, pd.DataFrame], names:
         "groups": {
             g: {"champion": best.get(g), "model_id": saved["model_ids"].get(g),
                 "wape": metrics.get((g, best.get(g)), {}).get("wape"),
-                "scores": {n: metrics[(g, n)].get("wape") for n in names}}
+                "scores": {n: metrics.get((g, n), {}).get("wape") for n in names},
+                "left_out": (left_out or {}).get(g, [])}
             for g in groups
         },
         "rows": {k: v for k, v in saved.items() if k in ("models", "forecasts", "backtests")},

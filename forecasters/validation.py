@@ -15,7 +15,12 @@ REQUIRED = ("unique_id", "ds", "y")
 
 
 class HistoryError(ValueError):
-    """The history frame breaks the data contract; the message names the series."""
+    """The history frame breaks the data contract; the message names the series, and
+    ``series`` holds its id when one series is at fault (a caller may then leave it out)."""
+
+    def __init__(self, message: str, series: str | None = None) -> None:
+        super().__init__(message)
+        self.series = series
 
 
 def freq_offset(freq: str | None) -> pd.Timedelta | None:
@@ -106,11 +111,11 @@ def validate_history(
     bad_y = ~np.isfinite(frame["y"].to_numpy())
     if bad_y.any():
         uid = frame.loc[bad_y, "unique_id"].iloc[0]
-        raise HistoryError(f"series {uid!r}: y has {int(bad_y.sum())} missing or non-finite value(s)")
+        raise HistoryError(f"series {uid!r}: y has {int(bad_y.sum())} missing or non-finite value(s)", str(uid))
     dup = frame.duplicated(["unique_id", "ds"])
     if dup.any():
         row = frame.loc[dup].iloc[0]
-        raise HistoryError(f"series {row.unique_id!r}: duplicate ds {row.ds}")
+        raise HistoryError(f"series {row.unique_id!r}: duplicate ds {row.ds}", str(row.unique_id))
 
     idx = step_index(frame["ds"], freq)
     if step is not None:  # each series keeps one phase on the grid (e.g. every hour at :30)
@@ -120,7 +125,7 @@ def validate_history(
         if off.any():
             row = frame.loc[off].iloc[0]
             raise HistoryError(f"series {row.unique_id!r}: timestamp {row.ds} is off the series' {freq!r} grid "
-                               "(its timestamps must be whole steps apart)")
+                               "(its timestamps must be whole steps apart)", str(row.unique_id))
     same = frame["unique_id"].to_numpy()[1:] == frame["unique_id"].to_numpy()[:-1]
     gaps = np.diff(idx)[same] != 1
     if gaps.any():
@@ -128,14 +133,14 @@ def validate_history(
         row = frame.iloc[pos]
         raise HistoryError(
             f"series {row.unique_id!r}: irregular or gappy time axis at {row.ds} "
-            f"(expected one row every {freq or 1}); fill or resample before forecasting"
+            f"(expected one row every {freq or 1}); fill or resample before forecasting", str(row.unique_id)
         )
     lengths = frame.groupby("unique_id", sort=False).size()
     short = lengths[lengths < min_length]
     if not short.empty:
         raise HistoryError(
-            f"series {short.index[0]!r}: {int(short.iloc[0])} points, need at least {min_length}"
-        )
+            f"series {short.index[0]!r}: {int(short.iloc[0])} points, need at least {min_length}",
+            str(short.index[0]))
     return frame
 
 

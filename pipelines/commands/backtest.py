@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import time
 from pathlib import Path
 
@@ -109,22 +108,17 @@ def backtest_models(
     for name in names:
         model = forecasters.create(name, horizon=horizon, freq=freq, season_length=season_length, seed=seed)
         started = time.perf_counter()
-        mine = history
-        while True:  # a series the model cannot fit is skipped for that model; the others go on
-            try:
-                cv = forecasters.cross_validation(model, mine, h=horizon, n_windows=windows, step=step)
-                break
-            except forecasters.HistoryError as exc:
-                bad = re.search(r"series '([^']+)'", str(exc))
-                if bad is None or mine["unique_id"].nunique() < 2 or bad.group(1) not in set(mine["unique_id"]):
-                    cv = None
-                    if not skip_short:
-                        raise
-                    log.warning("%s left out: %s", name, exc)
-                    too_short.append(exc)
-                    break
-                print(f"{name}: series {bad.group(1)} skipped ({exc})")
-                mine = mine[mine["unique_id"] != bad.group(1)]
+        try:  # a series the model cannot fit is skipped for that model; the others go on
+            cv, skipped = forecasters.cross_validation_skipping(
+                model, history, h=horizon, n_windows=windows, step=step)
+        except forecasters.HistoryError as exc:
+            if not skip_short:
+                raise
+            log.warning("%s left out: %s", name, exc)
+            too_short.append(exc)
+            cv, skipped = None, {}
+        for uid, why in skipped.items():
+            print(f"{name}: series {uid} skipped ({why})")
         if cv is None:
             continue
         log.info("%s: %d forecasts in %.1fs", name, len(cv), time.perf_counter() - started)

@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     for group, g in summary["groups"].items():
         scores = ", ".join(f"{m} {w:.3f}" if w is not None else f"{m} -" for m, w in g["scores"].items())
         print(f"  {group}: champion {g['champion']} ({g['model_id']}); backtest WAPE: {scores}")
+        for line in g.get("left_out", []):
+            print(f"    {line}")
     print("rows written: " + json.dumps(summary["rows"]))
     if summary.get("retired"):
         print(f"retired {summary['retired']} champion(s) of older data that this run did not replace "

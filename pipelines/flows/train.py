@@ -17,6 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from forecasters import demand, selection
+from forecasters.validation import HistoryError
 from pipelines.runtime.settings import Settings
 from pipelines.store import demand as store_demand
 from pipelines.store import models as model_store
@@ -69,15 +70,23 @@ def split_task(frame: pd.DataFrame, group_by: str) -> dict[str, pd.DataFrame]:
 
 @task(cache_policy=NO_CACHE, task_run_name="backtest {name} on {group}")
 def backtest_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec) -> dict:
-    """Cross-validate one model on one group."""
-    metrics, cv = selection.backtest_model(history, name, spec)
-    return {"group": group, "model": name, "metrics": metrics, "cv": cv}
+    """Cross-validate one model on one group; a model that fits none of its series is left
+    out of the group (``error``), one that cannot fit some is scored without them (``skipped``)."""
+    try:
+        metrics, cv, skipped = selection.backtest_model(history, name, spec)
+    except HistoryError as exc:
+        log.warning("%s left out of group %s: %s", name, group, exc)
+        return {"group": group, "model": name, "metrics": {}, "cv": None, "skipped": {}, "error": str(exc)}
+    for uid, why in skipped.items():
+        log.warning("%s: series %s left out of its backtest and fit (%s)", name, uid, why)
+    return {"group": group, "model": name, "metrics": metrics, "cv": cv, "skipped": skipped}
 
 
 @task(cache_policy=NO_CACHE, task_run_name="fit {name} on {group}")
-def fit_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec, metrics: dict) -> dict:
-    """Fit the champion on all of the group's data and forecast."""
-    return selection.fit_champion(group, history, name, spec, metrics)
+def fit_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec, metrics: dict,
+             skipped: list[str]) -> dict:
+    """Fit the champion on all of the group's data (but the series it left out) and forecast."""
+    return selection.fit_champion(group, history, name, spec, metrics, skipped)
 
 
 @task(cache_policy=NO_CACHE)
@@ -124,7 +133,13 @@ def train_flow(
     results = [f.result() for f in futures]
     best = champions_task(results)
     metrics = {(r["group"], r["model"]): r["metrics"] for r in results}
-    fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)]) for g, n in best.items()]
+    skipped = {(r["group"], r["model"]): sorted(r["skipped"]) for r in results}
+    left_out: dict[str, list[str]] = {}
+    for r in results:
+        lines = ([f"{r['model']}: left out ({r['error']})"] if r.get("error") else
+                 [f"{r['model']}: series {u} left out ({why})" for u, why in r["skipped"].items()])
+        left_out.setdefault(r["group"], []).extend(lines)
+    fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)], skipped[(g, n)]) for g, n in best.items()]
     champions = [f.result() for f in fits]
     run = run_id or model_store.train_run_id(info["data_cutoff"], {
         "horizon": horizon, "models": sorted(names), "windows": windows, "season_length": season_length,
@@ -132,10 +147,10 @@ def train_flow(
     unscored = sorted(set(groups) - set(best))
     if unscored:
         log.warning("no model scored on group(s) %s: no champion, no forecast", ", ".join(unscored))
-    saved = save_task(db_path, run, champions, [r["cv"] for r in results], info["data_cutoff"])
+    saved = save_task(db_path, run, champions, [r["cv"] for r in results if r["cv"] is not None], info["data_cutoff"])
     if saved["superseded"]:
         log.warning("a train on newer data holds the champions of %s: this run's models (data up to %s) are "
                     "registered, not champions", ", ".join(saved["superseded"]), info["data_cutoff"])
-    summary = selection.run_summary(run, info, groups, names, best, metrics, saved)
+    summary = selection.run_summary(run, info, groups, names, best, metrics, saved, left_out)
     log.info("train: %s", summary)
     return summary

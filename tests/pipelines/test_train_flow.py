@@ -158,6 +158,30 @@ def test_a_series_too_short_to_backtest_is_left_out_not_the_fleet(prefect_harnes
         train_flow(str(db_path), horizon=24 * 6, models=["seasonal_naive"], windows=2, lookback_days=None)
 
 
+def test_a_series_one_model_cannot_fit_is_left_out_of_that_model_only(prefect_harness, db_path,
+                                                                      utilization: pd.DataFrame) -> None:
+    """A pool 60 hours old: long enough for seasonal_naive (48 points), too short for lgbm
+    (72). lgbm is backtested on the other series and says which it left out; the champion is
+    a model that forecasts every series, so the young one still gets its forecast."""
+    from pipelines.flows.train import train_flow
+
+    end = utilization["ts"].max()
+    young = utilization[(utilization["ts"] > end - pd.Timedelta(hours=60)) & (utilization["pool"] == utilization["pool"].iloc[0])]
+    young = young.assign(cluster="young", node_id="young-" + young["node_id"])
+    with warehouse.open_warehouse(db_path) as con:
+        _load(con, pd.concat([utilization, young], ignore_index=True))
+    out = train_flow(str(db_path), horizon=12, models=["seasonal_naive", "lgbm"], windows=1, lookback_days=None)
+    assert out["series"] == 11  # 8 of the fleet, the young pool's 3 resources
+    for g in out["groups"].values():  # one young series per resource group
+        assert len(g["left_out"]) == 1 and g["left_out"][0].startswith("lgbm: series young/")
+        assert "need at least 72" in g["left_out"][0]
+        assert g["champion"] == "seasonal_naive" and g["scores"]["lgbm"] is not None
+    with warehouse.open_warehouse(db_path) as con:
+        ids = {r[0] for r in con.execute("SELECT DISTINCT unique_id FROM forecasts WHERE run_id = ?",
+                                         [out["run_id"]]).fetchall()}
+    assert sum(u.startswith("young/") for u in ids) == 3 and len(ids) == 11
+
+
 def test_train_flow_empty_warehouse_is_clear(prefect_harness, db_path) -> None:
     from pipelines.flows.train import train_flow
 
