@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "plan",
     "report",
     "serve",
+    "status",
 )
 
 

@@ -17,6 +17,7 @@ ENV_NAMES = {
     "dask_address": "HEADROOM_DASK_ADDRESS", "max_workers": "HEADROOM_MAX_WORKERS",
     "alert_jsonl": "HEADROOM_ALERT_JSONL", "alert_webhook_url": "HEADROOM_ALERT_WEBHOOK",
     "alertmanager_url": "HEADROOM_ALERTMANAGER_URL", "plan_config": "HEADROOM_PLAN_CONFIG",
+    "stale_after_hours": "HEADROOM_STALE_AFTER_HOURS",
 }
 
 
@@ -38,6 +39,7 @@ class Settings(BaseModel):
     alert_webhook_url: str | None = None
     alertmanager_url: str | None = None
     plan_config: Path | None = None
+    stale_after_hours: float = Field(default=24.0, gt=0)  # headroom status: a source older is stale
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

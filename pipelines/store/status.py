@@ -1,0 +1,102 @@
+"""What ``headroom status`` reads: what the warehouse holds and what the flows last wrote.
+
+Every flow writes only when it succeeds (a failed run leaves nothing), so a flow's last run
+here is its last successful one; the ingest batches also record refused files.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import duckdb
+import pandas as pd
+
+from pipelines.store import warehouse
+from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL
+
+DETECTORS = f"('{FAULT_MODEL}', '{SPIKE_MODEL}')"  # models the detect flow registers, not demand models
+
+# source kind -> (table, time column): the telemetry a run is fed
+SOURCES = {
+    "utilization": ("utilization", "ts"),
+    "telemetry": ("device_telemetry", "ts"),
+    "failures": ("failures", "ts"),
+    "spot_prices": ("spot_prices", "ts"),
+}
+
+
+def _ts(value: object) -> datetime | None:
+    return None if value is None or pd.isna(value) else pd.Timestamp(value).to_pydatetime()
+
+
+def sources(con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict]:
+    """Rows, first and last timestamp and age (hours before ``now``) per source kind."""
+    out = []
+    for kind, (table, col) in SOURCES.items():
+        rows, first, last = con.execute(f"SELECT count(*), min({col}), max({col}) FROM {table}").fetchone()
+        last = _ts(last)
+        out.append({"kind": kind, "rows": int(rows), "first": _ts(first), "last": last,
+                    "age_hours": None if last is None else (now - last).total_seconds() / 3600})
+    return out
+
+
+LAST_RUNS_SQL = {
+    "ingest": "SELECT max(finished_at), count(*) FILTER (WHERE finished_at = (SELECT max(finished_at) "
+              "FROM ingest_batches)) FROM ingest_batches",
+    "train": "SELECT max(created_at), count(*) FILTER (WHERE is_champion) FROM models WHERE kind NOT IN " + DETECTORS,
+    "plan": "SELECT max(created_at), count(DISTINCT run_id) FROM recommendations",
+    "detect": "SELECT (SELECT max(t) FROM (SELECT updated_at AS t FROM alerts UNION ALL SELECT updated_at "
+              "FROM detector_state)), (SELECT count(*) FROM alerts WHERE status = 'firing')",
+    "replay": "SELECT max(created_at), count(DISTINCT unique_id) FROM replays",
+}
+
+
+def last_runs(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """When each flow last wrote, from what it writes (none: it has not run on this warehouse)."""
+    out = []
+    for flow, sql in LAST_RUNS_SQL.items():
+        at, count = con.execute(sql).fetchone()
+        out.append({"flow": flow, "last_written": _ts(at), "count": int(count or 0)})
+    batches = warehouse.query(con, "SELECT status, count(*) AS n, sum(rows_loaded) AS loaded, sum(rows_rejected) "
+                                   "AS rejected FROM ingest_batches GROUP BY status ORDER BY status")
+    out[0]["batches"] = {r["status"]: {"batches": int(r["n"]), "rows_loaded": int(r["loaded"] or 0),
+                                       "rows_rejected": int(r["rejected"] or 0)} for r in batches.to_dict("records")}
+    return out
+
+
+def champions(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """The demand champions: group, model, id, data cutoff and backtest WAPE."""
+    rows = warehouse.query(con, "SELECT target, kind, model_id, data_cutoff, metrics FROM models "
+                                f"WHERE is_champion AND kind NOT IN {DETECTORS} ORDER BY target, created_at DESC")
+    out = []
+    for r in rows.drop_duplicates("target").to_dict("records"):
+        metrics = json.loads(r["metrics"]) if r["metrics"] else {}
+        out.append({"group": r["target"], "model": r["kind"], "model_id": r["model_id"],
+                    "data_cutoff": _ts(r["data_cutoff"]), "wape": metrics.get("wape")})
+    return out
+
+
+def firing_alerts(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """Firing alerts, most severe and newest first."""
+    rows = warehouse.query(con, "SELECT kind, entity, severity, probability, starts_at, summary FROM alerts "
+                                "WHERE status = 'firing' ORDER BY CASE severity WHEN 'critical' THEN 0 "
+                                "WHEN 'warning' THEN 1 ELSE 2 END, starts_at DESC")
+    return [{**r, "starts_at": _ts(r["starts_at"]),
+             "probability": None if pd.isna(r["probability"]) else float(r["probability"])}
+            for r in rows.to_dict("records")]
+
+
+def plan_headline(con: duckdb.DuckDBPyConnection) -> dict | None:
+    """The latest plan run: its id, data cutoff and the recommended split's sentence per pool."""
+    row = con.execute("SELECT run_id, max(data_cutoff) FROM recommendations GROUP BY run_id "
+                      "ORDER BY max(created_at) DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    allocs = warehouse.query(con, "SELECT key, payload FROM recommendations WHERE run_id = ? AND kind = "
+                                  "'allocation' ORDER BY key", [row[0]])
+    lines = []
+    for r in allocs.to_dict("records"):
+        p = json.loads(r["payload"])
+        if p.get("recommended") and p.get("headline"):
+            lines.append({"unique_id": p.get("unique_id", r["key"]), "text": p["headline"]})
+    return {"run_id": row[0], "data_cutoff": _ts(row[1]), "headline": lines}

@@ -1,0 +1,62 @@
+"""`headroom status` on a warehouse written row by row: freshness, flows, champions, alerts, plan."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli
+from pipelines.store import warehouse
+
+NOW = "2026-03-10T12:00:00"
+
+
+def _fill(db_path: Path) -> None:
+    with warehouse.open_warehouse(db_path) as con:
+        con.execute("INSERT INTO utilization VALUES ('2026-03-10 11:00', 'c', 'h100', 'n1', 'gpu', 4, 8), "
+                    "('2026-03-08 00:00', 'c', 'h100', 'n1', 'gpu', 2, 8)")
+        con.execute("INSERT INTO spot_prices VALUES ('2026-03-01 00:00', 'aws', 'us-east-1', 'us-east-1a', "
+                    "'p4d.24xlarge', 'Linux/UNIX', 9.5)")
+        con.execute("INSERT INTO models VALUES ('m1', 'lgbm', 'gpu', '[\"c/h100/gpu\"]', '2026-03-10 11:00', '{}', "
+                    "'{\"wape\": 0.0812}', NULL, TRUE, '2026-03-10 11:30'), ('f1', 'fault_predictor', 'fleet', NULL, "
+                    "'2026-03-10 11:00', '{}', '{}', NULL, TRUE, '2026-03-10 11:31')")
+        con.execute("INSERT INTO alerts (fingerprint, kind, entity, severity, probability, window_start, window_end, "
+                    "summary, runbook, status, starts_at, ends_at, updated_at) VALUES ('fp1', 'price_spike', 'aws/us-east-1a/p4d.24xlarge', 'critical', 0.9, "
+                    "NULL, NULL, 'spike ahead', NULL, 'firing', '2026-03-10 11:00', NULL, '2026-03-10 11:40')")
+        payload = json.dumps({"unique_id": "c/h100/gpu", "recommended": True, "headline": "run 40% private"})
+        con.execute("INSERT INTO recommendations VALUES ('plan-1', 'allocation', 'c/h100/gpu', ?, 'm1', "
+                    "'2026-03-10 11:00', '2026-03-10 11:50')", [payload])
+
+
+def test_status_says_what_is_held_and_fails_on_a_stale_source(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    _fill(db_path)
+    code = cli.main(["status", "--db", str(db_path), "--now", NOW])
+    out = capsys.readouterr().out
+    assert code == 1  # spot prices are 9.5 days old, beyond the default 24 h
+    assert "utilization" in out and "2 rows" in out and "age 1.0 h" in out
+    assert "telemetry    empty" in out
+    assert "STALE" in out and "stale: spot_prices" in out
+    assert "gpu: lgbm (m1), backtest WAPE 0.081" in out and "fault_predictor" not in out
+    assert "firing alerts: 1" in out and "critical" in out
+    assert "latest plan: plan-1" in out and "c/h100/gpu: run 40% private" in out
+    assert "2026-03-10T11:00:00+00:00" in out  # times in UTC with their offset
+    # a looser freshness: nothing is stale, exit 0; the same in JSON
+    assert cli.main(["status", "--db", str(db_path), "--now", NOW, "--max-age-hours", "240", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    kinds = {s["kind"]: s for s in doc["sources"]}
+    assert kinds["spot_prices"]["stale"] is False and kinds["telemetry"]["rows"] == 0
+    assert [c["model_id"] for c in doc["champions"]] == ["m1"]
+    assert {r["flow"]: r["count"] for r in doc["runs"]}["detect"] == 1
+    assert doc["plan"]["headline"][0]["text"] == "run 40% private"
+
+
+def test_status_errors_are_one_line(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]):
+    assert cli.main(["status", "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert "no warehouse" in capsys.readouterr().err
+    _fill(db_path)
+    assert cli.main(["status", "--db", str(db_path), "--max-age-hours", "0"]) == 2
+    assert "must be > 0" in capsys.readouterr().err
+    assert cli.main(["status", "--db", str(db_path), "--now", "yesterday"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not an ISO time" in err
