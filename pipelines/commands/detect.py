@@ -16,6 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jsonl", default=None, help="append alerts to this JSONL file")
     p.add_argument("--webhook", default=None, help="POST alerts to this URL")
     p.add_argument("--alertmanager", default=None, help="Alertmanager base URL (POST /api/v2/alerts)")
+    p.add_argument("--unused-spot-markets", choices=["info", "off"], default=None,
+                   help="spike alerts on markets no pool's load is planned on: info (default, "
+                        "$HEADROOM_UNUSED_SPOT_MARKETS) or off")
     p.add_argument("--season-length", type=int, default=24, help="hourly points per season (default 24)")
     p.add_argument("--as-of", default="now", help="the detection clock: now (default, live), data (the newest "
                    "reading: a replay of historical data) or a UTC time")
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out = detect_flow(
             db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=chosen, season_length=args.season_length,
-            now=now,
+            now=now, unused_spot_markets=args.unused_spot_markets,
         )
     except WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc

@@ -78,10 +78,12 @@ def _train(db_path: str, job: steps.ModelJob | None, now: datetime) -> bool:
 
 
 def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy,
-                  until: datetime | None = None) -> dict[str, int]:
-    """Score the latest grid row per spot market with the registered model; sync alerts."""
+                  until: datetime | None = None, unused_markets: str = "info") -> dict[str, int]:
+    """Score the latest grid row per spot market with the registered model; sync alerts, at
+    full severity only on the markets the latest plan uses (see :func:`steps.rank_spike_alerts`)."""
     with open_warehouse(db_path) as con:
         found = _still_ahead(steps.score_latest_spikes(con, policy, now, until), now, "price-spike")
+        found = steps.rank_spike_alerts(found, detection.spot_markets_in_use(con), unused_markets)
         return alerts.sync_alerts(con, "price_spike", found, now, sink_names)
 
 

@@ -9,7 +9,7 @@ import json
 import logging
 import pickle
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import duckdb
@@ -323,6 +323,26 @@ def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.Data
             runbook=SPIKE_RUNBOOK,
         ))
     return alerts
+
+
+UNUSED_MARKET_ALERTS = ("info", "off")  # what a spike alert on a market no pool uses becomes
+
+
+def rank_spike_alerts(found: list[Alert], in_use: set[str], unused: str = "info") -> list[Alert]:
+    """Spike alerts as severe as their probability only on the markets in ``in_use`` (those the
+    plan puts load on); on any other market at most ``info`` (``unused="info"``), or none
+    (``"off"``): a spike where nothing runs changes nothing for the fleet."""
+    if unused not in UNUSED_MARKET_ALERTS:
+        raise ValueError(f"unused spot market alerts must be one of {', '.join(UNUSED_MARKET_ALERTS)}, "
+                         f"not {unused!r}")
+    out = []
+    for a in found:
+        if a.entity in in_use:
+            out.append(a)
+        elif unused == "info":
+            out.append(replace(a, severity="info",
+                                           summary=f"{a.summary}; no pool's load is planned on this market"))
+    return out
 
 
 def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy) -> list[Alert]:

@@ -16,6 +16,7 @@ from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
 from pipelines.detect import jobs
 from pipelines.detect.sinks import Sink
+from pipelines.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,10 @@ def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_
 
 @task
 def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: SpikePolicy,
-                  until: datetime | None = None) -> dict[str, int]:
-    """Score the latest grid row per spot market with the registered model; sync alerts."""
-    return jobs.detect_spikes(db_path, now, sink_names, policy, until)
+                  until: datetime | None = None, unused_markets: str = "info") -> dict[str, int]:
+    """Score the latest grid row per spot market with the registered model; sync alerts (full
+    severity on the markets the latest plan uses)."""
+    return jobs.detect_spikes(db_path, now, sink_names, policy, until, unused_markets)
 
 
 @task
@@ -89,6 +91,7 @@ def detect_flow(
     fault_lead: str = "30min",
     spike_horizon: str = "6h",
     retrain_every: str = "1D",
+    unused_spot_markets: str | None = None,
 ) -> dict:
     """Run the detectors over the warehouse at ``db_path`` and deliver alerts.
 
@@ -106,7 +109,9 @@ def detect_flow(
     spike models are retrained when the newest registered one (``models``, kinds
     ``fault_predictor`` and ``spike_predictor``) is older than ``retrain_every``; between
     retrains each run only scores. Fault scoring reads only the recent telemetry its
-    feature windows need.
+    feature windows need. A spike alert is as severe as its probability only on a market the
+    latest plan puts load on; elsewhere it is ``info``, or not raised with
+    ``unused_spot_markets="off"`` (default: the ``HEADROOM_UNUSED_SPOT_MARKETS`` setting).
     """
     run_at = now or datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     # a given clock is a replay: no data after it is read, no model trained after it is used
@@ -115,6 +120,9 @@ def detect_flow(
     unknown = sorted(set(chosen) - set(DETECTORS))
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
+    unused_spot_markets = unused_spot_markets or Settings.from_env().unused_spot_markets
+    if unused_spot_markets not in ("info", "off"):
+        raise ValueError(f"unused_spot_markets must be info or off, not {unused_spot_markets!r}")
     sinks = jobs.configured_sinks(jsonl_path, webhook_url, alertmanager_url)
     names = [s.name for s in sinks]
     adopt_sinks(str(db_path), names, run_at)
@@ -132,7 +140,8 @@ def detect_flow(
         try:
             trained = train_spike_model(str(db_path), run_at, spike_policy, retrain_every, until)
             out["spikes"] = {"trained": int(trained),
-                             **detect_spikes(str(db_path), run_at, names, spike_policy, until)}
+                             **detect_spikes(str(db_path), run_at, names, spike_policy, until,
+                                             unused_spot_markets)}
         except SpikeGridTooLarge as exc:  # the other detectors' alerts are still delivered
             log.error("spike detection skipped: %s", exc)
             out["spikes"] = {"skipped": str(exc)}

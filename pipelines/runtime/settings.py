@@ -17,7 +17,7 @@ ENV_NAMES = {
     "dask_address": "HEADROOM_DASK_ADDRESS", "max_workers": "HEADROOM_MAX_WORKERS",
     "alert_jsonl": "HEADROOM_ALERT_JSONL", "alert_webhook_url": "HEADROOM_ALERT_WEBHOOK",
     "alertmanager_url": "HEADROOM_ALERTMANAGER_URL", "plan_config": "HEADROOM_PLAN_CONFIG",
-    "stale_after_hours": "HEADROOM_STALE_AFTER_HOURS",
+    "stale_after_hours": "HEADROOM_STALE_AFTER_HOURS", "unused_spot_markets": "HEADROOM_UNUSED_SPOT_MARKETS",
 }
 
 
@@ -40,6 +40,7 @@ class Settings(BaseModel):
     alertmanager_url: str | None = None
     plan_config: Path | None = None
     stale_after_hours: float = Field(default=24.0, gt=0)  # headroom status: a source older is stale
+    unused_spot_markets: str = Field(default="info", pattern="^(info|off)$")  # spike alerts where no pool runs
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

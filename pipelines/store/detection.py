@@ -13,7 +13,7 @@ import pandas as pd
 
 from anomaly.cusum import CusumState
 from anomaly.fault_features import FaultPolicy
-from anomaly.spike_features import SpikePolicy
+from anomaly.spike_features import SERIES_KEY, SpikePolicy
 from anomaly.spikes import SpikePredictor
 from pipelines.store.demand import load_demand
 from pipelines.store.warehouse import query, query_categorical, transaction, upsert
@@ -124,6 +124,20 @@ def on_demand(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         SELECT provider, region, instance_type, on_demand_price FROM instance_catalog
         WHERE on_demand_price > 0  -- 0 is a placeholder in some price lists, not a price
     """)
+
+
+def spot_markets_in_use(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The spot markets (entity ``provider/zone/instance_type/product``) the latest plan run
+    puts a pool's interruptible load on (its ``use_spot`` rows); empty before any plan."""
+    rows = con.execute(
+        "SELECT payload FROM recommendations WHERE kind = 'spot' AND run_id = (SELECT arg_max(run_id, created_at) "
+        "FROM recommendations)").fetchall()
+    out = set()
+    for (payload,) in rows:
+        p = json.loads(payload)
+        if p.get("action") == "use_spot" and all(p.get(k) for k in SERIES_KEY):
+            out.add("/".join(str(p[k]) for k in SERIES_KEY))
+    return out
 
 
 def load_states(con: duckdb.DuckDBPyConnection, detector: str) -> dict[str, CusumState]:
