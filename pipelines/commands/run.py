@@ -12,7 +12,8 @@ from pipelines.commands.ingest import add_db_argument
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="generate (if no input), ingest, train, detect, plan and report, once")
-    p.add_argument("--input", default=None, help="folder of files named for their kind: <kind>.csv, .csv.gz, .parquet or .json "
+    p.add_argument("--input", default=None, help="folder of files named for their kind (<kind>.csv, .csv.gz, .parquet "
+                   "or .json) and raw exports recognised by content: GWA-T-12 folders, AWS and Prometheus JSON "
                    "(default: generate a fleet)")
     p.add_argument("--nodes", type=int, default=12, help="generated fleet size")
     p.add_argument("--days", type=int, default=28, help="generated days of history")

@@ -17,6 +17,7 @@ import pandas as pd
 from pipelines.ingest import adapters, registry, validate
 from pipelines.ingest.adapters import IngestFileError, RawInput
 from pipelines.ingest.contract import KindSpec, spec_for
+from pipelines.ingest.prometheus import DCGM_TELEMETRY, DCGM_UTIL
 from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
@@ -297,9 +298,45 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
 
 
 def inputs_in(folder: Path) -> list[dict]:
-    """The ingest inputs of a fleet folder: files named for a kind (``<kind>.csv``,
-    ``<kind>-<anything>.csv.gz``, ``.parquet`` or ``.json``), catalog first, then by name."""
+    """The ingest inputs of a fleet folder, catalog first, then by name: its files named for a
+    kind (``<kind>.csv``, ``<kind>-<anything>.csv.gz``, ``.parquet`` or ``.json``), and the
+    raw exports ``ingest`` recognises by content anywhere under it (:func:`raw_input`): a
+    GWA-T-12 folder, AWS spot-price JSON, Prometheus JSON. Other files are named in a warning."""
     order = list(KIND_FILES)
-    found = [{"kind": k, "path": str(p)} for p in sorted(folder.iterdir())
-             if p.is_file() and (k := kind_named(p.name)) is not None]
+    found, unknown = [], []
+    for p in sorted(q for q in folder.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES)):
+        kind = kind_named(p.name) if p.parent == folder else None
+        if kind is not None:
+            found.append({"kind": kind, "path": str(p)})
+        elif (raw := raw_input(p, folder)) is not None:
+            found.append(raw)
+        elif p.name not in GENERATED_EXTRAS:
+            unknown.append(p)
+    if unknown:
+        log.warning("%s: %d file(s) neither named for a kind nor a recognised export, not read: %s", folder,
+                    len(unknown), ", ".join(str(q.relative_to(folder)) for q in unknown[:5]))
     return sorted(found, key=lambda f: (order.index(f["kind"]), f["path"]))
+
+
+def raw_input(path: Path, root: Path) -> dict | None:
+    """The ingest input of a raw export recognised by its content, else None: GWA-T-12 per-VM
+    files are utilization (cluster: the folder given, pool: the file's own folder), AWS
+    ``describe-spot-price-history`` JSON spot prices, Prometheus ``query_range`` JSON telemetry
+    when it holds a DCGM telemetry metric, else utilization (cluster and pool: the folder
+    given, and the file's stem)."""
+    try:
+        fmt = registry.detect_format(path)
+    except IngestFileError:
+        return None
+    if fmt == "gwa-t12":
+        return {"kind": "utilization", "path": str(path), "format": fmt, "cluster": root.name,
+                "pool": path.parent.name}
+    if fmt == "aws-json":
+        return {"kind": "spot-prices", "path": str(path), "format": fmt}
+    if fmt == "prometheus-json":
+        head = adapters.head(path, 65536)
+        telemetry = any(f'"{m}"' in head for m in DCGM_TELEMETRY if m != DCGM_UTIL)
+        stem = path.name.split(".")[0]
+        return {"kind": "telemetry" if telemetry else "utilization", "path": str(path), "format": fmt,
+                "cluster": root.name, "pool": stem}
+    return None

@@ -112,3 +112,36 @@ def test_the_hourly_ingest_waits_for_files_and_a_bad_one_holds_back_no_other(pre
     assert "\x00" not in str(err.value)  # the binary header is not printed
     with warehouse.open_warehouse(db) as con:
         assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 1
+
+
+def test_run_input_takes_raw_exports_recognised_by_content(prefect_harness, tmp_path, db_path, capsys):
+    """A folder of what users have, no file named for its kind: a GWA-T-12 trace folder, an
+    AWS describe-spot-price-history page and a DCGM query_range export. `run --input` reads
+    each as `ingest` would (the GWA files' pool is their folder), and names the file it
+    cannot place."""
+    import json
+
+    from pipelines.store import warehouse as wh
+    from tests.pipelines.ingest_files import prom, write
+
+    gwa = ("Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"
+           "Memory capacity provisioned [KB];\tMemory usage [KB];\tDisk read throughput [KB/s];\t"
+           "Disk write throughput [KB/s];\tNetwork received throughput [KB/s];\tNetwork transmitted throughput [KB/s]\n"
+           "1372629804;\t2;\t5851.9989;\t2925.99945;\t50.0;\t8388608.0;\t1048576.0;\t0;\t0;\t0;\t0\n")
+    drop = tmp_path / "exports"
+    (drop / "rnd-2013-07").mkdir(parents=True)
+    write(drop / "rnd-2013-07" / "1.csv", gwa)
+    write(drop / "rnd-2013-07" / "2.csv", gwa.replace("2925.99945", "1000.0"))  # (same bytes: one file)
+    write(drop / "spot.json", json.dumps({"SpotPriceHistory": [
+        {"AvailabilityZone": "us-east-1a", "InstanceType": "p4d.24xlarge", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "9.5", "Timestamp": "2026-01-01T00:00:00+00:00"}]}))
+    labels = {"Hostname": "node-1", "gpu": "0", "UUID": "GPU-aaa"}
+    write(drop / "dcgm.json", prom([{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", **labels},
+                                     "values": [[1767225600, "65"]]}]))
+    write(drop / "notes.csv", "a,b\n1,2\n")
+    assert cli.main(["run", "--db", str(db_path), "--input", str(drop), "--stages", "none"]) == 0
+    with wh.open_warehouse(db_path) as con:
+        util = con.execute("SELECT DISTINCT cluster, pool, node_id FROM utilization ORDER BY node_id").fetchall()
+        assert util == [("exports", "rnd-2013-07", "vm1"), ("exports", "rnd-2013-07", "vm2")]
+        assert con.execute("SELECT count(*) FROM spot_prices").fetchone()[0] == 1
+        assert con.execute("SELECT metric FROM device_telemetry").fetchall() == [("gpu_temp",)]
