@@ -18,7 +18,7 @@ import pandas as pd
 
 from forecasters.base import BaseForecaster, Context, series_arrays
 from forecasters.features import FeatureSpec
-from forecasters.lgbm import BoostCore, LGBMParams
+from forecasters.lgbm import BoostCore, LGBMParams, kept_rounds
 from forecasters.prophet_model import PROPHET_MIN_POINTS, ProphetCore, ProphetParams
 from forecasters.registry import register
 from forecasters.validation import default_seasons
@@ -85,7 +85,13 @@ class ProphetLGBM(BaseForecaster):
         ]
         boost = self._boost()
         self.prophets_ = models
-        self.booster_ = boost.train(*boost.rows(ys, starts, bases))
+        self.booster_ = boost.train(*boost.rows(ys, starts, bases), rounds=getattr(self, "_fixed_rounds", None))
+
+    def _calibration_copy(self) -> ProphetLGBM:
+        """As lgbm's: the copy boosts the rounds the fitted booster kept, without a probe."""
+        copy = self.clone()
+        copy._fixed_rounds = kept_rounds(self.booster_)
+        return copy
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
         w = ctx.values.shape[1]

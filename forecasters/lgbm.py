@@ -89,11 +89,13 @@ class BoostCore:
             raise ValueError(f"lgbm: weighting must be 'equal' or 'scale', not {self.params.weighting!r}")
         return np.vstack(xs), np.concatenate(ts), weight / weight.mean(), np.concatenate(vs)
 
-    def train(self, x: np.ndarray, target: np.ndarray, weight: np.ndarray, is_val: np.ndarray) -> object:
+    def train(self, x: np.ndarray, target: np.ndarray, weight: np.ndarray, is_val: np.ndarray,
+              rounds: int | None = None) -> object:
         """Boost with early stopping on the time-based validation rows (targets in the
         last ``val_points`` of each series), then refit on all rows with that many
         rounds: when boosting does not beat the anchor out of sample, few rounds stay.
-        Rows are weighted as ``params.weighting`` says (alike, or by window scale)."""
+        With ``rounds``, boost exactly that many on all rows (no probe). Rows are weighted
+        as ``params.weighting`` says (alike, or by window scale)."""
         import lightgbm as lgb
 
         if len(target) < MIN_BOOST_ROWS:
@@ -110,6 +112,11 @@ class BoostCore:
             "lambda_l2": 1.0, "num_threads": self.n_jobs, "seed": self.seed,
             "deterministic": True, "force_row_wise": True, "verbosity": -1,
         }
+        if rounds is not None:
+            if rounds < 1:
+                return None  # the fitted model kept the anchor alone
+            return lgb.train(params, lgb.Dataset(x, label=target, weight=weight, free_raw_data=True),
+                             num_boost_round=rounds)
         rounds = hp.n_estimators
         if self.early_stopping > 0 and is_val.any() and (~is_val).sum() >= 50:
             fit = lgb.Dataset(x[~is_val], label=target[~is_val], weight=weight[~is_val], free_raw_data=True)
@@ -144,6 +151,14 @@ class BoostCore:
             else:
                 out[:, j] = np.where(idle, anchor * scale, (pred + anchor) * scale)
         return out
+
+
+def kept_rounds(booster: object | None) -> int:
+    """Boosting rounds a trained booster holds (0: none, the anchor alone)."""
+    if booster is None:
+        return 0
+    best = int(getattr(booster, "best_iteration", 0) or 0)  # an early-stopped probe predicts with its best
+    return best if best > 0 else int(booster.current_iteration())  # type: ignore[attr-defined]
 
 
 @register
@@ -185,7 +200,14 @@ class LGBMForecaster(BaseForecaster):
     def _fit_points(self, frame: pd.DataFrame) -> None:
         _, ys, starts = series_arrays(frame)
         core = self._core()
-        self.booster_ = core.train(*core.rows(ys, starts))
+        self.booster_ = core.train(*core.rows(ys, starts), rounds=getattr(self, "_fixed_rounds", None))
+
+    def _calibration_copy(self) -> LGBMForecaster:
+        """A copy that boosts the rounds the fitted booster kept (early stopping's choice on the
+        validation rows, one integer) instead of probing again: a quarter of the fit's boosting."""
+        copy = self.clone()
+        copy._fixed_rounds = kept_rounds(self.booster_)
+        return copy
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
         return self._core().direct(self.booster_, ctx, h)

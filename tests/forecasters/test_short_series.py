@@ -39,3 +39,41 @@ def test_eight_days_of_ten_minute_data_validate_on_a_shorter_stretch(caplog: pyt
 def test_a_series_too_short_even_for_that_is_still_refused() -> None:
     with pytest.raises(forecasters.HistoryError, match="points"):
         _lstm().fit(_ten_minute(2))
+
+
+def test_an_untrained_lstm_on_the_last_season_anchor_is_seasonal_naive() -> None:
+    """``anchor="last"``: the network corrects the value one season back, so with no epoch
+    trained (the head starts at zero) its forecast is exactly seasonal naive's, one and two
+    seasons ahead; the median anchor is not."""
+    from tests.forecasters.conftest import make_panel
+
+    panel = make_panel(n_series=2, length=24 * 20)
+    kw = {"max_epochs": 0, "n_networks": 1, "hidden_size": 8, "input_length": 24, "val_points": 24}
+    naive = forecasters.create("seasonal_naive", horizon=48).fit(panel).predict()
+    last = forecasters.create("lstm", horizon=48).set_params(anchor="last", **kw).fit(panel).predict()
+    median = forecasters.create("lstm", horizon=48).set_params(anchor="median", **kw).fit(panel).predict()
+    np.testing.assert_allclose(last["mean"], naive["mean"], rtol=1e-5)
+    assert not np.allclose(median["mean"], naive["mean"], rtol=1e-3)
+    with pytest.raises(ValueError, match="anchor"):
+        forecasters.create("lstm").set_params(anchor="mean", **kw).fit(panel)
+
+
+def test_the_automatic_anchor_is_each_series_own_better_one() -> None:
+    """``anchor="auto"``: per series, the anchor that forecasts its validation stretch better:
+    a series that repeats its day takes seasonal naive (the last cycle), one whose cycles are
+    drowned in spikes the median of the last seven; the choice is kept in the artifact."""
+    rng = np.random.default_rng(1)
+    t = np.arange(24 * 20)
+    ds = pd.date_range("2026-01-01", periods=len(t), freq="h")
+    day = 50 + 20 * np.sin(2 * np.pi * t / 24) + 0.01 * t
+    spiky = day + rng.normal(0, 1, len(t)) + (rng.random(len(t)) < 0.15) * rng.uniform(40, 120, len(t))
+    frame = pd.concat([pd.DataFrame({"unique_id": u, "ds": ds, "y": y}) for u, y in (("a", day), ("b", spiky))])
+    kw = {"max_epochs": 0, "n_networks": 1, "hidden_size": 8, "input_length": 24, "val_points": 48}
+    model = forecasters.create("lstm", horizon=24).set_params(**kw).fit(frame)
+    assert model.anchors_ == {"a": "last", "b": "median"}
+    copy = forecasters.loads(forecasters.dumps(model))
+    assert copy.anchors_ == model.anchors_
+    pd.testing.assert_frame_equal(copy.predict(), model.predict())
+    naive = forecasters.create("seasonal_naive", horizon=24).fit(frame).predict()
+    a = model.predict()["unique_id"] == "a"
+    np.testing.assert_allclose(model.predict()["mean"][a], naive["mean"][a], rtol=1e-5)  # untrained: the anchor
