@@ -20,7 +20,8 @@ RESERVATION_COLUMNS = [
     "location", "provider", "region", "instance_type", "term", "units_per_instance", "instances",
     "reserved_units", "coverage_quantile", "break_even_utilization", "expected_utilization", "units_utilization",
     "break_even_months", "monthly_cost_reserved", "monthly_cost_on_demand", "monthly_savings", "savings_pct",
-    "min_units_used", "mean_units_used", "max_units_used",
+    "min_units_used", "mean_units_used", "max_units_used", "payment_option", "upfront_cost",
+    "recurring_monthly_cost", "reason",
 ]
 TERM_MONTHS = {"1y": 12, "3y": 36}
 
@@ -112,5 +113,12 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
             "monthly_cost_reserved": cost, "monthly_cost_on_demand": baseline, "monthly_savings": savings,
             "savings_pct": savings / baseline if baseline > 0 else np.nan,
             "min_units_used": float(d.min()), "mean_units_used": float(d.mean()), "max_units_used": float(d.max()),
+            # the catalog's reserved price is an hourly rate billed monthly: AWS's "No Upfront"
+            "payment_option": "no_upfront", "upfront_cost": 0.0,
+            "recurring_monthly_cost": units * reserved * costs.hours_per_month,
+            "reason": (f"{instances} x {offer.instance_type} reserved for {term} would run {used:.0%} of their hours, "
+                       f"above the {ratio:.0%} that breaks even, and save {savings:,.0f}/month "
+                       f"({savings / baseline:.0%}) against running all of it on demand" if baseline > 0 else
+                       f"{instances} x {offer.instance_type} reserved for {term} run {used:.0%} of their hours"),
         })
     return pd.DataFrame(rows, columns=RESERVATION_COLUMNS)

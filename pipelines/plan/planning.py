@@ -64,6 +64,7 @@ class PlanInputs:
     spot_prices: pd.DataFrame | None = None  # change events, for the spot recommendation
     spike_probabilities: pd.DataFrame | None = None  # latest p_spike per spot market
     recent: pd.DataFrame | None = None  # each series at its own resolution, for the pre-scaling margin
+    lookback_days: int | None = None  # the demand history the plan priced
 
     @property
     def run_id(self) -> str:
@@ -94,7 +95,7 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28,
         except SpikeGridTooLarge as exc:
             log.warning("spot markets not rated for spikes: %s", exc)
     recent = demand.recent_at_resolution(con, pd.Timedelta(calibration))
-    return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs, recent)
+    return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs, recent, lookback_days)
 
 
 def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:
@@ -150,6 +151,7 @@ def recommendation_rows(plan: dict[str, pd.DataFrame], inputs: PlanInputs) -> pd
     for kind, frame in plan.items():
         for rec in frame.to_dict("records"):
             payload = {k: _clean(v) for k, v in rec.items() if k != "model_id"}
+            payload["lookback_days"] = inputs.lookback_days
             model_id = rec.get("model_id")
             rows.append({
                 "run_id": inputs.run_id, "kind": kind, "key": keys[kind](rec),

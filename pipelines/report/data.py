@@ -21,7 +21,20 @@ from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_
 log = logging.getLogger(__name__)
 
 HISTORY_DAYS = 7
-META_COLUMNS = ("run_id", "key", "model_id", "data_cutoff")
+# what every export row carries before its payload: where it comes from and what it means
+PROVENANCE = ("run_id", "kind", "key", "model_id", "model_note", "generated_at", "data_cutoff", "lookback_days",
+              "currency", "unit", "reason")
+CURRENCY = "USD"  # the catalog's prices, as the planner reads them
+UNITS = {"gpu": "GPU", "cpu": "vCPU", "mem": "GiB"}  # demand units per resource
+# why a kind of recommendation has no model: it prices history, not a forecast
+NO_MODEL = {"allocation": "priced on the demand history of the lookback, not a forecast",
+            "reservation": "priced on the demand history of the lookback, not a forecast",
+            "spot": "priced on the lookback's spot prices and demand history, not a forecast",
+            "prescale": "no champion forecast for this series: the schedule follows recent demand"}
+# AWS Cost Explorer's names for the reservation figures
+RESERVATION_NAMES = {"monthly_savings": "estimated_monthly_savings", "savings_pct": "estimated_savings_pct"}
+# a CSV cell a spreadsheet would run as a formula (OWASP: CSV injection)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 NODE_COUNTS_SQL = """
 SELECT resource, count(DISTINCT node_id) AS nodes FROM utilization
@@ -44,7 +57,7 @@ FROM alerts ORDER BY starts_at, fingerprint
 """
 
 LATEST_PLAN_SQL = """
-SELECT run_id, kind, key, payload, model_id, data_cutoff FROM recommendations
+SELECT run_id, kind, key, payload, model_id, data_cutoff, created_at FROM recommendations
 WHERE run_id = (SELECT run_id FROM recommendations ORDER BY created_at DESC, run_id DESC LIMIT 1)
 ORDER BY kind, key
 """
@@ -182,19 +195,56 @@ def json_object(text: object) -> dict:
 
 
 def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Per recommendation kind, the JSON payloads as columns after run_id, key, model_id
-    and data_cutoff (a payload field with one of those names gets a ``payload_`` prefix)."""
+    """Per recommendation kind, the provenance columns (:data:`PROVENANCE`: run, kind, key,
+    model or ``none`` with ``model_note`` saying why, generation time and data cutoff (naive
+    UTC, as everywhere inside; :func:`export_frame` writes them with their offset), lookback,
+    currency, unit, a one-sentence reason), then the payload as columns (a payload field
+    with one of those names gets a ``payload_`` prefix)."""
     out: dict[str, pd.DataFrame] = {}
     if plan.empty:
         return out
     for kind, rows in plan.groupby("kind", sort=True):
         rows = rows.sort_values("key").reset_index(drop=True)
-        payload = pd.json_normalize([json_object(p) for p in rows["payload"]], sep="_")
-        payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in META_COLUMNS})
+        payloads = [json_object(p) for p in rows["payload"]]
+        lookback = pd.Series([p.pop("lookback_days", None) for p in payloads], dtype="Int64")
+        reason = pd.Series([p.pop("reason", None) or p.get("headline") or None for p in payloads], dtype=object)
+        payload = pd.json_normalize(payloads, sep="_") if any(payloads) else pd.DataFrame(index=rows.index)
+        payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in PROVENANCE})
         for col in [c for c in payload.columns if c == "ts" or c.endswith(("_ts", "_at"))]:
             payload[col] = pd.to_datetime(payload[col], errors="coerce")  # typed like data_cutoff in Parquet
-        meta = rows[list(META_COLUMNS)].reset_index(drop=True)
+        resource = payload["resource"] if "resource" in payload else \
+            rows["key"].str.split("/").str[2] if rows["key"].str.count("/").ge(2).all() else pd.Series([None] * len(rows))
+        model = rows["model_id"].where(rows["model_id"].notna() & (rows["model_id"].astype(str) != ""), None)
+        meta = pd.DataFrame({
+            "run_id": rows["run_id"], "kind": str(kind), "key": rows["key"],
+            "model_id": model.fillna("none"),
+            "model_note": [NO_MODEL.get(str(kind), "no model") if m is None else "" for m in model],
+            "generated_at": pd.to_datetime(rows["created_at"] if "created_at" in rows else rows["data_cutoff"]),
+            "data_cutoff": pd.to_datetime(rows["data_cutoff"]), "lookback_days": lookback,
+            "currency": CURRENCY, "unit": [UNITS.get(str(r), str(r) if r else None) for r in resource],
+            "reason": reason,
+        })
         out[str(kind)] = no_negative_zero(pd.concat([meta, payload.reset_index(drop=True)], axis=1))
+    return out
+
+
+def export_frame(kind: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A kind's rows as the exports write them: timestamps timezone-aware UTC (written with
+    ``+00:00``), reservation figures under AWS Cost Explorer's names."""
+    out = no_negative_zero(frame)  # whatever the caller passes: no -0.0 in a file
+    for col in out.columns:
+        if pd.api.types.is_datetime64_dtype(out[col]):
+            out[col] = out[col].dt.tz_localize("UTC")
+    return out.rename(columns=RESERVATION_NAMES) if kind == "reservation" else out
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that start as a formula would (``=``, ``+``, ``-``, ``@``, tab, return)
+    prefixed with ``'``, so a spreadsheet shows them as text instead of running them."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(lambda v: f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_START) else v)
     return out
 
 
@@ -221,8 +271,9 @@ def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.D
     check_out_dir(folder)
     writes: dict[Path, Callable[[Path], object]] = {}
     for kind, frame in sorted(recommendations.items()):
-        frame = no_negative_zero(frame)  # whatever the caller passes: no -0.0 in a file
-        writes[folder / f"recommendations_{kind}.csv"] = lambda tmp, f=frame: f.to_csv(tmp, index=False)
+        frame = export_frame(kind, frame)
+        safe = spreadsheet_safe(frame)  # CSV only: Parquet cells are typed, never run
+        writes[folder / f"recommendations_{kind}.csv"] = lambda tmp, f=safe: f.to_csv(tmp, index=False)
         writes[folder / f"recommendations_{kind}.parquet"] = lambda tmp, f=frame: f.to_parquet(tmp, index=False)
     page = folder / "report.html"
     writes[page] = lambda tmp: tmp.write_text(html, encoding="utf-8")

@@ -131,13 +131,20 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
                                "firing_alerts": 3, "champions": 1, "replays": 0}
 
     alloc = pd.read_csv(out_dir / "recommendations_allocation.csv")
-    assert list(alloc.columns[:4]) == ["run_id", "key", "model_id", "data_cutoff"]
+    assert list(alloc.columns[:11]) == list(report_io.PROVENANCE)
+    for kind in ("allocation", "prescale", "reservation"):  # every row of every kind says where it comes from
+        rows = pd.read_csv(out_dir / f"recommendations_{kind}.csv")
+        assert rows[["run_id", "model_id", "generated_at", "data_cutoff", "currency", "unit"]].notna().all().all()
+        assert rows["generated_at"].str.endswith("+00:00").all() and (rows["currency"] == "USD").all()
+        none = rows["model_id"] == "none"
+        assert rows.loc[none, "model_note"].astype(str).str.contains("not a forecast|no champion forecast").all()
     assert set(alloc["run_id"]) == {"plan-1"}  # the latest plan run only
     assert {"resource", "plan", "private", "monthly_cost", "idle_penalty"} <= set(alloc.columns)
     pre = pd.read_parquet(out_dir / "recommendations_prescale.parquet")
     assert len(pre) == 29 and {"ts", "action", "target_capacity", "key"} <= set(pre.columns)
     res = pd.read_parquet(out_dir / "recommendations_reservation.parquet")
-    assert res["monthly_savings"].iloc[0] == 500.0
+    assert res["estimated_monthly_savings"].iloc[0] == 500.0
+    assert str(res["data_cutoff"].dtype) == "datetime64[us, UTC]" or str(res["data_cutoff"].dt.tz) == "UTC"
 
     before = _snapshot(out_dir)
     report_flow(db_path=str(full_db), out_dir=str(out_dir))
@@ -185,7 +192,23 @@ def test_flatten_recommendations_prefixes_clashing_fields() -> None:
     plan = pd.DataFrame({"run_id": ["r"], "kind": ["x"], "key": ["k"], "model_id": [None],
                          "data_cutoff": [START], "payload": [json.dumps({"key": 1, "a": {"b": 2}})]})
     frame = report_io.flatten_recommendations(plan)["x"]
-    assert list(frame.columns) == ["run_id", "key", "model_id", "data_cutoff", "payload_key", "a_b"]
+    assert list(frame.columns) == [*report_io.PROVENANCE, "payload_key", "a_b"]
+    assert frame.loc[0, "model_id"] == "none" and frame.loc[0, "model_note"] == "no model"
+
+
+def test_exports_keep_formulas_out_of_spreadsheets(tmp_path) -> None:
+    """A text cell that a spreadsheet would run (=, +, -, @) is written as text in the CSV;
+    numbers (a negative saving) and the Parquet copy are left as they are."""
+    rows = {"run_id": ["r"], "kind": ["spot"], "key": ["=HYPERLINK(\"http://x\")/spot"], "model_id": [None],
+            "data_cutoff": [START], "created_at": [START],
+            "payload": [json.dumps({"zone": "@SUM(A1)", "reason": "+1 cheaper", "saving": -5.0, "resource": "gpu"})]}
+    recs = report_io.flatten_recommendations(pd.DataFrame(rows))
+    report_io.write_report(tmp_path, "<html></html>", recs)
+    back = pd.read_csv(tmp_path / "recommendations_spot.csv")
+    assert back.loc[0, "key"] == "'=HYPERLINK(\"http://x\")/spot" and back.loc[0, "zone"] == "'@SUM(A1)"
+    assert back.loc[0, "reason"] == "'+1 cheaper" and back.loc[0, "saving"] == -5.0 and back.loc[0, "unit"] == "GPU"
+    assert back.loc[0, "data_cutoff"].endswith("+00:00")
+    assert pd.read_parquet(tmp_path / "recommendations_spot.parquet").loc[0, "zone"] == "@SUM(A1)"
 
 
 def test_flattened_times_are_timestamps_like_data_cutoff(tmp_path) -> None:
