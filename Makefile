@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 DATASETS ?= $(abspath ../shared/datasets)
 
-.PHONY: install demo test test-fast test-datasets lint bench screenshot clean
+.PHONY: install demo test test-fast test-datasets lint bench screenshot clean components
 
 install: $(STAMP)
 
@@ -23,6 +23,10 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+# Debian's chromium and prometheus-alertmanager, which the browser and Alertmanager tests drive
+components:
+	./.ci/components
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"

@@ -57,6 +57,8 @@ table{border-collapse:collapse;font-size:13px;margin:.5em 0}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 img{max-width:100%;height:auto}.empty,.note{color:#777;font-style:italic}nav a{margin-right:1em}
+.wide{overflow-x:auto;max-width:100%}body{overflow-wrap:break-word}nav a{display:inline-block}
+@media (max-width:600px){body{margin:1em auto;padding:0 .5em}table{font-size:12px}}
 """
 
 
@@ -105,7 +107,8 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None, max_rows: int =
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(frame) - max_rows
     tail = f'<p class="note">{more:,} more rows in the CSV export</p>' if more > 0 else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
+    # a wide table scrolls inside its own box instead of being cut off (or widening the page)
+    return f"<div class=\"wide\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{tail}"
 
 
 def _png(fig: plt.Figure, alt: str) -> str:
@@ -404,5 +407,6 @@ def render_report(data: ReportData) -> str:
     """The whole report as one self-contained HTML page."""
     body = "".join([header(data), summary_section(data), forecast_section(data), heatmap_section(data),
                     allocation_section(data), replay_section(data), tables_section(data), glossary_section()])
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>headroom report</title>'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1"><title>headroom report</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")
