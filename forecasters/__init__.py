@@ -6,7 +6,7 @@ package registers all of them (heavy libraries are imported lazily).
 from forecasters import baselines, hybrid, lgbm, lstm, prophet_model  # noqa: F401  (registers models)
 
 from forecasters import ensemble  # noqa: F401  # isort: skip  (registered last: after its members)
-from forecasters.backtest import cross_validation, cross_validation_skipping
+from forecasters.backtest import cross_validation
 from forecasters.base import FORECAST_COLUMNS, BaseForecaster, Forecaster, NotFittedError
 from forecasters.lgbm import LGBMParams
 from forecasters.metrics import evaluate
@@ -25,7 +25,6 @@ __all__ = [
     "ProphetParams",
     "available",
     "cross_validation",
-    "cross_validation_skipping",
     "dumps",
     "evaluate",
     "loads",

@@ -24,6 +24,7 @@ def cross_validation(
     n_windows: int = 1,
     step: int | None = None,
     level: tuple[int, ...] = (80, 95),
+    skip_unfit: bool = False,
 ) -> pd.DataFrame:
     """Refit ``model`` at ``n_windows`` origins and forecast ``h`` steps from each.
 
@@ -31,8 +32,25 @@ def cross_validation(
     series' last ``h`` points (M4 style), earlier windows move back by ``step``
     (default ``h``). The model sees only data up to the cutoff. Returns the forecast
     frame plus ``cutoff`` and ``y``; the attribute ``attrs['seconds']`` holds the
-    total fit-and-predict wall time.
+    total fit-and-predict wall time. With ``skip_unfit``, a series the model cannot fit (a
+    HistoryError that names it, ``exc.series``) is left out and the others go on;
+    ``attrs['skipped']`` maps each one left out to why. The error stands when it names no
+    series or none would be left.
     """
+    if skip_unfit:
+        skipped: dict[str, str] = {}
+        while True:
+            try:
+                out = cross_validation(model, history, h, n_windows, step, level)
+                out.attrs["skipped"] = skipped
+                return out
+            except HistoryError as exc:
+                ids = set(history["unique_id"].astype(str))
+                if exc.series is None or exc.series not in ids or len(ids) < 2:
+                    raise
+                log.info("%s: series %s left out (%s)", model.name, exc.series, exc)
+                skipped[exc.series] = str(exc)
+                history = history[history["unique_id"].astype(str) != exc.series]
     if n_windows < 1 or h < 1:
         raise ValueError("cross_validation needs h >= 1 and n_windows >= 1")
     if step is not None and int(step) != step:
@@ -78,29 +96,6 @@ def cross_validation(
     ]
     out = out[cols]
     out.attrs["seconds"] = seconds
+    out.attrs["skipped"] = {}
     return out
 
-
-
-def cross_validation_skipping(
-    model: BaseForecaster,
-    history: pd.DataFrame,
-    h: int,
-    n_windows: int = 1,
-    step: int | None = None,
-    level: tuple[int, ...] = (80, 95),
-) -> tuple[pd.DataFrame, dict[str, str]]:
-    """:func:`cross_validation`, leaving out each series the model cannot fit (a
-    HistoryError that names one, ``exc.series``) and going on with the others: (the frame,
-    {series left out: why}). The error stands when it names no series or none would be left."""
-    skipped: dict[str, str] = {}
-    while True:
-        try:
-            return cross_validation(model, history, h, n_windows, step, level), skipped
-        except HistoryError as exc:
-            ids = set(history["unique_id"].astype(str))
-            if exc.series is None or exc.series not in ids or len(ids) < 2:
-                raise
-            log.info("%s: series %s left out (%s)", model.name, exc.series, exc)
-            skipped[exc.series] = str(exc)
-            history = history[history["unique_id"].astype(str) != exc.series]

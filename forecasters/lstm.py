@@ -4,9 +4,10 @@ Each sample is a window of per-window-scaled history before an origin; the
 network reads the last ``input_length`` values (with their seasonal phase) and,
 through a skip connection, corrects an anchor for all ``h`` steps at once: the robust
 median of the same phase over the last cycles, or the value one season back (seasonal
-naive), per series whichever forecasts its validation stretch better (``anchor="auto"``). Training stops early on a time-based validation split: the last
-``val_points`` of every series are only ever validation targets. The copy that
-calibrates the intervals trains as many epochs as the fitted networks kept.
+naive), per series whichever forecasts its validation stretch better (``anchor="auto"``).
+Training stops early on a time-based validation split: the last ``val_points`` of
+every series are only ever validation targets. The copy that calibrates the intervals
+trains as many epochs as the fitted networks kept.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from forecasters.backtest import cross_validation_skipping
+from forecasters.backtest import cross_validation
 from forecasters.base import BaseForecaster
 from forecasters.metrics import evaluate
 from forecasters.registry import create
@@ -67,7 +67,8 @@ def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[d
     """Cross-validate one model on one group: (metrics dict, backtest frame, {series the model
     could not fit and was scored without: why}). HistoryError when it fits none of them."""
     model = make_model(name, spec)
-    cv, skipped = cross_validation_skipping(model, history, h=spec.horizon, n_windows=spec.windows)
+    cv = cross_validation(model, history, h=spec.horizon, n_windows=spec.windows, skip_unfit=True)
+    skipped = cv.attrs["skipped"]
     metrics = evaluate(cv, history, spec.season_length).iloc[0].to_dict()
     metrics["seconds"] = cv.attrs["seconds"]
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv, skipped
@@ -123,6 +124,17 @@ def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
     whole = pick_champions(table[table["whole"]], score)
     rest = pick_champions(table[~table["group"].isin(list(whole))], score)
     return {g: (whole | rest)[g] for g in sorted(whole | rest)}
+
+
+def left_out_lines(results: list[dict]) -> dict[str, list[str]]:
+    """Per group, one line for each model left out of it (``error``) and each series a model
+    left out (``skipped``): what the train summary says."""
+    out: dict[str, list[str]] = {}
+    for r in results:
+        lines = ([f"{r['model']}: left out ({r['error']})"] if r.get("error") else
+                 [f"{r['model']}: series {u} left out ({why})" for u, why in r.get("skipped", {}).items()])
+        out.setdefault(r["group"], []).extend(lines)
+    return out
 
 
 def run_summary(run_id: str, info: dict, groups: dict[str, pd.DataFrame], names: list[str],

@@ -109,8 +109,9 @@ def backtest_models(
         model = forecasters.create(name, horizon=horizon, freq=freq, season_length=season_length, seed=seed)
         started = time.perf_counter()
         try:  # a series the model cannot fit is skipped for that model; the others go on
-            cv, skipped = forecasters.cross_validation_skipping(
-                model, history, h=horizon, n_windows=windows, step=step)
+            cv = forecasters.cross_validation(model, history, h=horizon, n_windows=windows, step=step,
+                                              skip_unfit=True)
+            skipped = cv.attrs["skipped"]
         except forecasters.HistoryError as exc:
             if not skip_short:
                 raise

@@ -340,8 +340,7 @@ def rank_spike_alerts(found: list[Alert], in_use: set[str], unused: str = "info"
         if a.entity in in_use:
             out.append(a)
         elif unused == "info":
-            out.append(replace(a, severity="info",
-                                           summary=f"{a.summary}; no pool's load is planned on this market"))
+            out.append(replace(a, severity="info", summary=f"{a.summary}; no pool's load is planned on this market"))
     return out
 
 

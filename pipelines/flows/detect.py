@@ -16,6 +16,7 @@ from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
 from pipelines.detect import jobs
 from pipelines.detect.sinks import Sink
+from pipelines.detect.steps import UNUSED_MARKET_ALERTS
 from pipelines.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -121,8 +122,8 @@ def detect_flow(
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
     unused_spot_markets = unused_spot_markets or Settings.from_env().unused_spot_markets
-    if unused_spot_markets not in ("info", "off"):
-        raise ValueError(f"unused_spot_markets must be info or off, not {unused_spot_markets!r}")
+    if unused_spot_markets not in UNUSED_MARKET_ALERTS:  # before any work, not after the models train
+        raise ValueError(f"unused_spot_markets must be one of {UNUSED_MARKET_ALERTS}, not {unused_spot_markets!r}")
     sinks = jobs.configured_sinks(jsonl_path, webhook_url, alertmanager_url)
     names = [s.name for s in sinks]
     adopt_sinks(str(db_path), names, run_at)

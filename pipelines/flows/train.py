@@ -134,11 +134,6 @@ def train_flow(
     best = champions_task(results)
     metrics = {(r["group"], r["model"]): r["metrics"] for r in results}
     skipped = {(r["group"], r["model"]): sorted(r["skipped"]) for r in results}
-    left_out: dict[str, list[str]] = {}
-    for r in results:
-        lines = ([f"{r['model']}: left out ({r['error']})"] if r.get("error") else
-                 [f"{r['model']}: series {u} left out ({why})" for u, why in r["skipped"].items()])
-        left_out.setdefault(r["group"], []).extend(lines)
     fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)], skipped[(g, n)]) for g, n in best.items()]
     champions = [f.result() for f in fits]
     run = run_id or model_store.train_run_id(info["data_cutoff"], {
@@ -147,10 +142,12 @@ def train_flow(
     unscored = sorted(set(groups) - set(best))
     if unscored:
         log.warning("no model scored on group(s) %s: no champion, no forecast", ", ".join(unscored))
-    saved = save_task(db_path, run, champions, [r["cv"] for r in results if r["cv"] is not None], info["data_cutoff"])
+    backtests = [r["cv"] for r in results if r["cv"] is not None]  # a model left out of a group has none
+    saved = save_task(db_path, run, champions, backtests, info["data_cutoff"])
     if saved["superseded"]:
         log.warning("a train on newer data holds the champions of %s: this run's models (data up to %s) are "
                     "registered, not champions", ", ".join(saved["superseded"]), info["data_cutoff"])
-    summary = selection.run_summary(run, info, groups, names, best, metrics, saved, left_out)
+    summary = selection.run_summary(run, info, groups, names, best, metrics, saved,
+                                    selection.left_out_lines(results))
     log.info("train: %s", summary)
     return summary

@@ -212,8 +212,8 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
         payload = payload.rename(columns={c: f"payload_{c}" for c in payload.columns if c in PROVENANCE})
         for col in [c for c in payload.columns if c == "ts" or c.endswith(("_ts", "_at"))]:
             payload[col] = pd.to_datetime(payload[col], errors="coerce")  # typed like data_cutoff in Parquet
-        resource = payload["resource"] if "resource" in payload else \
-            rows["key"].str.split("/").str[2] if rows["key"].str.count("/").ge(2).all() else pd.Series([None] * len(rows))
+        # every kind's key starts with its series, cluster/pool/resource
+        resource = payload["resource"] if "resource" in payload else rows["key"].str.split("/").str[2]
         model = rows["model_id"].where(rows["model_id"].notna() & (rows["model_id"].astype(str) != ""), None)
         meta = pd.DataFrame({
             "run_id": rows["run_id"], "kind": str(kind), "key": rows["key"],
@@ -221,7 +221,7 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
             "model_note": [NO_MODEL.get(str(kind), "no model") if m is None else "" for m in model],
             "generated_at": pd.to_datetime(rows["created_at"] if "created_at" in rows else rows["data_cutoff"]),
             "data_cutoff": pd.to_datetime(rows["data_cutoff"]), "lookback_days": lookback,
-            "currency": CURRENCY, "unit": [UNITS.get(str(r), str(r) if r else None) for r in resource],
+            "currency": CURRENCY, "unit": [UNITS.get(r, r) if isinstance(r, str) else None for r in resource],
             "reason": reason,
         })
         out[str(kind)] = no_negative_zero(pd.concat([meta, payload.reset_index(drop=True)], axis=1))
