@@ -83,6 +83,9 @@ def _configure_logging(level: int) -> None:
     _OWN_HANDLERS.extend(h for h in root.handlers if h not in before)
     # httpx logs each request with its whole URL at INFO: an alert webhook's path is its secret
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # third-party warnings (prophet's and pandas' FutureWarnings...) become log records, shown with -v only
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(logging.WARNING if level < logging.WARNING else logging.ERROR)
 
 
 def _verbose_first(argv: list[str]) -> list[str]:

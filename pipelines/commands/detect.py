@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -22,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--season-length", type=int, default=24, help="hourly points per season (default 24)")
     p.add_argument("--as-of", default="now", help="the detection clock: now (default, live), data (the newest "
                    "reading: a replay of historical data) or a UTC time")
+    p.add_argument("--json", action="store_true", help="the run's result as one JSON document instead of text")
     p.set_defaults(func=run)
 
 
@@ -78,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc
-    print(json.dumps(out, indent=2, default=str))
+    from pipelines.commands.summaries import print_result
+
+    print_result(out, args.json, "detect")
     skipped = {name: r["skipped"] for name, r in out.items() if isinstance(r, dict) and "skipped" in r}
     for name, why in skipped.items():  # the others' alerts went out; a scheduler must still see this
         print(f"error: {name} detection skipped: {why}", file=sys.stderr)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -50,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--lead", default="30m", help="minimum warning time (default 30m)")
     s.add_argument("--horizon", default="24h", help="prediction horizon (default 24h)")
     s.add_argument("--jsonl", default=None, help="append alerts to this JSONL file")
+    s.add_argument("--json", action="store_true", help="the run's result as one JSON document instead of text")
     s.set_defaults(func=run_score)
 
 
@@ -134,5 +134,7 @@ def run_score(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from exc
     out = detect_flow(db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=["faults"],
                       fault_lead=policy.lead, fault_horizon=policy.horizon)
-    print(json.dumps(out, indent=2, default=str))
+    from pipelines.commands.summaries import print_result
+
+    print_result(out, args.json, "detect")
     return 0

@@ -20,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--retune", action="store_true", help="re-tune the split even if this month's is set")
     p.add_argument("--config", default=None,
                    help="TOML policy file (default: $HEADROOM_PLAN_CONFIG; see data/samples/plan.toml)")
+    p.add_argument("--json", action="store_true", help="the run's result as one JSON document instead of text")
     p.set_defaults(func=run)
     sub = p.add_subparsers(dest="plan_command", required=False, metavar="ACTION")
     add_replay_parser(sub)
@@ -39,8 +40,6 @@ def require_plan_config(path: str | Path | None) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
     from pipelines.flows.plan import plan_flow
-    from pipelines.plan.planning import current_text, saving_text, split_text, spot_text
-    from pipelines.runtime.money import money
     from pipelines.runtime.settings import Settings
     from pipelines.store.warehouse import WarehouseLockedError
 
@@ -59,16 +58,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 1) from exc
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
-    print(f"plan run {out['run_id']} (data up to {out['data_cutoff']}): " +
-          ", ".join(f"{k} {v}" for k, v in out["rows"].items()))
-    for h in out.get("headline", []):
-        print(f"  {h['unique_id']}: recommended: {h['text']}")
-    for a in out["allocation"]:
-        print(f"  {a['unique_id']}: split private/public/edge {a['private']:.2f}/{a['public']:.2f}/{a['edge']:.2f} "
-              f"({split_text(a)}), {money(a['monthly_cost'])}/month, {saving_text(a['savings_vs_default'])}"
-              f"{current_text(a)}")
-    for sp in out.get("spot", []):
-        print(f"  {sp['unique_id']}: {spot_text(sp)}")
+    from pipelines.commands.summaries import print_result
+
+    print_result(out, args.json, "plan")
     return 0
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,6 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="series group that shares one global model and one champion")
     p.add_argument("--lookback-days", type=int, default=56, help="history used (default 56 days)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="the run's summary as one JSON document instead of text")
     p.set_defaults(func=run)
 
 
@@ -54,16 +54,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 1) from exc
     except (ValueError, forecasters.HistoryError) as exc:
         raise CliError(str(exc), 2) from exc
-    print(f"train run {summary['run_id']}: {summary['series']} series up to {summary['data_cutoff']}")
-    for group, g in summary["groups"].items():
-        scores = ", ".join(f"{m} {w:.3f}" if w is not None else f"{m} -" for m, w in g["scores"].items())
-        print(f"  {group}: champion {g['champion']} ({g['model_id']}); backtest WAPE: {scores}")
-        for line in g.get("left_out", []):
-            print(f"    {line}")
-    print("rows written: " + json.dumps(summary["rows"]))
-    if summary.get("retired"):
-        print(f"retired {summary['retired']} champion(s) of older data that this run did not replace "
-              "(series left out now)")
-    if summary.get("superseded"):
-        print(f"not champions: a train on newer data holds {', '.join(summary['superseded'])}")
+    from pipelines.commands.summaries import print_result
+
+    print_result(summary, args.json, "train")
     return 0

@@ -6,6 +6,7 @@ file fails at once with its message."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict
 
 from prefect import flow, task
@@ -13,6 +14,7 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
 from pipelines.ingest import loading as ingest
+from pipelines.runtime import progress
 from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_tim
     next time."""
     results, failed = [], []
     for item in inputs:
+        started = time.monotonic()
         try:
             results.append(
                 ingest_file_task(db_path, str(item["path"]), item["kind"], item.get("format", "auto"), strict,
@@ -61,6 +64,8 @@ def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_tim
                 raise
             log.error("%s not ingested: %s", item["path"], exc)
             failed.append(f"{item['path']}: {exc}")
+            continue
+        progress.stage_done("ingest-file", results[-1], time.monotonic() - started)
     summary = summary_task(db_path)
     if failed:
         raise IngestBatchError(f"{len(failed)} of {len(inputs)} file(s) not ingested (the others were): "

@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipelines.plan import replay as plan_replay
 from pipelines.plan.config import load_plan_policy
+from pipelines.runtime.progress import progress_bar
 from pipelines.runtime.settings import Settings
 from pipelines.store import warehouse
 from planner.plan import PlanPolicy
@@ -55,7 +56,11 @@ def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RU
     policy = load_plan_policy(config_path or (str(settings.plan_config) if settings.plan_config else None))
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=settings.lock_timeout_s) as con:
         pools = plan_replay.planned_pools(con)
-    done = [replay_pool_task(db_path, p, days, tuple(models), policy, settings.lock_timeout_s) for p in pools]
+    done = []
+    with progress_bar("replay", "pools") as bar:
+        for p in pools:
+            done.append(replay_pool_task(db_path, p, days, tuple(models), policy, settings.lock_timeout_s))
+            bar(len(done), len(pools))
     out = {"replays": [d for d in done if d is not None], "skipped": sum(d is None for d in done)}
     log.info("replay: %s", out)
     return out

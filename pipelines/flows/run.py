@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from pathlib import Path
 
 from prefect import flow, task
 
 from pipelines.flows.ingest import ingest_flow
 from pipelines.ingest.loading import inputs_in
+from pipelines.runtime import progress
 from pipelines.store import detection, warehouse
 
 log = logging.getLogger(__name__)
@@ -59,12 +61,15 @@ def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, stri
             return {"ingest": {"files": [], "summary": None}}
         raise FileNotFoundError(f"no input files (utilization.csv, telemetry.csv, ...) in {input_dir}")
     # in a watched folder one bad file must not hold back the others, hour after hour
+    started = time.monotonic()
     out = {"ingest": ingest_flow(db_path, inputs, strict=strict, keep_going=hourly)}
+    progress.stage_done("ingest", out["ingest"], time.monotonic() - started)
     for stage in stages if stages is not None else STAGES:
         fn = stage_flow(stage)
         if fn is None:
             log.info("stage %s not available, skipped", stage)
             continue
+        started = time.monotonic()
         try:
             # a run replays its inputs: detection is as of the data's end, not the wall clock
             # (a prediction about a window already past is not raised by a live detect)
@@ -74,4 +79,5 @@ def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, stri
             log.error("stage %s failed: %s: %s", stage, type(exc).__name__, exc)
             log.info("stage %s failed", stage, exc_info=True)  # the traceback, with -v
             out[stage] = {"failed": f"{type(exc).__name__}: {exc}"}
+        progress.stage_done(stage, out[stage], time.monotonic() - started)
     return out

@@ -18,6 +18,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from forecasters import demand, selection
 from forecasters.validation import HistoryError
+from pipelines.runtime.progress import progress_bar
 from pipelines.runtime.settings import Settings
 from pipelines.store import demand as store_demand
 from pipelines.store import models as model_store
@@ -103,6 +104,16 @@ def champions_task(results: list[dict]) -> dict[str, str]:
     return selection.champions_from(results)
 
 
+def _gather(futures: list, what: str) -> list:
+    """The futures' results in order; a progress bar on a terminal."""
+    with progress_bar(what, "done") as bar:
+        out = []
+        for f in futures:
+            out.append(f.result())
+            bar(len(out), len(futures))
+    return out
+
+
 @flow(name="train", task_runner=ThreadPoolTaskRunner(max_workers=2))
 def train_flow(
     db_path: str,
@@ -130,12 +141,12 @@ def train_flow(
     info = describe_task(history)
     groups = split_task(history, group_by)
     futures = [backtest_task.submit(g, frame, n, spec) for g, frame in groups.items() for n in names]
-    results = [f.result() for f in futures]
+    results = _gather(futures, "backtests")
     best = champions_task(results)
     metrics = {(r["group"], r["model"]): r["metrics"] for r in results}
     skipped = {(r["group"], r["model"]): sorted(r["skipped"]) for r in results}
     fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)], skipped[(g, n)]) for g, n in best.items()]
-    champions = [f.result() for f in fits]
+    champions = _gather(fits, "fits")
     run = run_id or model_store.train_run_id(info["data_cutoff"], {
         "horizon": horizon, "models": sorted(names), "windows": windows, "season_length": season_length,
         "group_by": group_by, "lookback_days": lookback_days, "seed": seed})

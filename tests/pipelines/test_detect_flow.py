@@ -194,7 +194,7 @@ def test_detect_exits_1_when_a_detector_is_skipped(prefect_harness, db_path: Pat
     monkeypatch.setattr(spike_features, "MAX_GRID_ROWS", 10)
     assert main(["detect", "--db", str(db_path), "--detectors", "bursts,spikes"]) == 1
     captured = capsys.readouterr()
-    assert '"bursts"' in captured.out and "error: spikes detection skipped: spot prices:" in captured.err
+    assert "  bursts  events" in captured.out and "error: spikes detection skipped: spot prices:" in captured.err
 
 
 def test_detect_cli_keeps_alert_urls_out_of_flow_parameters(db_path: Path, monkeypatch):
@@ -407,7 +407,7 @@ def test_detect_exits_1_when_a_sink_fails_and_keeps_its_alerts_pending(prefect_h
     with warehouse.open_warehouse(db_path) as con:
         load(con, fleet)
     code = main(["detect", "--db", str(db_path), "--detectors", "spikes", "--as-of", "data",
-                 "--webhook", f"http://127.0.0.1:{port}/hook"])
+                 "--webhook", f"http://127.0.0.1:{port}/hook", "--json"])
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert out["spikes"]["fired"] > 0 and out["pending_deliveries"] == out["firing"] > 0

@@ -172,7 +172,7 @@ def test_run_every_stage_writes_plan_and_report(prefect_harness, tmp_path, db_pa
     monkeypatch.setenv("HEADROOM_ALERT_JSONL", str(tmp_path / "reports" / "alerts.jsonl"))
     assert cli.main(["run", "--db", str(db_path), "--nodes", "6", "--days", "10"]) == 0
     out = capsys.readouterr().out
-    assert "plan plan-" in out and "split private/public/edge" in out and "report:" in out
+    assert "s): run plan-" in out and "split private/public/edge" in out and "\nreport (" in out
     assert "interruptible share" in out  # the generated fleet has spot prices: a spot line per pool
     html = (tmp_path / "reports" / "report.html").read_text()
     assert "data:image/png;base64" in html

@@ -1,6 +1,8 @@
 """`headroom run` and `headroom serve --list` end to end."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipelines import cli
@@ -13,7 +15,7 @@ def test_run_generates_ingests_and_is_idempotent(prefect_harness, tmp_path, db_p
     args = ["run", "--db", str(db_path), "--nodes", "3", "--days", "2", "--stages", ""]
     assert cli.main(args) == 0
     out = capsys.readouterr().out
-    assert "warehouse:" in out and "time span per kind:" in out
+    assert "warehouse:" in out and "ingest (" in out and "the warehouse holds " in out
     with warehouse.open_warehouse(db_path) as con:
         first = warehouse.summary(con)
     assert all(first["rows"][t] > 0 for t in ("utilization", "device_telemetry", "spot_prices", "instance_catalog"))
@@ -74,9 +76,12 @@ def test_a_failing_stage_is_reported_and_the_others_still_run(prefect_harness, t
     assert rc == 1
     # (not checked: "Traceback" absent from stderr; run alone, Prefect's console handler may
     # still hold an earlier test's closed capture stream and print a logging error there)
-    assert "train: FAILED: HistoryError" in captured.out
+    assert re.search(r"^train: FAILED \(\d+\.\d s\): HistoryError", captured.out, re.M)
     assert "stage(s) train failed" in captured.err
-    assert "\nplan plan-" in captured.out and "report:" in captured.out
+    # each stage's headline, in the order the stages ran, each with its time
+    heads = re.findall(r"^(\w+)(?::| \(\d+\.\d s\))", captured.out, re.M)
+    assert heads == ["ingest", "ingest", "train", "plan", "report", "warehouse"], heads
+    assert re.search(r"^plan \(\d+\.\d s\): run plan-", captured.out, re.M)
 
 
 def test_run_reports_an_unusable_input_file_like_ingest(prefect_harness, tmp_path, db_path, capsys):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -204,9 +205,14 @@ def test_train_cli(prefect_harness, db_path, utilization: pd.DataFrame, capsys: 
     assert main(["train", "--db", str(db_path), "--models", "seasonal_naive", "--windows", "1",
                  "--horizon", "6", "--lookback-days", "7"]) == 0
     out = capsys.readouterr().out
-    assert "champion seasonal_naive" in out and "rows written" in out
+    assert re.search(r"^  \S+ +seasonal_naive +\d\.\d{3}", out, re.M) and "written: models 3, forecasts 48" in out
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == 8 * 6
+    # --json: the same run's summary as one document, nothing else on stdout
+    assert main(["train", "--db", str(db_path), "--models", "seasonal_naive", "--windows", "1",
+                 "--horizon", "6", "--lookback-days", "7", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rows"]["forecasts"] == 48 and {g["champion"] for g in doc["groups"].values()} == {"seasonal_naive"}
 
 
 @pytest.mark.slow
