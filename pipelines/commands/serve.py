@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
 
+CONSOLE_LEVEL = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"  # a key of Prefect's logging.yml, from the environment
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the scheduled Prefect deployments until interrupted")
-    p.add_argument("--input", default=None, help="folder watched by the hourly ingest (new files are ingested; seen ones skipped)")
+    p.add_argument("--input", default=None, help="folder watched by the hourly ingest (new files are ingested; "
+                   "seen ones skipped; default: HEADROOM_INPUT_DIR)")
     p.add_argument("--list", action="store_true", help="print the deployments and their schedules, then exit")
     add_db_argument(p)
     p.set_defaults(func=run_serve)
@@ -32,10 +37,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from pipelines.runtime.settings import Settings
     from pipelines.store.warehouse import check_is_warehouse
 
-    settings = Settings.from_env(db_path=args.db)
+    settings = Settings.from_env(db_path=args.db, input_dir=args.input)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
-    if args.input and not Path(args.input).is_dir():
-        raise CliError(f"--input {args.input} is not a folder", 2)
+    input_dir = str(settings.input_dir) if settings.input_dir else None
+    if input_dir and not Path(input_dir).is_dir():
+        raise CliError(f"--input (HEADROOM_INPUT_DIR) {input_dir} is not a folder", 2)
     # what every scheduled run needs, checked once here rather than failing every run
     check_is_warehouse(Path(settings.db_path))
     try:
@@ -43,12 +49,12 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"alert sink setting (HEADROOM_ALERT_JSONL, HEADROOM_ALERT_WEBHOOK or "
                        f"HEADROOM_ALERTMANAGER_URL): {exc}", 2) from exc
-    deployments = build_deployments(str(settings.db_path), args.input)
+    deployments = build_deployments(str(settings.db_path), input_dir, settings.schedule_timezone)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)
     crons = {deployment_name(s, str(settings.db_path)): s.cron for s in SCHEDULES}
     for d in deployments:
-        print(f"{d.name:<36} {crons.get(d.name, ''):<14}")
+        print(f"{d.name:<36} {crons.get(d.name, ''):<14} {settings.schedule_timezone}")
     if args.list:
         return 0
     # a closed terminal (SIGHUP) stops serve as Ctrl-C does, so the local server stops with it
@@ -56,17 +62,49 @@ def run_serve(args: argparse.Namespace) -> int:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     if PREFECT_API_URL.value():
-        serve(*deployments)
+        with _runs_log_to_api(args.verbose):
+            _announce(PREFECT_API_URL.value(), len(deployments))
+            serve(*deployments, print_starting_message=False)
         return 0
     # the ephemeral API has no scheduler: served deployments would never run
     from pipelines.runtime.prefect_server import local_server
 
     print("no PREFECT_API_URL: starting a local Prefect server with its scheduler (stopped on exit)")
-    with local_server() as url, temporary_settings(updates={PREFECT_API_URL: url}):
+    with local_server() as url, temporary_settings(updates={PREFECT_API_URL: url}), _runs_log_to_api(args.verbose):
         os.environ["PREFECT_API_URL"] = url  # for the flow-run processes the runner starts
         try:
-            print(f"Prefect API at {url}")
-            serve(*deployments)
+            _announce(url, len(deployments))
+            serve(*deployments, print_starting_message=False)
         finally:
             os.environ.pop("PREFECT_API_URL", None)
     return 0
+
+
+def _announce(api_url: str, count: int) -> None:
+    """Where to look: Prefect's own banner links ``<UI>/deployments`` whether or not a UI
+    answers there (a server started with ``--no-ui`` says 404), so this says only what answers."""
+    from pipelines.runtime.prefect_server import answering_ui_url
+
+    print(f"serving {count} deployments against the Prefect API at {api_url}; "
+          "run one now with: prefect deployment run '<flow>/<deployment>'")
+    ui = answering_ui_url()
+    if ui:
+        print(f"Prefect UI: {ui}/deployments")
+
+
+@contextmanager
+def _runs_log_to_api(verbose: int) -> Iterator[None]:
+    """Served runs send INFO to the flow run's logs in the API, headroom's lines among them
+    (:mod:`pipelines.runtime.run_logs`); without ``-v`` their console still shows warnings
+    only, as every command's does. The runner passes these settings to each run's process."""
+    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
+
+    from pipelines.runtime.run_logs import EXTRA_LOGGERS
+
+    updates = {PREFECT_LOGGING_EXTRA_LOGGERS: PREFECT_LOGGING_EXTRA_LOGGERS.value() or EXTRA_LOGGERS}
+    quiet = not verbose and os.environ.get("PREFECT_LOGGING_LEVEL") == "WARNING"  # the CLI's quiet default
+    if quiet:
+        updates[PREFECT_LOGGING_LEVEL] = "INFO"
+        os.environ.setdefault(CONSOLE_LEVEL, "WARNING")  # Prefect's console handler, in the runs' processes
+    with temporary_settings(updates=updates):
+        yield

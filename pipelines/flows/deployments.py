@@ -1,5 +1,7 @@
 """Scheduled deployments of the flows: ingest hourly, train daily, detect every 15
-minutes, plan daily. ``headroom serve`` serves them from one process."""
+minutes, plan and report daily. ``headroom serve`` serves them from one process;
+``prefect.yaml`` at the repository root declares the same ones for ``prefect deploy --all``
+and a process work pool (a test checks the two agree)."""
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +18,15 @@ class Schedule:
     name: str
     stage: str  # "ingest" or a stage of pipelines.flows.run.STAGES
     cron: str
+
+    @property
+    def entrypoint(self) -> str:
+        """The flow, as ``prefect.yaml`` names it: the hourly ingest is the run flow with no
+        later stages (it takes a folder; the ingest flow takes a list of files). A module path,
+        not ``pipelines/flows/x.py:x_flow``: Prefect loads a file path as a second module named
+        for the file (``report``), whose loggers are then not headroom's (``pipelines.*``)."""
+        module = "run" if self.stage == "ingest" else self.stage
+        return f"pipelines.flows.{module}:{module}_flow"
 
 
 SCHEDULES = (
@@ -39,23 +50,28 @@ def deployment_name(schedule: Schedule, db_path: str) -> str:
     return f"{schedule.name}-{warehouse_tag(db_path)}"
 
 
-def build_deployments(db_path: str, input_dir: str | None) -> list:
+def build_deployments(db_path: str, input_dir: str | None, timezone: str = "UTC") -> list:
     """RunnerDeployments for every available flow (ingest only when an input folder is set),
-    each named ``<schedule>-<warehouse tag>``."""
+    each named ``<schedule>-<warehouse tag>``, its cron read in ``timezone`` (an IANA name)."""
+    from prefect.schedules import Cron
+    from prefect.types.entrypoint import EntrypointType
+
     from pipelines.flows.run import run_flow
 
     out = []
     for s in SCHEDULES:
+        # an explicit zone: whoever reads the deployment sees which clock its cron is on
+        schedules = [Cron(s.cron, timezone=timezone)]
+        # by module, as prefect.yaml does (Schedule.entrypoint): the run's loggers are headroom's
+        common = {"name": deployment_name(s, db_path), "schedules": schedules,
+                  "entrypoint_type": EntrypointType.MODULE_PATH}
         if s.stage == "ingest":
             if input_dir is None:
                 continue
             out.append(run_flow.to_deployment(
-                name=deployment_name(s, db_path), cron=s.cron,
-                parameters={"db_path": db_path, "input_dir": input_dir, "stages": []},
-            ))
+                **common, parameters={"db_path": db_path, "input_dir": input_dir, "stages": []}))
             continue
         fn = stage_flow(s.stage)
         if fn is not None:
-            out.append(fn.to_deployment(name=deployment_name(s, db_path), cron=s.cron,
-                                        parameters={"db_path": db_path}))
+            out.append(fn.to_deployment(**common, parameters={"db_path": db_path}))
     return out

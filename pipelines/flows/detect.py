@@ -17,6 +17,7 @@ from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
 from pipelines.detect import jobs
 from pipelines.detect.sinks import Sink
 from pipelines.detect.steps import UNUSED_MARKET_ALERTS
+from pipelines.runtime.run_logs import info_in_deployed_runs
 from pipelines.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def alert_counts(db_path: str, sink_names: list[str]) -> dict[str, object]:
 
 @flow(name="detect")
 def detect_flow(
-    db_path: str,
+    db_path: str | None = None,
     now: datetime | None = None,
     jsonl_path: str | None = None,
     webhook_url: str | None = None,
@@ -114,6 +115,8 @@ def detect_flow(
     latest plan puts load on; elsewhere it is ``info``, or not raised with
     ``unused_spot_markets="off"`` (default: the ``HEADROOM_UNUSED_SPOT_MARKETS`` setting).
     """
+    info_in_deployed_runs()
+    db_path = db_path or str(Settings.from_env().db_path)  # a deployment names no path: HEADROOM_DB
     run_at = now or datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     # a given clock is a replay: no data after it is read, no model trained after it is used
     until = now

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipelines.plan import planning
 from pipelines.plan.config import load_plan_policy
+from pipelines.runtime.run_logs import info_in_deployed_runs
 from pipelines.runtime.settings import Settings
 from pipelines.store import warehouse
 from planner.allocation import Split
@@ -58,13 +59,15 @@ def save_task(db_path: str, plan: dict[str, pd.DataFrame], inputs: planning.Plan
 
 
 @flow(name="plan")
-def plan_flow(db_path: str, lookback_days: int = 28, retune: bool = False, config_path: str | None = None) -> dict:
+def plan_flow(db_path: str | None = None, lookback_days: int = 28, retune: bool = False, config_path: str | None = None) -> dict:
     """Plan every pool; ``retune`` re-tunes the split even if this month's is set;
     ``config_path`` (default: the plan_config setting) is a TOML policy file.
 
     Returns ``{"run_id", "data_cutoff", "rows": {kind: count}, "allocation": [...]}``.
     """
+    info_in_deployed_runs()
     settings = Settings.from_env()
+    db_path = db_path or str(settings.db_path)  # a deployment names no path: HEADROOM_DB
     policy = policy_task(config_path or (str(settings.plan_config) if settings.plan_config else None))
     inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s, policy.prescale.calibration)
     if inputs.data_cutoff is None:

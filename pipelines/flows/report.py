@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipelines.report import data as report_io
 from pipelines.report import html as report_html
+from pipelines.runtime.run_logs import info_in_deployed_runs
 from pipelines.runtime.settings import Settings
 from pipelines.store import warehouse
 
@@ -43,14 +44,16 @@ def write_task(out_dir: str, html: str, data: report_io.ReportData) -> dict:
 
 
 @flow(name="report")
-def report_flow(db_path: str, out_dir: str | None = None) -> dict:
+def report_flow(db_path: str | None = None, out_dir: str | None = None) -> dict:
     """Write the HTML report and the latest plan run's recommendation exports to
     ``out_dir`` (default: the report_dir setting). Works on a partial warehouse: sections
     without data say which stage to run.
 
     Returns ``{"html": path, "files": [export paths], "sections": {name: count}}``.
     """
+    info_in_deployed_runs()
     settings = Settings.from_env()
+    db_path = db_path or str(settings.db_path)  # a deployment names no path: HEADROOM_DB
     folder = str(out_dir or settings.report_dir)
     data = load_task(db_path, settings.lock_timeout_s)
     page = render_task(data)

@@ -14,6 +14,8 @@ from prefect import flow, task
 from pipelines.flows.ingest import ingest_flow
 from pipelines.ingest.loading import inputs_in
 from pipelines.runtime import progress
+from pipelines.runtime.run_logs import info_in_deployed_runs
+from pipelines.runtime.settings import Settings
 from pipelines.store import detection, warehouse
 
 log = logging.getLogger(__name__)
@@ -47,12 +49,20 @@ def data_end_task(db_path: str):
 
 
 @flow(name="headroom-run")
-def run_flow(db_path: str, input_dir: str, stages: list[str] | None = None, strict: bool = False) -> dict:
-    """Ingest every input in ``input_dir``, then run each available stage on the warehouse.
+def run_flow(db_path: str | None = None, input_dir: str | None = None, stages: list[str] | None = None,
+             strict: bool = False) -> dict:
+    """Ingest every input in ``input_dir``, then run each available stage on the warehouse
+    (``db_path`` and ``input_dir`` not given: the HEADROOM_DB and HEADROOM_INPUT_DIR settings).
 
     A stage that fails (data too short to forecast, say) is recorded as ``{"failed":
     message}`` and the later stages still run: a plan or a report does not need this run's
     forecasts. Ingest failing stops the run."""
+    info_in_deployed_runs()
+    settings = Settings.from_env()
+    db_path = db_path or str(settings.db_path)
+    input_dir = input_dir or (str(settings.input_dir) if settings.input_dir else None)
+    if input_dir is None:
+        raise ValueError("no input folder: pass input_dir, or set HEADROOM_INPUT_DIR where the flow runs")
     inputs = inputs_in(Path(input_dir))
     hourly = stages == []  # serve's ingest-hourly: a drop folder, watched
     if not inputs:

@@ -19,6 +19,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from forecasters import demand, selection
 from forecasters.validation import HistoryError
 from pipelines.runtime.progress import progress_bar
+from pipelines.runtime.run_logs import info_in_deployed_runs
 from pipelines.runtime.settings import Settings
 from pipelines.store import demand as store_demand
 from pipelines.store import models as model_store
@@ -116,7 +117,7 @@ def _gather(futures: list, what: str) -> list:
 
 @flow(name="train", task_runner=ThreadPoolTaskRunner(max_workers=2))
 def train_flow(
-    db_path: str,
+    db_path: str | None = None,
     horizon: int = 24,
     models: list[str] | None = None,
     windows: int = 2,
@@ -134,6 +135,8 @@ def train_flow(
     [group whose champion a run on newer data holds], "retired": n}`` (champions of older
     data this run did not replace, retired: see :func:`model_store.save_run`).
     """
+    info_in_deployed_runs()
+    db_path = db_path or str(Settings.from_env().db_path)  # a deployment names no path: HEADROOM_DB
     names = list(models or DEFAULT_MODELS)
     spec = selection.TrainSpec(horizon=horizon, freq="h", season_length=season_length, windows=windows, seed=seed)
     history = load_demand_task(db_path, lookback_days)

@@ -2,8 +2,8 @@
 
 Prefect's ephemeral API (what every other command uses) runs without the scheduler
 service, so deployments served against it register but never get a scheduled run.
-``headroom serve`` therefore starts ``prefect server start`` (API and scheduler, no UI)
-on a free local port, points itself at it, and stops it on exit. Its database lives in
+``headroom serve`` therefore starts ``prefect server start`` (API, scheduler and UI) on a
+free local port, points itself at it, and stops it on exit. Its database lives in
 ``PREFECT_HOME`` as the ephemeral API's does, so run history carries over.
 """
 from __future__ import annotations
@@ -33,12 +33,14 @@ def free_port() -> int:
 def local_server(
     port: int | None = None, timeout_s: float = 180.0, env: Mapping[str, str] | None = None
 ) -> Iterator[str]:
-    """Run a Prefect server with its scheduler on 127.0.0.1; yield its API URL."""
+    """Run a Prefect server with its scheduler and UI on 127.0.0.1; yield its API URL."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}/api"
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port),
-           "--no-ui", "--analytics-off", "--scheduler"]
+           "--analytics-off", "--scheduler"]
     child_env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    # the UI asks the server where its API is: without this it is told the default port, 4200
+    child_env["PREFECT_UI_API_URL"] = url
     child_env.update(env or {})
     with tempfile.TemporaryFile(mode="w+") as out:
         proc = subprocess.Popen(cmd, env=child_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -59,9 +61,30 @@ def local_server(
             log.info("local Prefect server (with scheduler) at %s", url)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``: a server that hangs on shutdown does not hang us."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace_s)
+
+
+def answering_ui_url(timeout_s: float = 3.0) -> str | None:
+    """The Prefect UI's URL (PREFECT_UI_URL, from PREFECT_API_URL) when its deployments page
+    answers a browser there; None when it does not (a server started ``--no-ui``, or
+    nothing listening)."""
+    from prefect.settings import PREFECT_UI_URL
+
+    ui = PREFECT_UI_URL.value()
+    if not ui:
+        return None
+    try:  # the UI's pages answer HTML requests only: a plain GET of /deployments is a 404
+        page = httpx.get(f"{ui}/deployments", headers={"accept": "text/html"}, timeout=timeout_s)
+    except httpx.HTTPError:
+        return None
+    return ui if page.status_code == 200 and "<html" in page.text[:500].lower() else None

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from zoneinfo import available_timezones
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = REPO_ROOT / "data" / "warehouse.duckdb"
@@ -18,6 +19,7 @@ ENV_NAMES = {
     "alert_jsonl": "HEADROOM_ALERT_JSONL", "alert_webhook_url": "HEADROOM_ALERT_WEBHOOK",
     "alertmanager_url": "HEADROOM_ALERTMANAGER_URL", "plan_config": "HEADROOM_PLAN_CONFIG",
     "stale_after_hours": "HEADROOM_STALE_AFTER_HOURS", "unused_spot_markets": "HEADROOM_UNUSED_SPOT_MARKETS",
+    "input_dir": "HEADROOM_INPUT_DIR", "schedule_timezone": "HEADROOM_SCHEDULE_TIMEZONE",
 }
 
 
@@ -41,6 +43,15 @@ class Settings(BaseModel):
     plan_config: Path | None = None
     stale_after_hours: float = Field(default=24.0, gt=0)  # headroom status: a source older is stale
     unused_spot_markets: str = Field(default="info", pattern="^(info|off)$")  # spike alerts where no pool runs
+    input_dir: Path | None = None  # the drop folder of the hourly ingest deployment (serve --input)
+    schedule_timezone: str = "UTC"  # the IANA zone the deployments' crons are read in
+
+    @field_validator("schedule_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value not in available_timezones():  # the list Prefect checks a schedule's zone against
+            raise ValueError("not an IANA time zone (e.g. UTC, Europe/Berlin)")
+        return value
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

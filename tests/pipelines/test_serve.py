@@ -18,9 +18,11 @@ def test_local_server_creates_scheduled_runs(tmp_path: Path) -> None:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from pipelines.flows.deployments import build_deployments
+    from pipelines.runtime.prefect_server import answering_ui_url
 
     env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2"}
     with local_server(env=env) as url, temporary_settings(updates={PREFECT_API_URL: url}):
+        assert answering_ui_url() == url.removesuffix("/api")  # serve's UI line links a page that answers
         detect = next(d for d in build_deployments(str(tmp_path / "wh.duckdb"), None)
                       if d.name.startswith("detect-15min-wh-"))
         dep_id = detect.apply()
@@ -65,3 +67,30 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     monkeypatch.delenv("HEADROOM_ALERT_WEBHOOK")
     assert main(["serve", "--list", "--db", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_serve_schedules_carry_the_time_zone_setting(tmp_path, monkeypatch, capsys) -> None:
+    from pipelines.cli import main
+    from pipelines.flows.deployments import build_deployments
+
+    monkeypatch.setenv("HEADROOM_SCHEDULE_TIMEZONE", "Europe/Berlin")
+    assert main(["serve", "--list", "--db", str(tmp_path / "wh.duckdb")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.split()[-1] == "Europe/Berlin" for line in lines)
+    deployments = build_deployments(str(tmp_path / "wh.duckdb"), None, "Europe/Berlin")
+    assert {d.schedules[0].schedule.timezone for d in deployments} == {"Europe/Berlin"}
+    assert {d.schedules[0].schedule.timezone for d in build_deployments(str(tmp_path / "wh.duckdb"), None)} == {"UTC"}
+    monkeypatch.setenv("HEADROOM_SCHEDULE_TIMEZONE", "Mars/Olympus")
+    assert main(["serve", "--list", "--db", str(tmp_path / "wh.duckdb")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "HEADROOM_SCHEDULE_TIMEZONE='Mars/Olympus'" in err and "IANA" in err and len(err.splitlines()) == 1
+
+
+def test_headroom_loggers_stay_quiet_outside_deployed_runs() -> None:
+    import logging
+
+    from pipelines.runtime.run_logs import HEADROOM_LOGGERS, info_in_deployed_runs
+
+    before = {name: logging.getLogger(name).level for name in HEADROOM_LOGGERS}
+    info_in_deployed_runs()  # no flow run: a command's console keeps its level
+    assert {name: logging.getLogger(name).level for name in HEADROOM_LOGGERS} == before
