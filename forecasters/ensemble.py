@@ -99,7 +99,10 @@ class EnsembleForecaster(BaseForecaster):
         kept = []
         for model, w in zip(models, self.weights_):
             if w > 0:
+                # a member validates as it would fitted alone on the ensemble's calibration stretch
+                model._calibration_span_ = getattr(self, "_calibration_span_", None)
                 model._fit_points(frame)
+                model.__dict__.pop("probe_", None)  # no calibration copy of a member takes it
                 kept.append(model)
         self.members_ = kept
         self.member_weights_ = {m.name: float(w) for m, w in zip(models, self.weights_)}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -21,8 +21,10 @@ MIN_BOOST_ROWS = 20  # fewer training rows than this: no booster, the anchor alo
 class LGBMParams:
     """LightGBM hyperparameters and training sample, declared once for every model that boosts."""
 
-    n_estimators: int = 300  # boosting rounds at most (early stopping may keep fewer)
-    learning_rate: float = 0.05
+    # boosting rounds at most (early stopping may keep fewer); on M4 Hourly's held-out split
+    # 0.1 x 150 gives OWA 0.475 in 3.4 s where 0.05 x 300 gave 0.467 in 5.7 s
+    n_estimators: int = 150
+    learning_rate: float = 0.1
     num_leaves: int = 31
     min_child_samples: int = 20  # at most: small training sets lower it (see BoostCore.train)
     objective: str = "l1"
@@ -91,18 +93,24 @@ class BoostCore:
 
     def train(self, x: np.ndarray, target: np.ndarray, weight: np.ndarray, is_val: np.ndarray,
               rounds: int | None = None) -> object:
-        """Boost with early stopping on the time-based validation rows (targets in the
+        """The booster of :meth:`train_probed`, without its probe."""
+        return self.train_probed(x, target, weight, is_val, rounds)[0]
+
+    def train_probed(self, x: np.ndarray, target: np.ndarray, weight: np.ndarray, is_val: np.ndarray,
+                     rounds: int | None = None) -> tuple[object | None, object | None]:
+        """(booster, probe). Boost with early stopping on the time-based validation rows (targets in the
         last ``val_points`` of each series), then refit on all rows with that many
         rounds: when boosting does not beat the anchor out of sample, few rounds stay.
         With ``rounds``, boost exactly that many on all rows (no probe). Rows are weighted
-        as ``params.weighting`` says (alike, or by window scale)."""
+        as ``params.weighting`` says (alike, or by window scale). The probe (None when there
+        was none) was trained on the rows before the validation targets only."""
         import lightgbm as lgb
 
         if len(target) < MIN_BOOST_ROWS:
             # too few (origin, step) rows to boost on, as a calibration copy of a short series
             # can have: no correction, the forecast is the anchor (documented fallback)
             log.info("lgbm: %d training row(s), fewer than %d: the anchor alone", len(target), MIN_BOOST_ROWS)
-            return None
+            return None, None
         hp = self.params
         params = {
             "objective": hp.objective, "learning_rate": hp.learning_rate,
@@ -114,10 +122,10 @@ class BoostCore:
         }
         if rounds is not None:
             if rounds < 1:
-                return None  # the fitted model kept the anchor alone
+                return None, None  # the fitted model kept the anchor alone
             return lgb.train(params, lgb.Dataset(x, label=target, weight=weight, free_raw_data=True),
-                             num_boost_round=rounds)
-        rounds = hp.n_estimators
+                             num_boost_round=rounds), None
+        rounds, probe = hp.n_estimators, None
         if self.early_stopping > 0 and is_val.any() and (~is_val).sum() >= 50:
             fit = lgb.Dataset(x[~is_val], label=target[~is_val], weight=weight[~is_val], free_raw_data=True)
             val = lgb.Dataset(x[is_val], label=target[is_val], weight=weight[is_val], reference=fit,
@@ -126,7 +134,7 @@ class BoostCore:
                               valid_sets=[val], callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)])
             rounds = max(int(probe.best_iteration or hp.n_estimators), 1)
         data = lgb.Dataset(x, label=target, weight=weight, free_raw_data=True)
-        return lgb.train(params, data, num_boost_round=rounds)
+        return lgb.train(params, data, num_boost_round=rounds), probe
 
     def direct(
         self, booster: object, ctx: Context, h: int,
@@ -198,15 +206,33 @@ class LGBMForecaster(BaseForecaster):
         return self._spec().window
 
     def _fit_points(self, frame: pd.DataFrame) -> None:
+        probe = getattr(self, "_probe", None)
+        if probe is not None:  # a calibration copy handed the fit's probe: nothing to train
+            self.booster_ = probe
+            return
         _, ys, starts = series_arrays(frame)
         core = self._core()
-        self.booster_ = core.train(*core.rows(ys, starts), rounds=getattr(self, "_fixed_rounds", None))
+        span = getattr(self, "_calibration_span_", None)  # set by fit() before the full fit
+        if span is not None and self.calibration_refits == 1:
+            # validate early stopping on the calibration stretch itself: the probe then learnt on
+            # exactly the data before the first calibration origin, as the calibration copy
+            # would, and serves as that copy (one training fewer)
+            core = replace(core, val_points=span)
+        self.booster_, self.probe_ = core.train_probed(*core.rows(ys, starts),
+                                                      rounds=getattr(self, "_fixed_rounds", None))
+        if span is None:
+            self.probe_ = None  # only a probe validated on the calibration stretch stands in for the copy
 
     def _calibration_copy(self) -> LGBMForecaster:
-        """A copy that boosts the rounds the fitted booster kept (early stopping's choice on the
-        validation rows, one integer) instead of probing again: a quarter of the fit's boosting."""
+        """The fit's probe when it was validated on the calibration stretch, else a copy that
+        boosts the rounds the fitted booster kept (early stopping's choice on the validation
+        rows, one integer) instead of probing again."""
         copy = self.clone()
-        copy._fixed_rounds = kept_rounds(self.booster_)
+        if getattr(self, "probe_", None) is not None:
+            copy._probe = self.probe_
+            self.probe_ = None  # the fitted model keeps only its booster
+        else:
+            copy._fixed_rounds = kept_rounds(self.booster_)
         return copy
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:

@@ -20,7 +20,7 @@ def test_the_better_member_weighs_more_and_a_far_worse_one_nothing() -> None:
     strict.fit(panel)
     assert sorted(strict.member_weights_.values()) == [0.0, 1.0]  # only the best member is kept
     best = max(w, key=w.get)
-    alone = forecasters.create(best, horizon=12).fit(panel).predict()
+    alone = forecasters.get(best)(horizon=12, calibration_origins=8).fit(panel).predict()
     np.testing.assert_allclose(strict.predict()["mean"], alone["mean"], rtol=1e-9)
     mean = EnsembleForecaster(horizon=12, calibration_origins=8, members="seasonal_naive,lgbm", weights="mean")
     assert mean.fit(panel).member_weights_ == {"seasonal_naive": 0.5, "lgbm": 0.5}

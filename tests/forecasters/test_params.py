@@ -20,14 +20,14 @@ from forecasters.lgbm import LGBMForecaster
 # what the model registry stores and hashes for each model's defaults (seed 3): a changed
 # default, or a changed spelling of one, changes every model id
 FLAT_DEFAULTS = {
-    "lgbm": {"horizon": 24, "freq": "h", "season_length": 24, "calibration_origins": 336, "n_estimators": 300,
-             "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 20, "objective": "l1",
+    "lgbm": {"horizon": 24, "freq": "h", "season_length": 24, "calibration_origins": 336, "n_estimators": 150,
+             "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20, "objective": "l1",
              "max_train_points": 1344, "max_rows": 60000, "weighting": "equal", "n_jobs": 1, "seed": 3},
     "prophet": {"horizon": 24, "freq": "h", "season_length": 24, "calibration_origins": 336, "n_changepoints": 10,
                 "changepoint_prior_scale": 0.05, "max_fit_points": 672, "n_jobs": 2},
     "prophet_lgbm": {"horizon": 24, "freq": "h", "season_length": 24, "calibration_origins": 336,
                      "n_changepoints": 10, "changepoint_prior_scale": 0.05, "max_fit_points": 672, "prophet_jobs": 2,
-                     "n_estimators": 300, "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 20,
+                     "n_estimators": 150, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
                      "objective": "l1", "max_train_points": 1008, "max_rows": 60000, "weighting": "equal",
                      "boost_target": "anchor",
                      "lgbm_jobs": 1, "seed": 3},
