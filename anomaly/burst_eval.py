@@ -8,7 +8,7 @@ import pandas as pd
 
 METRIC_COLUMNS = [
     "detector", "windows", "detected", "detection_rate", "false_alarms",
-    "false_alarms_per_week", "median_delay_points",
+    "false_alarms_per_week", "median_delay_points", "p90_delay_points", "delay_from",
 ]
 
 Window = tuple[pd.Timestamp, pd.Timestamp]
@@ -19,16 +19,22 @@ def score_bursts(
     events: pd.DataFrame,
     windows: Mapping[str, Sequence[Window]],
     spans: Mapping[str, tuple[pd.Timestamp, pd.Timestamp, pd.Timedelta]],
+    labels: Mapping[str, Sequence[pd.Timestamp]] | None = None,
 ) -> dict[str, object]:
     """One metrics row.
 
     ``spans`` maps each scored series to (first, last, step) of the scored period. A
     window counts when it overlaps that period; it is detected when an event's
     ``detected_at`` falls inside it; every event outside all windows is a false alarm.
-    Delay is from the window start to its first detection, in points of the series.
+    Delay, in points of the series, runs to a window's first detection from its labelled
+    anomaly when ``labels`` has one inside the window (an alarm at or before it: 0), else
+    from the window's start. NAB centres each window on its label, so from the start a
+    detection right at the anomaly reads as half a window late (100 points on 5-min data).
+    The row's ``delays`` lists every detected window's delay (for pooling).
     """
     n_windows = detected = false_alarms = 0
     delays: list[float] = []
+    refs: set[str] = set()
     weeks = 0.0
     for uid, (first, last, step) in spans.items():
         weeks += (last - first + step) / pd.Timedelta(days=7)
@@ -44,7 +50,10 @@ def score_bursts(
             inside |= hit
             if hit.any():
                 detected += 1
-                delays.append((times[hit][0] - max(a, first)) / step)
+                marks = [pd.Timestamp(t) for t in (labels or {}).get(uid, []) if a <= pd.Timestamp(t) <= b]
+                ref = max(min(marks), first) if marks else max(a, first)
+                refs.add("label" if marks else "window_start")
+                delays.append(max((times[hit][0] - ref) / step, 0.0))
         false_alarms += int((~inside).sum())
     return {
         "detector": detector,
@@ -54,6 +63,9 @@ def score_bursts(
         "false_alarms": false_alarms,
         "false_alarms_per_week": false_alarms / weeks if weeks else float("nan"),
         "median_delay_points": float(np.median(delays)) if delays else float("nan"),
+        "p90_delay_points": float(np.percentile(delays, 90)) if delays else float("nan"),
+        "delay_from": "+".join(sorted(refs)) or ("label" if labels else "window_start"),
+        "delays": delays,
     }
 
 

@@ -48,6 +48,10 @@ class CusumPolicy:
     h: float | None = None
     k_grid: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5)
     clip_sigma: float = 10.0  # one wild point adds at most this much evidence
+    # A fast path beside the CUSUM (Shewhart-style): one point further from the baseline than
+    # any residual of the calibration span (and at least ``fast_floor`` sigmas) alarms at once,
+    # where the clipped CUSUM would need several; None turns it off
+    fast_floor: float | None = 6.0
     clear_sigma: float = 1.0  # an alarmed burst ends once its residual level falls below this
     # The level is an EWMA of the residuals spanning this long (one point on hourly data): on
     # 5-minute data a single quiet point would end a burst still going, and its next alarm be a
@@ -100,6 +104,7 @@ class CusumState:
     direction: str
     memory: tuple[float, ...]
     cooldown_s: float = 0.0
+    fast_h: float = 0.0  # |residual| / scale that alarms on one point (0: no fast path)
     last_event: pd.Timestamp | None = None
     last_ts: pd.Timestamp | None = None
     s_pos: float = 0.0
@@ -154,6 +159,8 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
     cooldown = pd.Timedelta(seconds=state.cooldown_s)
     events: list[dict[str, object]] = []
     times = list(index)
+    fast_h = state.fast_h if state.fast_h > 0 else math.inf
+    raw = (resid / state.scale).tolist()
     for i, zi in enumerate(z.tolist()):
         if zi != zi:  # NaN: no evidence either way
             continue
@@ -185,7 +192,8 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
                     ns = ts
                 if -zi > np_:
                     np_, npr = -zi, float(resid[i])
-        fired = 1 if sp > h else (-1 if sn > h else 0)
+        fast = 1 if up and raw[i] > fast_h else (-1 if down and -raw[i] > fast_h else 0)
+        fired = 1 if sp > h else (-1 if sn > h else fast)
         if fired and (fired == active or (last_event is not None and ts - last_event <= cooldown)):
             # Still the burst we already reported: reset, but do not report it twice.
             sp = sn = 0.0
@@ -193,6 +201,8 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
             pp = np_ = ppr = npr = 0.0
         elif fired:
             onset, peak, peak_r = (ps, pp, ppr) if fired > 0 else (ns, np_, npr)
+            if onset is None:  # the fast path fired on a point the CUSUM has not accumulated
+                onset, peak, peak_r = ts, abs(zi), float(resid[i])
             a_event = {
                 "unique_id": state.unique_id, "direction": "up" if fired > 0 else "down",
                 "onset": onset, "detected_at": ts, "peak_z": peak, "peak_residual": peak_r,
@@ -306,6 +316,10 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy, warn: 
     scale = robust_scale(resid, values)
     z = np.clip(resid / scale, -policy.clip_sigma, policy.clip_sigma)
     arl_points = pd.Timedelta(policy.target_arl) / freq
+    fast_h = 0.0
+    if policy.fast_floor is not None:
+        seen = np.abs(resid[np.isfinite(resid)]) / scale
+        fast_h = float(max(policy.fast_floor, seen.max() if seen.size else 0.0))
     k, h = policy.k, policy.h
     if k is None or h is None:
         cooldown_points = int(pd.Timedelta(policy.cooldown) / freq)
@@ -313,7 +327,7 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy, warn: 
         if policy.h is None and h >= H_GRID[-1]:
             (log.warning if warn else log.debug)("%s: even h=%.0f misses the target ARL %s on its history (heavy tails?)",
                         uid, h, policy.target_arl)
-    return replace(blank, k=float(k), h=float(h), scale=float(scale), memory=memory,
+    return replace(blank, k=float(k), h=float(h), scale=float(scale), memory=memory, fast_h=fast_h,
                    last_ts=index[-1] if len(index) else None,
                    calibrated_at=index[-1] if len(index) else None, calibration_points=len(index))
 

@@ -46,6 +46,7 @@ def evaluate_bursts(
     policy: CusumPolicy,
     train_fraction: float = 0.15,
     pelt_jump: int = 5,
+    labels: Mapping[str, Sequence[pd.Timestamp]] | None = None,
 ) -> pd.DataFrame:
     """CUSUM vs the 3-sigma rule vs Pelt on the same residuals: one row per detector.
 
@@ -53,6 +54,8 @@ def evaluate_bursts(
     the same "one alarm per incident" rule. A series whose calibration share is too short
     to calibrate is left out of all three (a warning names it and why, and its windows are
     not counted); when none is left, the first reason is raised as a ``ValueError``.
+    Delays run from the labelled anomalies in ``labels`` where given (see ``score_bursts``);
+    ``attrs["delays"]`` holds each detector's delays, for pooling over several calls.
     """
     hist, test = split_history(series, train_fraction)
     unfit = uncalibrated(hist, policy)
@@ -80,8 +83,10 @@ def evaluate_bursts(
             events = det.fit(hist).detect(pd.concat([hist, test], ignore_index=True))[0]
         else:
             events = thin_events(_refitted_predictions(det, hist, test, policy), cooldown)
-        rows.append(score_bursts(name, events, windows, spans))
-    return pd.DataFrame(rows, columns=BURST_COLUMNS)
+        rows.append(score_bursts(name, events, windows, spans, labels))
+    out = pd.DataFrame(rows, columns=BURST_COLUMNS)
+    out.attrs["delays"] = {r["detector"]: r["delays"] for r in rows}
+    return out
 
 
 def uncalibrated(hist: pd.DataFrame, policy: CusumPolicy) -> dict[str, str]:

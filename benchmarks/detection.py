@@ -49,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,8 +83,9 @@ def nab(datasets: Path, tmp: Path, out: Path, tuned: bool = False) -> None:
     pd.concat(frames).to_csv(tmp / "nab.csv", index=False)
     settings = (["--season-length", "1", "--n-seasons", "576", "--target-arl", "60D", "--cooldown", "36h"]
                 if tuned else [])
+    labels = ["--labels", str(root / "combined_labels.json")] if (root / "combined_labels.json").is_file() else []
     headroom(["bursts", "evaluate", "--input", str(tmp / "nab.csv"), "--windows", str(root / "combined_windows.json"),
-              *settings, "--train-fraction", "0.15"], out / ("bursts_nab_tuned.csv" if tuned else "bursts_nab.csv"))
+              *labels, *settings, "--train-fraction", "0.15"], out / ("bursts_nab_tuned.csv" if tuned else "bursts_nab.csv"))
 
 
 NAB_GRID = [  # (season length, n_seasons, target ARL, cooldown): 5-min rolling medians of 1 and 2 days ...
@@ -106,7 +108,7 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     No figure here comes from settings chosen on the series it is reported for."""
     from anomaly.cusum import CusumPolicy
     from anomaly.evaluate import evaluate_bursts
-    from pipelines.ingest.tables import read_windows
+    from pipelines.ingest.tables import read_labels, read_windows
 
     root = datasets / NAB
     series = {}
@@ -115,16 +117,18 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
         uid = f"realAWSCloudwatch/{f.name}"
         series[uid] = pd.DataFrame({"unique_id": uid, "ds": pd.to_datetime(d["timestamp"]), "y": d["value"]})
     windows = read_windows(root / "combined_windows.json")
+    labels = read_labels(root / "combined_labels.json") if (root / "combined_labels.json").is_file() else None
     t0 = time.perf_counter()
     rows = []
     for setting in NAB_GRID:
         season, n, arl, cool = setting
         policy = CusumPolicy(season_length=season, n_seasons=n, target_arl=arl, cooldown=cool)
         for uid, frame in series.items():
-            m = evaluate_bursts(frame, {uid: windows.get(uid, [])}, policy, train_fraction=0.15)
+            m = evaluate_bursts(frame, {uid: windows.get(uid, [])}, policy, train_fraction=0.15, labels=labels)
             for r in m.to_dict("records"):
                 weeks = r["false_alarms"] / r["false_alarms_per_week"] if r["false_alarms_per_week"] else None
-                rows.append({"setting": setting, "uid": uid, **r, "weeks": weeks})
+                rows.append({"setting": setting, "uid": uid, **r, "weeks": weeks,
+                             "delays": m.attrs["delays"][r["detector"]]})
     grid = pd.DataFrame(rows)
     # a series with no false alarm gives no weeks above: take its test span from another row
     span = grid.dropna(subset=["weeks"]).groupby("uid")["weeks"].first()
@@ -132,24 +136,28 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     if grid["weeks"].isna().any():
         raise RuntimeError("could not tell the test span of every NAB series")
     # every (setting, series) score, so other selection rules can be studied without a rerun
-    grid.assign(setting=grid["setting"].map(lambda s: "/".join(map(str, s)))).to_csv(
+    grid.drop(columns="delays").assign(setting=grid["setting"].map(lambda s: "/".join(map(str, s)))).to_csv(
         out / "bursts_nab_grid.csv", index=False)
     held = []
     for det, d in grid.groupby("detector"):
-        totals = {"detector": det, "windows": 0, "detected": 0, "false_alarms": 0, "weeks": 0.0, "choices": []}
+        totals = {"detector": det, "windows": 0, "detected": 0, "false_alarms": 0, "weeks": 0.0, "choices": [],
+                  "delays": []}
         for uid in series:
             train = d[d["uid"] != uid].groupby("setting")[["windows", "detected", "false_alarms", "weeks"]].sum()
             train["rate"] = train["detected"] / train["windows"].clip(lower=1)
             train["fa_week"] = train["false_alarms"] / train["weeks"]
             choice = _pick(train, max_fa_week)
             test = d[(d["uid"] == uid) & (d["setting"] == choice)].iloc[0]
-            for k in ("windows", "detected", "false_alarms", "weeks"):
+            for k in ("windows", "detected", "false_alarms", "weeks", "delays"):
                 totals[k] += test[k]
             totals["choices"].append("/".join(map(str, choice)))
         held.append({
             "detector": det, "windows": int(totals["windows"]), "detected": int(totals["detected"]),
             "detection_rate": totals["detected"] / totals["windows"], "false_alarms": int(totals["false_alarms"]),
             "false_alarms_per_week": totals["false_alarms"] / totals["weeks"],
+            "median_delay_points": float(np.median(totals["delays"])) if totals["delays"] else float("nan"),
+            "p90_delay_points": float(np.percentile(totals["delays"], 90)) if totals["delays"] else float("nan"),
+            "delay_from": "label" if labels else "window_start",
             "settings_chosen": " ".join(sorted(set(totals["choices"]))),
         })
     table = pd.DataFrame(held)

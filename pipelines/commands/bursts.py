@@ -22,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--input", required=True, type=Path, help="CSV/Parquet, long format unique_id,ds,y")
     e.add_argument("--windows", required=True, type=Path, help="JSON {unique_id: [[start, end], ...]}")
+    e.add_argument("--labels", type=Path, default=None,
+                   help="JSON {unique_id: [timestamp, ...]} of the labelled anomalies (NAB's combined_labels.json): "
+                   "delays run from them instead of from each window's start")
     e.add_argument("--season-length", type=int, default=24, help="points per season (default 24)")
     e.add_argument("--n-seasons", type=int, default=4, help="seasons in the baseline median (default 4)")
     e.add_argument("--target-arl", default="7D", help="in-control run length per false alarm (default 7D)")
@@ -51,6 +54,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     try:
         series = tables.read_series(args.input)
         windows = tables.read_windows(args.windows)
+        labels = tables.read_labels(args.labels) if args.labels is not None else None
         policy = CusumPolicy(
             season_length=args.season_length, n_seasons=args.n_seasons,
             target_arl=str(parse_duration(args.target_arl, "--target-arl")),
@@ -85,7 +89,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         log.warning("%d window(s) lie in the first --train-fraction %g of their series, which calibrates the "
                     "detectors and is not scored (such as %s [%s, %s])", len(early), args.train_fraction, uid, a, b)
     try:
-        metrics = evaluate_bursts(series, windows, policy, train_fraction=args.train_fraction)
+        metrics = evaluate_bursts(series, windows, policy, train_fraction=args.train_fraction, labels=labels)
     except ValueError as exc:
         hint = (f" (the history here is the first --train-fraction {args.train_fraction:g} of each series)"
                 if "history" in str(exc) else "")

@@ -195,6 +195,27 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
     return out
 
 
+def read_labels(path: str | Path) -> dict[str, list[pd.Timestamp]]:
+    """NAB-style ``{unique_id: [timestamp, ...]}`` (``combined_labels.json``): the labelled
+    anomaly points; offsets become naive UTC."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{p}: cannot read labels ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise InputError(f"{p}: expected an object mapping unique_id to [timestamp, ...]")
+    out = {}
+    for uid, marks in doc.items():
+        try:
+            if not isinstance(marks, list):
+                raise TypeError("expected a list of timestamps")
+            out[str(uid)] = [_window_bound(t) for t in marks]
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{p}: bad label list for {uid!r} ({exc})") from exc
+    return out
+
+
 def read_telemetry(path: str | Path) -> pd.DataFrame:
     """Contract telemetry, or Azure PdM wide telemetry mapped onto it; empty values are
     left out, one value per device, metric and time."""

@@ -55,3 +55,18 @@ def test_score_bursts_counts_windows_false_alarms_and_delay():
     assert row["false_alarms"] == 1
     assert row["false_alarms_per_week"] == pytest.approx(1.0)
     assert row["median_delay_points"] == pytest.approx(5.0)
+
+
+def test_burst_delay_runs_from_the_labelled_anomaly_when_given():
+    step = pd.Timedelta("5min")
+    t0 = pd.Timestamp("2026-01-01")
+    events = pd.DataFrame({"unique_id": ["s", "s"], "detected_at": [t0 + 108 * step, t0 + 303 * step]})
+    # two NAB-style windows centred on their labels: one alarm 8 points after its label, one early
+    windows = {"s": [(t0, t0 + 200 * step), (t0 + 300 * step, t0 + 500 * step)]}
+    labels = {"s": [t0 + 100 * step, t0 + 400 * step]}
+    spans = {"s": (t0, t0 + pd.Timedelta(days=7) - step, step)}
+    from_start = score_bursts("cusum", events, windows, spans)
+    assert from_start["median_delay_points"] == pytest.approx(55.5) and from_start["delay_from"] == "window_start"
+    row = score_bursts("cusum", events, windows, spans, labels)
+    assert row["delays"] == [8.0, 0.0] and row["delay_from"] == "label"  # an alarm before its label: no delay
+    assert row["median_delay_points"] == pytest.approx(4.0) and row["p90_delay_points"] == pytest.approx(7.2)

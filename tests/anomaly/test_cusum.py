@@ -282,3 +282,21 @@ def test_a_burst_on_a_series_that_fell_silent_is_no_longer_current(tide, caplog)
     with caplog.at_level("WARNING"):
         late = run_bursts(rest, states, FAST, now=end + BURST_SILENCE + pd.Timedelta(hours=1))
     assert not late.current and "no data for over" in caplog.text
+
+
+def test_the_fast_path_alarms_on_one_point_beyond_anything_calibrated():
+    quiet = tidal_series("c/q/gpu", days=28, seed=5)
+    at = quiet.index[quiet["ds"] == pd.Timestamp("2026-01-05") + pd.Timedelta(hours=24 * 24 + 7)][0]
+    quiet.loc[at, "y"] += 40 * quiet["y"].diff(24).abs().median()  # one wild point, then back to normal
+    hist, rest = split(quiet, 21)
+    policy = replace(FAST, k=1.0, h=30.0)  # a threshold as heavy tails give: 4 clipped points to cross
+    slow = replace(policy, fast_floor=None)
+    fit = CusumDetector(policy).fit(hist)
+    assert fit.states_["c/q/gpu"].fast_h >= policy.fast_floor  # beyond every calibration residual
+    events = fit.predict(rest).set_index("detected_at")
+    without = set(CusumDetector(slow).fit(hist).predict(rest)["detected_at"])
+    spike = quiet.loc[at, "ds"]
+    assert spike not in without  # the clipped CUSUM alone misses a single point ...
+    assert set(events.index) == without | {spike} and events.loc[spike, "direction"] == "up"  # ... the fast path not
+    state = fit.states_["c/q/gpu"]
+    assert CusumState.from_dict(json.loads(json.dumps(state.to_dict()))) == state

@@ -23,7 +23,8 @@ def test_bursts_evaluate_writes_the_metrics_csv(tmp_path: Path, capsys):
     assert rc == 0
     m = pd.read_csv(out).set_index("detector")
     assert list(m.reset_index().columns) == ["detector", "windows", "detected", "detection_rate", "false_alarms",
-                                             "false_alarms_per_week", "median_delay_points"]
+                                             "false_alarms_per_week", "median_delay_points", "p90_delay_points",
+                                             "delay_from"]
     assert list(m.index) == ["cusum", "threshold_3sigma", "pelt"]
     assert m.loc["cusum", "detected"] == 1
     assert "cusum" in capsys.readouterr().out
