@@ -168,15 +168,21 @@ def _window_bound(value: object) -> pd.Timestamp:
     return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
 
 
-def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
-    """NAB-style ``{unique_id: [[start, end], ...]}``; bounds with an offset become naive UTC."""
-    p = Path(path)
+def _json_object(p: Path, what: str, shape: str) -> dict:
+    """A JSON file holding an object keyed by unique_id, or a one-line InputError."""
     try:
         doc = json.loads(p.read_text())
     except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: cannot read windows ({exc})") from exc
+        raise InputError(f"{p}: cannot read {what} ({exc})") from exc
     if not isinstance(doc, dict):
-        raise InputError(f"{p}: expected an object mapping unique_id to [[start, end], ...]")
+        raise InputError(f"{p}: expected an object mapping unique_id to {shape}")
+    return doc
+
+
+def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]]:
+    """NAB-style ``{unique_id: [[start, end], ...]}``; bounds with an offset become naive UTC."""
+    p = Path(path)
+    doc = _json_object(p, "windows", "[[start, end], ...]")
     out = {}
     for uid, wins in doc.items():
         try:
@@ -199,12 +205,7 @@ def read_labels(path: str | Path) -> dict[str, list[pd.Timestamp]]:
     """NAB-style ``{unique_id: [timestamp, ...]}`` (``combined_labels.json``): the labelled
     anomaly points; offsets become naive UTC."""
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: cannot read labels ({exc})") from exc
-    if not isinstance(doc, dict):
-        raise InputError(f"{p}: expected an object mapping unique_id to [timestamp, ...]")
+    doc = _json_object(p, "labels", "[timestamp, ...]")
     out = {}
     for uid, marks in doc.items():
         try:
