@@ -10,6 +10,7 @@ import gzip
 import io
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,33 @@ class RawInput:
     path: Path | None = None  # a CSV's file, to turn the reader's byte positions into line numbers
 
 
+MAX_LINE_BYTES = 2_000_000  # DuckDB's reader's max_line_size: a longer physical line is a reject, never loaded
+
+
+def _unlimited_fields() -> None:
+    """Lift Python's csv field limit (128 KiB): a field of any size is read (a line over
+    :data:`MAX_LINE_BYTES` is refused by line length instead). The limit is process-wide."""
+    limit = sys.maxsize
+    while True:
+        try:
+            csv.field_size_limit(limit)
+            return
+        except OverflowError:  # a C long of 32 bits (Windows)
+            limit //= 2
+
+
+def csv_reader(lines: Iterator[str] | list[str] | io.TextIOBase, delimiter: str) -> Iterator[list[str]]:
+    """``csv.reader`` without the field size limit."""
+    _unlimited_fields()
+    return csv.reader(lines, delimiter=delimiter)
+
+
+def too_long_reason(size: int) -> str:
+    """The reject reason of a physical line longer than :data:`MAX_LINE_BYTES`."""
+    return (f"line too long: {size} bytes, over the {MAX_LINE_BYTES} a line may hold "
+            "(not loaded; the file's other lines are)")
+
+
 def head(path: Path, size: int | None = None) -> str:
     """The first line (or ``size`` characters) of a file; an unreadable one is an IngestFileError."""
     try:
@@ -71,7 +99,7 @@ def header_of(path: Path, delimiter: str) -> list[str]:
             raise IngestFileError(path, f"unreadable: {exc}") from exc
     try:
         with open_text(path) as fh:
-            first = next(csv.reader(fh, delimiter=delimiter), None)
+            first = next(csv_reader(fh, delimiter), None)
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise IngestFileError(path, f"unreadable: {exc}") from exc
     if not first:
@@ -116,24 +144,66 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, str, list[str]]]:
+@dataclass(frozen=True)
+class TooLong:
+    """A record with a physical line over :data:`MAX_LINE_BYTES`: its fields were never read."""
+
+    size: int  # bytes of the longest such line
+
+    @property
+    def reason(self) -> str:
+        return too_long_reason(self.size)
+
+
+PREVIEW = 1000  # characters of an overlong line kept as its reject's raw text
+
+
+def _physical_lines(fh: io.TextIOBase, too_long: dict[int, tuple[int, str]]) -> Iterator[str]:
+    """The file's lines, none longer than :data:`MAX_LINE_BYTES`: a longer one is read through
+    in pieces (never held whole), noted in ``too_long`` (line number -> its size in bytes and
+    its start) and given to the csv reader as a bare line end."""
+    n = 0
+    while line := fh.readline(MAX_LINE_BYTES + 1):
+        n += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(("\n", "\r")):
+            preview, size = line[:PREVIEW], len(line.encode("utf-8", "replace"))
+            while line and not line.endswith(("\n", "\r")):
+                line = fh.readline(1 << 20)
+                size += len(line.rstrip("\r\n").encode("utf-8", "replace"))
+            too_long[n] = (size, preview)
+            line = "\n"
+        yield line
+
+
+def csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, str, list[str] | TooLong]]:
     """(first line, raw text, fields) of each record after the header, streamed. A quoted
-    field may hold newlines, so a record can span lines: its line is the one it starts on."""
+    field may hold newlines, so a record can span lines: its line is the one it starts on.
+    A record with a line over :data:`MAX_LINE_BYTES` comes as :class:`TooLong` instead of its
+    fields, its raw text the line's first :data:`PREVIEW` characters."""
     with open_text(path) as fh:
         buf: list[str] = []
+        too_long: dict[int, tuple[int, str]] = {}
 
         def lines() -> Iterator[str]:
-            for line in fh:
+            for line in _physical_lines(fh, too_long):
                 buf.append(line)
                 yield line
 
-        reader = csv.reader(lines(), delimiter=delimiter)
+        reader = csv_reader(lines(), delimiter)
         next(reader, None)
         buf.clear()
+        too_long.clear()  # an overlong header fails as a header
         start = reader.line_num + 1
         for row in reader:
             text = "".join(buf).rstrip("\r\n")
             buf.clear()
+            if too_long:
+                over = [too_long.pop(k) for k in sorted(too_long) if k <= reader.line_num]
+                if over:
+                    size, preview = max(over)
+                    yield start, preview, TooLong(size)
+                    start = reader.line_num + 1
+                    continue
             yield start, text, row
             start = reader.line_num + 1
 
@@ -148,7 +218,7 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
             return found
         idx = -1
         for n, text, row in csv_records(path, delimiter):
-            if n in skip_lines or not text.strip() or not row:
+            if n in skip_lines or not text.strip() or not row or isinstance(row, TooLong):
                 continue
             idx += 1
             if idx in wanted:
@@ -160,9 +230,10 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
     return locate
 
 
-def _line_starts(path: Path) -> Callable[[int, str], int]:
-    """Physical line of a reader reject from its 1-based line byte position and its text:
-    DuckDB's own line numbers miscount after quoted newlines and blank lines."""
+def _line_starts(path: Path) -> tuple[Callable[[int, str], int], int]:
+    """Physical line of a reader reject from its 1-based line byte position and its text
+    (DuckDB's own line numbers miscount after quoted newlines and blank lines), and how
+    many physical lines the file has."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as fh:  # the bytes the reader saw (decompressed)
         data = np.frombuffer(fh.read(), dtype=np.uint8)
@@ -176,14 +247,29 @@ def _line_starts(path: Path) -> Callable[[int, str], int]:
         lead = text[:len(text) - len(text.lstrip("\r\n"))]
         return before + 1 + lead.replace("\r\n", "\n").replace("\r", "\n").count("\n")
 
-    return line_of
+    return line_of, len(newlines) + int(bool(len(data)) and not (newlines.size and newlines[-1] == len(data) - 1))
+
+
+def unterminated_reason(line: int, swallowed: int) -> str:
+    """The reject reason of a record whose quote never closes: it ran on to the end of the file."""
+    return (f"unterminated quote: the quoted value opened on line {line} never closes, so the {swallowed} "
+            "line(s) after it were read into it and none of them loaded (close the quote and ingest again)")
+
+
+UNTERMINATED = re.compile(r"^unterminated quote: the quoted value opened on line (\d+) never closes, so the (\d+) ")
+
+
+def swallowed_by(reason: str) -> tuple[int, int] | None:
+    """(line, lines swallowed) of an unterminated-quote reject's reason, else None."""
+    found = UNTERMINATED.match(reason)
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _epoch_like(path: Path, header: list[str], column: str, delimiter: str, sample: int = 200) -> bool:
     """Whether the first rows write ``column`` as a number (epoch seconds or ms)."""
     pos = header.index(column)
     with open_text(path) as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
+        reader = csv_reader(fh, delimiter)
         next(reader, None)
         for n, row in enumerate(reader):
             if n >= sample:
@@ -223,7 +309,7 @@ def _cast_column(raw: RawInput, line_text: str, value: str, target: str, named: 
     if not raw.columns:
         return named
     try:
-        fields = next(csv.reader([line_text], delimiter=raw.delimiter), [])
+        fields = next(csv_reader([line_text], raw.delimiter), [])
     except csv.Error:
         return named
     want = _TARGET.get(target)
@@ -245,7 +331,8 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
         "SELECT line, line_byte_position, column_name, error_type, csv_line, error_message FROM _csv_rejects "
         "ORDER BY line"
     ).fetchall()
-    line_of = _line_starts(raw_input.path) if found and raw_input is not None and raw_input.path else None
+    line_of, n_lines = (_line_starts(raw_input.path) if found and raw_input is not None and raw_input.path
+                        else (None, None))
     for reader_line, byte_position, column, kind, raw, msg in found:
         line = reader_line if line_of is None or byte_position is None else line_of(int(byte_position), str(raw))
         raw = str(raw).lstrip("\r\n")
@@ -260,19 +347,29 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
             reason = f"{column}: unparseable timestamp '{value[:40]}'"
         elif kind == "CAST":
             reason = f"{column}: not a number '{value[:40]}'"
+        elif "unterminated quote" in msg:  # the reader read on to the end of the file
+            n_after = (n_lines - int(line) if n_lines is not None
+                       else str(raw).replace("\r\n", "\n").replace("\r", "\n").count("\n"))
+            reason = unterminated_reason(int(line), n_after)
+            raw = raw[:PREVIEW]
+        elif kind == "LINE SIZE OVER MAXIMUM":
+            size = re.search(r"Actual Size:\s*(\d+)", msg)
+            reason = too_long_reason(int(size.group(1)) if size else MAX_LINE_BYTES + 1)
+            raw = raw[:PREVIEW]
         else:
             reason = f"malformed line: {msg.splitlines()[0]}"
         out.append((int(line), str(raw), reason))
     # the reader can report one line several times (a short line once per missing column):
     # one reject per line: a malformed line is just that; otherwise its distinct cast reasons
+    whole = ("malformed line", "line too long", "unterminated quote")  # reasons about the line itself, not a value
     merged: dict[int, tuple[str, list[str]]] = {}
     for line, raw, reason in out:
         _, reasons = merged.setdefault(line, (raw, []))
-        if reason.startswith("malformed line") and any(r.startswith("malformed line") for r in reasons):
+        if reason.startswith(whole) and any(r.startswith(whole) for r in reasons):
             continue
         if reason not in reasons:
             reasons.append(reason)
-    return [(line, raw, next((r for r in reasons if r.startswith("malformed line")), "; ".join(reasons)))
+    return [(line, raw, next((r for r in reasons if r.startswith(whole)), "; ".join(reasons)))
             for line, (raw, reasons) in merged.items()]
 
 
@@ -337,6 +434,13 @@ def read_csv_python(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, 
     rows: dict[str, list] = {c: [] for c in (*spec.columns, "_line", "_raw", "_reject")}
     try:
         for line, text, fields in csv_records(path, delimiter):
+            if isinstance(fields, TooLong):
+                for c in spec.columns:
+                    rows[c].append(None)
+                rows["_line"].append(line)
+                rows["_raw"].append(text)
+                rows["_reject"].append(fields.reason)
+                continue
             if not text.strip() or not fields:
                 continue
             wrong = len(fields) != len(header)
@@ -348,6 +452,13 @@ def read_csv_python(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, 
                                    if wrong else None)
     except (csv.Error, OSError, UnicodeDecodeError) as exc:
         raise IngestFileError(path, f"unreadable as CSV: {exc}") from exc
+    # a quote that never closes makes the last record run to the end of the file (an odd
+    # number of quote characters: a closed quote, or one doubled inside, counts two)
+    if rows["_raw"] and rows["_raw"][-1].count('"') % 2:
+        last = rows["_raw"][-1]
+        swallowed = last.replace("\r\n", "\n").replace("\r", "\n").count("\n")
+        rows["_reject"][-1] = unterminated_reason(rows["_line"][-1], swallowed)
+        rows["_raw"][-1] = last[:PREVIEW]
     return load_frame(con, pd.DataFrame(rows), spec, "csv")
 
 
@@ -416,6 +527,10 @@ def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSp
     return RawInput(fmt, rows_read, structural, locate)
 
 
+NESTED_TOO_DEEP = ("JSON nested too deep to read (more levels of arrays or objects than Python's parser "
+                   "follows): not an export headroom reads; nothing of it was written")
+
+
 def load_json(path: Path) -> object:
     """A JSON file (gzip or plain) as Python objects; invalid JSON names its line and column."""
     try:
@@ -423,5 +538,7 @@ def load_json(path: Path) -> object:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise IngestFileError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError:  # Python's parser recurses once per level: ~1000 deep is its end
+        raise IngestFileError(path, NESTED_TOO_DEEP) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise IngestFileError(path, f"unreadable: {exc}") from exc

@@ -175,6 +175,8 @@ def read_windows(path: str | Path) -> dict[str, list[tuple[pd.Timestamp, pd.Time
         doc = json.loads(p.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"{p}: cannot read windows ({exc})") from exc
+    except RecursionError:
+        raise InputError(f"{p}: cannot read windows (JSON nested too deep)") from None
     if not isinstance(doc, dict):
         raise InputError(f"{p}: expected an object mapping unique_id to [[start, end], ...]")
     out = {}
