@@ -121,3 +121,33 @@ def test_a_plan_config_nested_too_deep_is_one_line(tmp_path, capsys):
     line = one_line(capsys.readouterr().err)
     assert line == f"headroom plan: error: {conf}: not a plan config (values nested too deep to read)"
     assert fingerprint(db) == before
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["reader-fast-path", "general-parser"])
+def test_dst_ambiguous_and_nonexistent_local_times_follow_the_standard_offset_rule(tmp_path, capsys, general):
+    """docs/input-contract.md: ambiguous and nonexistent local times are read at the zone's
+    standard offset; a summer abbreviation is a reject. An epoch row sends the file to the
+    general timestamp parser, which must agree with the reader's fast path."""
+    db = made_warehouse(tmp_path)
+    capsys.readouterr()
+    text = (HEADER + "2026-11-01 01:30:00 America/New_York,c,p,ny-repeated,gpu,1,8\n"
+            "2026-03-08 02:30:00 America/New_York,c,p,ny-skipped,gpu,1,8\n"
+            "2026-10-25 02:30:00 Europe/Berlin,c,p,berlin-repeated,gpu,1,8\n"
+            "2026-03-29 02:30:00 CET,c,p,cet-skipped,gpu,1,8\n"
+            "2026-04-05 02:30:00 Australia/Sydney,c,p,sydney-repeated,gpu,1,8\n"
+            "2026-11-01 01:30:00 EDT,c,p,edt,gpu,1,8\n")
+    if general:
+        text += "1767620000,c,p,epoch,gpu,1,8\n"
+    f = tmp_path / "dst.csv"
+    f.write_text(text)
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(f)]) == 0
+    assert "line 7: ts: unparseable timestamp '2026-11-01 01:30:00 EDT'" in capsys.readouterr().out
+    with warehouse.open_warehouse(db, read_only=True) as con:
+        got = dict(con.execute("SELECT node_id, strftime(ts, '%Y-%m-%d %H:%M') FROM utilization").fetchall())
+    assert {k: v for k, v in got.items() if k not in ("n1", "epoch")} == {
+        "ny-repeated": "2026-11-01 06:30",      # EST (-5), the second 01:30
+        "ny-skipped": "2026-03-08 07:30",       # EST (-5): 03:30 EDT
+        "berlin-repeated": "2026-10-25 01:30",  # CET (+1), the second 02:30
+        "cet-skipped": "2026-03-29 01:30",      # CET (+1): 03:30 CEST
+        "sydney-repeated": "2026-04-04 16:30",  # AEST (+10), the second 02:30
+    }
