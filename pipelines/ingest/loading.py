@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from pipelines.ingest import adapters, registry, validate
+from pipelines.ingest import adapters, csv_lines, registry, validate
 from pipelines.ingest.adapters import IngestFileError, RawInput
 from pipelines.ingest.contract import KindSpec, spec_for
 from pipelines.ingest.prometheus import DCGM_TELEMETRY, DCGM_UTIL
@@ -183,7 +183,7 @@ def ingest_file(
     n_good = con.execute(f"SELECT count(*) FROM ({good})").fetchone()[0]
     rows_rejected = n_bad_rows + len(raw.structural)
     reasons = tuple(f"line {r.line}: {r.reason}" for r in rejects.head(5).itertuples())
-    swallowed = () if rejects.empty else tuple(s for r in rejects["reason"] if (s := adapters.swallowed_by(r)))
+    swallowed = () if rejects.empty else tuple(s for r in rejects["reason"] if (s := csv_lines.swallowed_by(r)))
     result = IngestResult(str(path), spec.kind, raw.fmt, batch_id, sha, raw.rows_read, n_good, rows_rejected,
                           "loaded", reasons, swallowed)
     if strict and rows_rejected:
