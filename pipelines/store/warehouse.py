@@ -87,6 +87,28 @@ def check_is_warehouse(path: Path) -> None:
         raise NotAWarehouseError(f"{path} is not a DuckDB warehouse file (it starts {head[:12]!r})")
 
 
+def _being_created(target: str, exc: Exception) -> bool:
+    """Whether DuckDB found no database header because another process is creating the file
+    right now (it holds the file's lock and has not written the header yet): wait as for a
+    lock, rather than call a new warehouse no DuckDB file."""
+    if "not a valid duckdb database file" not in str(exc).lower():
+        return False
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no such lock to see
+        return False
+    try:
+        with open(target, "rb") as fh:
+            try:
+                fcntl.lockf(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True  # DuckDB's writer holds it
+            fcntl.lockf(fh, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
 def default_lock_timeout() -> float:
     """The ``HEADROOM_LOCK_TIMEOUT`` setting (30 s unless set), read as every setting is."""
     from pipelines.runtime.settings import Settings
@@ -123,7 +145,7 @@ def connect(
             con = duckdb.connect(target, read_only=read_only)
             break
         except duckdb.Error as exc:
-            if not _is_lock_error(exc):
+            if not _is_lock_error(exc) and not _being_created(target, exc):
                 bad = corrupt_warehouse(exc, target) or faults.environment_fault(exc, warehouse=target,
                                                                                   of_warehouse=True)
                 if bad is not None:
