@@ -97,6 +97,21 @@ def _verbose_first(argv: list[str]) -> list[str]:
     return flags + [a for a in head if a not in flags] + tail
 
 
+def _fault(exc: BaseException, args: argparse.Namespace) -> Exception | None:
+    """An error no command worded that is a fault of the machine (a full disk met while
+    writing, say) or of the warehouse file (corrupt): as one line, else None."""
+    from pipelines.runtime import faults
+    from pipelines.store import warehouse
+
+    try:
+        from pipelines.runtime.settings import Settings
+
+        db = Settings.from_env(db_path=getattr(args, "db", None)).db_path
+    except Exception:  # noqa: BLE001 - the settings' own error was reported already, or is beside the point
+        db = getattr(args, "db", None)
+    return warehouse.corrupt_warehouse(exc, db) or faults.environment_fault(exc, warehouse=db)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_verbose_first(list(sys.argv[1:] if argv is None else argv)))
@@ -108,18 +123,19 @@ def main(argv: list[str] | None = None) -> int:
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
+    from pipelines.runtime.faults import EnvironmentFault
     from pipelines.runtime.outputs import OutputError
     from pipelines.runtime.settings import SettingsError
     from pipelines.store.warehouse import NotAWarehouseError
 
     try:
         return int(args.func(args) or 0)
-    except CliError as exc:
+    except (CliError, EnvironmentFault) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
     except (SettingsError, NotAWarehouseError, OutputError) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "code", 2)
     except KeyboardInterrupt:
         print(f"headroom {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -131,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C inside a DuckDB query surfaces as its InterruptException (or, through a
         # worker thread, a RuntimeError "Query interrupted"): the same interruption, no traceback;
         # the transaction it was in is rolled back, so nothing half-written stays
+        fault = _fault(exc, args)
+        if fault is not None:  # a full disk, a read-only file system, a corrupt warehouse...
+            print(f"headroom {args.command}: error: {fault}", file=sys.stderr)
+            return fault.code
         if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
             print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
             return 130

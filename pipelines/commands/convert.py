@@ -23,7 +23,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
     from pipelines.commands.errors import CliError
     from pipelines.ingest.convert import CONVERTERS, SidecarError
-    from pipelines.runtime.outputs import write_csv
+    from pipelines.runtime.outputs import write_set
 
     out = Path(args.out)
     missing = [p for p in args.paths if not Path(p).is_file()]
@@ -49,10 +49,6 @@ def run_convert(args: argparse.Namespace) -> int:
         except (ValueError, TypeError, pd.errors.ParserError) as exc:
             detail = " ".join(str(exc).split())[:300]  # one line, whatever the parser said
             raise CliError(f"{path}: not {what} ({detail})", 2) from exc
-    try:
-        out.mkdir(parents=True, exist_ok=True)  # only once every file converted: a failure leaves no folder
-    except OSError as exc:
-        raise CliError(f"--out {out}: cannot create the folder ({exc})", 2) from exc
     from pipelines.ingest.contract import KINDS
 
     # a <kind>.csv this run does not write, left by an earlier convert into the folder, would be
@@ -61,11 +57,15 @@ def run_convert(args: argparse.Namespace) -> int:
     for old in (p for p in stale if p.exists()):
         log.warning("%s was not written by this convert (an earlier run left it?): ingesting the folder "
                     "would load it with these files; remove it, or convert into an empty folder", old)
+    done: dict[Path, tuple[str, pd.DataFrame]] = {}
     for kind, parts in frames.items():
-        target = out / f"{kind.replace('-', '_')}.csv"
         frame = pd.concat(parts, ignore_index=True)
         if kind == "catalog":  # one price per instance: the newest file's
             frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last")
-        write_csv(frame, target)
+        done[out / f"{kind.replace('-', '_')}.csv"] = (kind, frame)
+    # one set, its folder made only once every file converted: a failure (a full disk)
+    # leaves no folder, and never some kinds written without the others
+    write_set({target: (lambda tmp, f=frame: f.to_csv(tmp, index=False)) for target, (_, frame) in done.items()})
+    for target, (kind, frame) in done.items():
         print(f"{target}: {len(frame)} rows (ingest with --kind {kind})")
     return 0

@@ -74,6 +74,7 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
 def run_generate(args: argparse.Namespace) -> int:
     """Generate and write the fleet, then print rows per file."""
     from pipelines.commands.errors import CliError
+    from pipelines.runtime import faults
     from pipelines.synth.files import write_fleet
 
     check_fleet_args(args.nodes, args.days, args.seed, telemetry=not args.no_telemetry)
@@ -92,7 +93,8 @@ def run_generate(args: argparse.Namespace) -> int:
             telemetry=not args.no_telemetry,
         )
     except OSError as exc:
-        raise CliError(f"cannot write to {args.out}: {exc}", 2) from exc
+        fault = faults.environment_fault(exc, path=exc.filename or args.out)
+        raise CliError(str(fault) if fault else f"cannot write to {args.out}: {exc}", fault.code if fault else 2) from exc
     print(f"generated fleet in {args.out} (nodes={args.nodes}, days={args.days}, seed={args.seed}) "
           f"in {time.perf_counter() - began:.1f}s")
     for name, n in rows.items():

@@ -57,7 +57,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             if r.status == "skipped":
                 print(f"{r.path}: skipped, already ingested as batch {r.batch_id}")
                 continue
-            print(f"{r.path}: {ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected)} [{r.fmt}]")
+            print(f"{r.path}: {ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected, r.swallowed)} [{r.fmt}]")
             for reason in r.sample_reasons:
                 print(f"  {reason}")
     finally:

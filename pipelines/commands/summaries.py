@@ -19,7 +19,7 @@ def ingest_file_lines(r: dict) -> list[str]:
 
     if r["status"] == "skipped":
         return [f"  {r['path']}: skipped (already ingested)"]
-    return [f"  {r['path']}: {counts_text(r['rows_read'], r['rows_loaded'], r['rows_rejected'])}",
+    return [f"  {r['path']}: {counts_text(r['rows_read'], r['rows_loaded'], r['rows_rejected'], r.get('swallowed') or ())}",
             *(f"    {reason}" for reason in r.get("sample_reasons") or [])]
 
 

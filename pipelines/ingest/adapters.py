@@ -6,19 +6,27 @@ are read by DuckDB itself; the JSON and GWA formats are mapped to contract frame
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from pipelines.ingest.contract import KindSpec
+from pipelines.ingest.csv_lines import (
+    MAX_LINE_BYTES,
+    PREVIEW,
+    TooLong,
+    csv_reader,
+    csv_records,
+    line_starts,
+    open_text,
+    too_long_reason,
+    unterminated_reason,
+)
 
 
 class IngestFileError(Exception):
@@ -54,13 +62,6 @@ def head(path: Path, size: int | None = None) -> str:
         raise IngestFileError(path, f"unreadable: {exc}") from exc
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    # the caller closes the wrapper, which closes the raw file
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")  # noqa: SIM115
-    # errors="replace": the header and the raw text of rejects must show, whatever the bytes
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
-
-
 def header_of(path: Path, delimiter: str) -> list[str]:
     if not path.name.lower().endswith(".gz"):
         try:
@@ -71,7 +72,7 @@ def header_of(path: Path, delimiter: str) -> list[str]:
             raise IngestFileError(path, f"unreadable: {exc}") from exc
     try:
         with open_text(path) as fh:
-            first = next(csv.reader(fh, delimiter=delimiter), None)
+            first = next(csv_reader(fh, delimiter), None)
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise IngestFileError(path, f"unreadable: {exc}") from exc
     if not first:
@@ -116,28 +117,6 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, str, list[str]]]:
-    """(first line, raw text, fields) of each record after the header, streamed. A quoted
-    field may hold newlines, so a record can span lines: its line is the one it starts on."""
-    with open_text(path) as fh:
-        buf: list[str] = []
-
-        def lines() -> Iterator[str]:
-            for line in fh:
-                buf.append(line)
-                yield line
-
-        reader = csv.reader(lines(), delimiter=delimiter)
-        next(reader, None)
-        buf.clear()
-        start = reader.line_num + 1
-        for row in reader:
-            text = "".join(buf).rstrip("\r\n")
-            buf.clear()
-            yield start, text, row
-            start = reader.line_num + 1
-
-
 def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[list[int]], dict[int, tuple[int, str]]]:
     """Map record positions of good-structure rows back to (line, raw text) by one scan."""
 
@@ -148,7 +127,7 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
             return found
         idx = -1
         for n, text, row in csv_records(path, delimiter):
-            if n in skip_lines or not text.strip() or not row:
+            if n in skip_lines or not text.strip() or not row or isinstance(row, TooLong):
                 continue
             idx += 1
             if idx in wanted:
@@ -160,30 +139,11 @@ def _csv_locator(path: Path, skip_lines: set[int], delimiter: str) -> Callable[[
     return locate
 
 
-def _line_starts(path: Path) -> Callable[[int, str], int]:
-    """Physical line of a reader reject from its 1-based line byte position and its text:
-    DuckDB's own line numbers miscount after quoted newlines and blank lines."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as fh:  # the bytes the reader saw (decompressed)
-        data = np.frombuffer(fh.read(), dtype=np.uint8)
-    # a line ends at \n, or at a \r not followed by \n (old Mac files), as csv_records counts
-    cr_alone = (data == 13) & np.append(data[1:] != 10, True)
-    newlines = np.flatnonzero((data == 10) | cr_alone)
-
-    def line_of(byte_position: int, text: str) -> int:
-        # newlines before the line's first byte, then the blank lines the reader folded into it
-        before = int(np.searchsorted(newlines, max(byte_position - 1, 0), side="left"))
-        lead = text[:len(text) - len(text.lstrip("\r\n"))]
-        return before + 1 + lead.replace("\r\n", "\n").replace("\r", "\n").count("\n")
-
-    return line_of
-
-
 def _epoch_like(path: Path, header: list[str], column: str, delimiter: str, sample: int = 200) -> bool:
     """Whether the first rows write ``column`` as a number (epoch seconds or ms)."""
     pos = header.index(column)
     with open_text(path) as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
+        reader = csv_reader(fh, delimiter)
         next(reader, None)
         for n, row in enumerate(reader):
             if n >= sample:
@@ -223,7 +183,7 @@ def _cast_column(raw: RawInput, line_text: str, value: str, target: str, named: 
     if not raw.columns:
         return named
     try:
-        fields = next(csv.reader([line_text], delimiter=raw.delimiter), [])
+        fields = next(csv_reader([line_text], raw.delimiter), [])
     except csv.Error:
         return named
     want = _TARGET.get(target)
@@ -245,7 +205,8 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
         "SELECT line, line_byte_position, column_name, error_type, csv_line, error_message FROM _csv_rejects "
         "ORDER BY line"
     ).fetchall()
-    line_of = _line_starts(raw_input.path) if found and raw_input is not None and raw_input.path else None
+    line_of, n_lines = (line_starts(raw_input.path) if found and raw_input is not None and raw_input.path
+                        else (None, None))
     for reader_line, byte_position, column, kind, raw, msg in found:
         line = reader_line if line_of is None or byte_position is None else line_of(int(byte_position), str(raw))
         raw = str(raw).lstrip("\r\n")
@@ -260,19 +221,29 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
             reason = f"{column}: unparseable timestamp '{value[:40]}'"
         elif kind == "CAST":
             reason = f"{column}: not a number '{value[:40]}'"
+        elif "unterminated quote" in msg:  # the reader read on to the end of the file
+            n_after = (n_lines - int(line) if n_lines is not None
+                       else str(raw).replace("\r\n", "\n").replace("\r", "\n").count("\n"))
+            reason = unterminated_reason(int(line), n_after)
+            raw = raw[:PREVIEW]
+        elif kind == "LINE SIZE OVER MAXIMUM":
+            size = re.search(r"Actual Size:\s*(\d+)", msg)
+            reason = too_long_reason(int(size.group(1)) if size else MAX_LINE_BYTES + 1)
+            raw = raw[:PREVIEW]
         else:
             reason = f"malformed line: {msg.splitlines()[0]}"
         out.append((int(line), str(raw), reason))
     # the reader can report one line several times (a short line once per missing column):
     # one reject per line: a malformed line is just that; otherwise its distinct cast reasons
+    whole = ("malformed line", "line too long", "unterminated quote")  # reasons about the line itself, not a value
     merged: dict[int, tuple[str, list[str]]] = {}
     for line, raw, reason in out:
         _, reasons = merged.setdefault(line, (raw, []))
-        if reason.startswith("malformed line") and any(r.startswith("malformed line") for r in reasons):
+        if reason.startswith(whole) and any(r.startswith(whole) for r in reasons):
             continue
         if reason not in reasons:
             reasons.append(reason)
-    return [(line, raw, next((r for r in reasons if r.startswith("malformed line")), "; ".join(reasons)))
+    return [(line, raw, next((r for r in reasons if r.startswith(whole)), "; ".join(reasons)))
             for line, (raw, reasons) in merged.items()]
 
 
@@ -337,6 +308,13 @@ def read_csv_python(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, 
     rows: dict[str, list] = {c: [] for c in (*spec.columns, "_line", "_raw", "_reject")}
     try:
         for line, text, fields in csv_records(path, delimiter):
+            if isinstance(fields, TooLong):
+                for c in spec.columns:
+                    rows[c].append(None)
+                rows["_line"].append(line)
+                rows["_raw"].append(text)
+                rows["_reject"].append(fields.reason)
+                continue
             if not text.strip() or not fields:
                 continue
             wrong = len(fields) != len(header)
@@ -348,6 +326,13 @@ def read_csv_python(con: duckdb.DuckDBPyConnection, path: Path, spec: KindSpec, 
                                    if wrong else None)
     except (csv.Error, OSError, UnicodeDecodeError) as exc:
         raise IngestFileError(path, f"unreadable as CSV: {exc}") from exc
+    # a quote that never closes makes the last record run to the end of the file (an odd
+    # number of quote characters: a closed quote, or one doubled inside, counts two)
+    if rows["_raw"] and rows["_raw"][-1].count('"') % 2:
+        last = rows["_raw"][-1]
+        swallowed = last.replace("\r\n", "\n").replace("\r", "\n").count("\n")
+        rows["_reject"][-1] = unterminated_reason(rows["_line"][-1], swallowed)
+        rows["_raw"][-1] = last[:PREVIEW]
     return load_frame(con, pd.DataFrame(rows), spec, "csv")
 
 
@@ -416,6 +401,10 @@ def load_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spec: KindSp
     return RawInput(fmt, rows_read, structural, locate)
 
 
+NESTED_TOO_DEEP = ("JSON nested too deep to read (more levels of arrays or objects than Python's parser "
+                   "follows): not an export headroom reads; nothing of it was written")
+
+
 def load_json(path: Path) -> object:
     """A JSON file (gzip or plain) as Python objects; invalid JSON names its line and column."""
     try:
@@ -423,5 +412,7 @@ def load_json(path: Path) -> object:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise IngestFileError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError:  # Python's parser recurses once per level: ~1000 deep is its end
+        raise IngestFileError(path, NESTED_TOO_DEEP) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise IngestFileError(path, f"unreadable: {exc}") from exc

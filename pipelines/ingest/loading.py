@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from pipelines.ingest import adapters, registry, validate
+from pipelines.ingest import adapters, csv_lines, registry, validate
 from pipelines.ingest.adapters import IngestFileError, RawInput
 from pipelines.ingest.contract import KindSpec, spec_for
 from pipelines.ingest.prometheus import DCGM_TELEMETRY, DCGM_UTIL
@@ -49,13 +49,17 @@ class IngestResult:
     rows_rejected: int
     status: str  # loaded | skipped | rejected (strict mode: nothing written)
     sample_reasons: tuple[str, ...] = ()
+    swallowed: tuple[tuple[int, int], ...] = ()  # (line, lines after it) of each unterminated quote
 
 
-def counts_text(read: int, loaded: int, rejected: int) -> str:
+def counts_text(read: int, loaded: int, rejected: int, swallowed: tuple[tuple[int, int], ...] | list = ()) -> str:
     """``read N, loaded N, rejected N`` and, when rows repeat what was loaded already (in this
-    file or before), how many."""
+    file or before), how many; and the lines an unterminated quote swallowed (they are no
+    rows at all, so the counts alone would hide them)."""
     same = read - loaded - rejected
     extra = f", {same} row(s) repeating one already loaded (in this file or before)" if same > 0 else ""
+    for line, lines in (s for s in swallowed if s[1]):
+        extra += f"; 1 reject swallowed {lines} line(s) after an unterminated quote at line {line}"
     return f"read {read}, loaded {loaded}, rejected {rejected}{extra}"
 
 
@@ -179,8 +183,9 @@ def ingest_file(
     n_good = con.execute(f"SELECT count(*) FROM ({good})").fetchone()[0]
     rows_rejected = n_bad_rows + len(raw.structural)
     reasons = tuple(f"line {r.line}: {r.reason}" for r in rejects.head(5).itertuples())
+    swallowed = () if rejects.empty else tuple(s for r in rejects["reason"] if (s := csv_lines.swallowed_by(r)))
     result = IngestResult(str(path), spec.kind, raw.fmt, batch_id, sha, raw.rows_read, n_good, rows_rejected,
-                          "loaded", reasons)
+                          "loaded", reasons, swallowed)
     if strict and rows_rejected:
         _drop_staging(con)
         raise StrictModeError(IngestResult(**{**result.__dict__, "rows_loaded": 0, "status": "rejected"}))

@@ -174,6 +174,8 @@ def _json_object(p: Path, what: str, shape: str) -> dict:
         doc = json.loads(p.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"{p}: cannot read {what} ({exc})") from exc
+    except RecursionError:
+        raise InputError(f"{p}: cannot read {what} (JSON nested too deep)") from None
     if not isinstance(doc, dict):
         raise InputError(f"{p}: expected an object mapping unique_id to {shape}")
     return doc

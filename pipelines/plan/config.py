@@ -210,4 +210,6 @@ def load_plan_policy(path: str | Path | None) -> PlanPolicy:
         raise PlanConfigError(f"{p}: unreadable plan config ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlanConfigError(f"{p}: not valid TOML ({exc})") from None
+    except RecursionError:  # arrays inside arrays, thousands deep: tomllib recurses per level
+        raise PlanConfigError(f"{p}: not a plan config (values nested too deep to read)") from None
     return policy_from_mapping(raw, str(p))

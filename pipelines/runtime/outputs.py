@@ -1,6 +1,8 @@
 """Writing result files: atomically, so a failed run never leaves half a file behind."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -8,9 +10,24 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipelines.runtime import faults
+
 
 class OutputError(OSError):
-    """A result file that cannot be written: the message names the path and why."""
+    """A result file that cannot be written: the message names the path and why; ``code``
+    is the exit status (2: the path given is wrong, 1: the environment, a full disk say)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @classmethod
+    def of(cls, target: Path, exc: OSError) -> OutputError:
+        """``exc``, met writing ``target``, in one line."""
+        kind = faults.kind_of(exc)
+        if kind is not None:
+            return cls(faults.message(kind, exc, path=target), faults.ENVIRONMENT)
+        return cls(f"{target}: cannot write ({exc.strerror or exc})")
 
 
 def check_writable(path: str | Path) -> Path:
@@ -23,7 +40,10 @@ def check_writable(path: str | Path) -> Path:
     if not parent.is_dir():
         raise OutputError(f"{target}: cannot write, {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{target}: cannot write in {parent} (permission denied)")
+        read_only = hasattr(os, "statvfs") and os.statvfs(parent).f_flag & os.ST_RDONLY
+        code = errno.EROFS if read_only else errno.EACCES
+        cause = OSError(code, os.strerror(code))
+        raise OutputError(faults.message(faults.kind_of(cause), cause, path=target), faults.ENVIRONMENT)
     return target
 
 
@@ -39,26 +59,35 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
     deleted), so a failure (a full disk) leaves the old set whole, never new files beside
     old ones. :class:`OutputError` names the file that could not be written."""
     done: list[tuple[Path, Path]] = []
+    made: list[Path] = []  # folders this call created, deepest first: removed again on failure
     try:
         for path, write in writes.items():
             target = check_writable(path)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             done.append((tmp, target))
             try:
+                missing = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
                 target.parent.mkdir(parents=True, exist_ok=True)
+                made.extend(missing)
                 write(tmp)
             except OSError as exc:
-                raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
+                raise OutputError.of(target, exc) from exc
         for tmp, target in done:
             try:
                 tmp.replace(target)
             except OSError as exc:
-                raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
+                raise OutputError.of(target, exc) from exc
         for old in remove:
             old.unlink(missing_ok=True)
-    finally:
+    except BaseException:
         for tmp, _ in done:
             tmp.unlink(missing_ok=True)
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something else is in it now
+                folder.rmdir()
+        raise
+    for tmp, _ in done:
+        tmp.unlink(missing_ok=True)
     return [target for _, target in done]
 
 

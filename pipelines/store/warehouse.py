@@ -18,6 +18,7 @@ import duckdb
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from pipelines.runtime import faults
 from pipelines.runtime.settings import SCHEMA_DIR
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,32 @@ class WarehouseLockedError(RuntimeError):
 
 
 class NotAWarehouseError(RuntimeError):
-    """The path is not a DuckDB database file (a zero-byte file, another format)."""
+    """The path is not a headroom warehouse: another format, a corrupt or truncated DuckDB
+    file, or another program's DuckDB database. Bad input: exit status 2."""
+
+    code = 2
+
+
+# what DuckDB says of a file it cannot read as a database (at open, or when a query meets the block)
+_CORRUPT = ("corrupt database file", "could not read enough bytes from file", "not a valid duckdb database file",
+            "trying to read a database file with version number")
+
+
+def _corrupt(db: str | Path, exc: BaseException) -> NotAWarehouseError:
+    detail = str(exc).splitlines()[0].removeprefix("IO Error: ")
+    if "not a valid duckdb database file" in detail.lower():  # a zero-byte file, another format
+        return NotAWarehouseError(f"{db} is not a DuckDB warehouse file ({detail[:160]}); nothing was written: "
+                                  "give --db a headroom warehouse or a new file")
+    return NotAWarehouseError(
+        f"warehouse {db}: not a readable DuckDB file, it is corrupt or truncated ({detail[:160]}); nothing was "
+        "written: restore it from a backup, or give --db a new file and ingest the inputs again")
+
+
+def corrupt_warehouse(exc: BaseException, db: str | Path | None) -> NotAWarehouseError | None:
+    """``exc`` (met anywhere in a command) as the one-line error of a corrupt warehouse file, else None."""
+    if not isinstance(exc, duckdb.Error) or not any(t in str(exc).lower() for t in _CORRUPT):
+        return None
+    return _corrupt(db if db is not None else "file", exc)
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -53,9 +79,34 @@ def check_is_warehouse(path: Path) -> None:
     except FileNotFoundError:
         return  # a new warehouse
     except OSError as exc:
+        fault = faults.environment_fault(exc, warehouse=path, of_warehouse=True)
+        if fault is not None:  # no permission: the machine's setup, not the file
+            raise fault from exc
         raise NotAWarehouseError(f"{path} cannot be read as a warehouse ({exc})") from exc
     if head and head[8:12] != DUCKDB_MAGIC:
         raise NotAWarehouseError(f"{path} is not a DuckDB warehouse file (it starts {head[:12]!r})")
+
+
+def _being_created(target: str, exc: Exception) -> bool:
+    """Whether DuckDB found no database header because another process is creating the file
+    right now (it holds the file's lock and has not written the header yet): wait as for a
+    lock, rather than call a new warehouse no DuckDB file."""
+    if "not a valid duckdb database file" not in str(exc).lower():
+        return False
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no such lock to see
+        return False
+    try:
+        with open(target, "rb") as fh:
+            try:
+                fcntl.lockf(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True  # DuckDB's writer holds it
+            fcntl.lockf(fh, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
 
 
 def default_lock_timeout() -> float:
@@ -74,22 +125,31 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """Open the warehouse, waiting up to ``lock_timeout_s`` for another writer (default:
     ``HEADROOM_LOCK_TIMEOUT``, else 30 s, so every command and flow honours the setting),
-    and migrate it."""
+    and migrate it. A reader (``read_only``) never writes: it reads a warehouse behind the
+    schema as it is, and an empty DuckDB file as an empty warehouse. Another program's
+    DuckDB database, or a corrupt file, is a :class:`NotAWarehouseError`; a full disk, a
+    read-only file system or no permission an :class:`~pipelines.runtime.faults.EnvironmentFault`."""
     lock_timeout_s = default_lock_timeout() if lock_timeout_s is None else lock_timeout_s
     target = str(path)
     if target != ":memory:":
         check_is_warehouse(Path(target))
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if not read_only:  # a reader makes no folder either
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise (faults.environment_fault(exc, warehouse=target, of_warehouse=True) or exc) from exc
     deadline = time.monotonic() + lock_timeout_s
     delay = 0.05
     while True:
         try:
             con = duckdb.connect(target, read_only=read_only)
             break
-        except duckdb.IOException as exc:
-            if not _is_lock_error(exc):
-                if "not a valid duckdb database file" in str(exc).lower():
-                    raise NotAWarehouseError(f"{target} is not a DuckDB warehouse file ({exc})") from exc
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc) and not _being_created(target, exc):
+                bad = corrupt_warehouse(exc, target) or faults.environment_fault(exc, warehouse=target,
+                                                                                  of_warehouse=True)
+                if bad is not None:
+                    raise bad from exc
                 raise
             if time.monotonic() >= deadline:
                 raise WarehouseLockedError(
@@ -98,19 +158,43 @@ def connect(
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-    con.execute("SET TimeZone = 'UTC'")
-    if migrate_schema and not read_only:
-        migrate(con)
-    elif migrate_schema and target != ":memory:" and not _schema_current(con):
-        # a reader cannot migrate: bring the file up to date once with a writer, then read
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        if target != ":memory:" and migrate_schema and not _check_ours(con, target) and read_only:
+            # an empty DuckDB file holds no data: read an empty warehouse, and write nothing to the file
+            con.close()
+            return connect(":memory:")
+        if migrate_schema and not read_only:
+            migrate(con)
+        elif migrate_schema and target != ":memory:" and not _schema_current(con):
+            # a reader never writes (a read-only file system, another user's file): a writing
+            # command (ingest, run) migrates it; until then the tables are read as they are
+            log.warning("warehouse %s is behind this headroom's schema; reading it as it is (a writing command, "
+                        "headroom ingest or run, brings it up to date)", target)
+    except BaseException:
         con.close()
-        try:
-            connect(target, lock_timeout_s=lock_timeout_s).close()
-        except duckdb.IOException as exc:  # a read-only file system, say: read what is there
-            log.warning("warehouse %s is behind the schema and cannot be migrated here (%s); reading it as it is",
-                        target, exc)
-        return connect(target, read_only=True, lock_timeout_s=lock_timeout_s, migrate_schema=False)
+        raise
     return con
+
+
+def _check_ours(con: duckdb.DuckDBPyConnection, target: str) -> bool:
+    """Whether the file holds a headroom warehouse (False: an empty DuckDB file, a new one).
+    Another program's DuckDB database is refused before anything is written to it: headroom
+    never adds its tables beside someone else's."""
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary "
+        "ORDER BY table_name").fetchall()]
+    if not tables:
+        return False
+    ledger = {r[0] for r in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND table_name = 'schema_version'").fetchall()}
+    if not {"version", "name", "applied_at"} <= ledger:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise NotAWarehouseError(
+            f"{target}: a DuckDB database of something else (tables {shown}), not a headroom warehouse; "
+            "nothing was written to it: give --db (or HEADROOM_DB) a new file or a headroom warehouse")
+    return True
 
 
 def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
@@ -119,7 +203,7 @@ def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
         done = {r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()}
     except duckdb.CatalogException:
         return False
-    return {v for v, _, _ in migrations()} <= done
+    return {v for v, _, _ in migrations() if v} <= done  # 000, the ledger itself, is never recorded
 
 
 @contextlib.contextmanager
