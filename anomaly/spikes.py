@@ -121,7 +121,7 @@ class SpikePredictor(BaseEstimator):
         X, y = rows[cols].to_numpy(dtype=float), rows["label"].to_numpy(dtype=int)
         oof = np.full(len(y), np.nan)
         for train, test in spike_time_folds(rows["ts"], p):
-            if test.any() and y[train].min() != y[train].max():  # else its block stays unscored
+            if test.any() and train.any() and y[train].min() != y[train].max():  # else: unscored
                 oof[test] = self._model().fit(X[train], y[train]).predict_proba(X[test])[:, 1]
         choice = choose_threshold(y, oof, p.target_precision)
         if choice.rule == MAX_F1 and p.target_precision is not None:
