@@ -363,12 +363,12 @@ def spike_model_status(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
         return None, "no model yet"
     old = pd.Timestamp(now) - row["created_at"]
     if old >= age:
-        return row, f"the model is {short_duration(old.floor('min'))} old (retrained every {short_duration(age)})"
+        return row, f"the model is {short_duration(old.floor('min'))} old; retrain age {short_duration(age)}"
     end = detection.spot_prices_end(con, until)
     past = None if end is None else end - row["data_cutoff"] - pd.Timedelta(policy.horizon)
     if past is not None and past > age:
         return row, (f"the prices run {short_duration(past.floor('min'))} past the model's data (cutoff {row['data_cutoff']}; "
-                     f"retrained every {short_duration(age)})")
+                     f"retrain age {short_duration(age)})")
     return row, None
 
 

@@ -499,7 +499,7 @@ def test_spike_model_is_reused_between_runs_and_retrained_on_schedule(prefect_ha
     later = detect_flow(str(db_path), now=t0 + pd.Timedelta(days=2, hours=1), detectors=["spikes"])
     assert later["spikes"]["trained"] == 1 and fits[0] == 2  # 2 days old: the setting's age
     assert later["spikes"]["model"]["model_id"] != model_id
-    assert later["spikes"]["model"]["why"] == "the model is 49h old (retrained every 2d)"
+    assert later["spikes"]["model"]["why"] == "the model is 49h old; retrain age 2d"
 
 
 def test_spike_model_is_retrained_when_the_prices_run_past_its_data(db_path: Path, monkeypatch, fleet):
