@@ -32,7 +32,11 @@ class SpikePolicy:
     learning_rate: float = 0.05
     num_leaves: int = 31
     min_child_samples: int = 50
-    validation_fraction: float = 0.2  # tail of the training span used to pick the threshold
+    # The alert threshold: the most recall among thresholds whose precision reaches this on
+    # out-of-fold scores of the training span (``folds`` purged time blocks, each scored by a
+    # model of the others); when none does, or with None, the threshold with the best F1 there.
+    target_precision: float | None = 0.8
+    folds: int = 5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -44,6 +48,10 @@ class SpikePolicy:
         if pd.isna(horizon) or horizon < step:
             shown = repr(self.horizon) if pd.isna(horizon) else short_duration(horizon)
             raise ValueError(f"horizon {shown} must be at least one grid step ({short_duration(step)})")
+        if self.target_precision is not None and not 0 < self.target_precision <= 1:
+            raise ValueError(f"target_precision must be in (0, 1], got {self.target_precision}")
+        if self.folds < 2:
+            raise ValueError(f"folds must be >= 2 (the out-of-fold threshold), got {self.folds}")
         if horizon % step != pd.Timedelta(0):
             raise ValueError(f"horizon {short_duration(horizon)} is not a whole number of grid steps "
                              f"({short_duration(step)})")
@@ -157,6 +165,11 @@ def build_spike_frame(
     out["peer_mean_ratio"] = ((grp["ratio"].transform("sum") - out["ratio"]) / others)
     out["peer_max_ratio"] = grp["ratio"].transform("max")
     return out.sort_values([*SERIES_KEY, "ts"]).reset_index(drop=True)
+
+
+def spike_feature_span(policy: SpikePolicy) -> pd.Timedelta:
+    """How far back a row's features read: the longest trailing window."""
+    return max(pd.Timedelta(w) for w in (policy.median_window, *policy.windows))
 
 
 def spike_feature_columns(frame: pd.DataFrame) -> list[str]:

@@ -54,15 +54,27 @@ def train_lines(t: dict) -> list[str]:
     return lines
 
 
+def model_line(m: dict) -> str:
+    """``reused (trained 2026-03-01 06:00)``, ``retrained (why)`` or ``none yet (why)``."""
+    if m.get("model") == "reused":
+        return f"reused (trained {m.get('trained_at')})"
+    if m.get("model") == "retrained":
+        return f"retrained ({m.get('why')})"
+    return f"none yet ({m.get('why')}; nothing to learn from yet)"
+
+
 def detect_lines(d: dict) -> list[str]:
     """Per detector what it did, then the alerts firing and where they went."""
     lines = []
     for kind in ("bursts", "faults", "spikes"):
         if kind in d:
-            r = d[kind]
+            r = dict(d[kind])
+            model = r.pop("model", None)
             said = (f"skipped: {r['skipped']}" if "skipped" in r else
                     ", ".join(f"{k} {v}" for k, v in r.items()))
             lines.append(f"  {kind:<7} {said}")
+            if isinstance(model, dict):
+                lines.append(f"  {'':<7} spike model: {model_line(model)}")
     sent = ", ".join(f"{n} to {sink}" for sink, n in (d.get("delivered") or {}).items()) or "no sink"
     lines.append(f"  alerts firing {d.get('firing')}, delivered {sent}, pending {d.get('pending_deliveries')}")
     for sink, n in (d.get("pending_unconfigured") or {}).items():

@@ -60,11 +60,24 @@ def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: Fa
 
 
 def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str,
-                      until: datetime | None = None) -> bool:
-    """Train and register the spike model unless one with this policy is recent enough."""
+                      until: datetime | None = None) -> dict[str, object]:
+    """Reuse the registered spike model, or retrain it (:func:`steps.spike_model_status`).
+    Returns ``trained`` (a new model was registered), ``model`` (``reused``, ``retrained`` or
+    ``none``: nothing to learn yet), ``model_id`` and ``trained_at`` of the model scoring
+    now, and ``why`` it was retrained."""
     with open_warehouse(db_path, read_only=True) as con:
-        job = steps.spike_model_job(con, now, policy, retrain_every, until)
-    return _train(db_path, job, now)
+        _row, why = steps.spike_model_status(con, now, policy, retrain_every, until)
+        job = steps.spike_model_job(con, now, policy, retrain_every, until) if why is not None else None
+    trained = _train(db_path, job, now)
+    with open_warehouse(db_path, read_only=True) as con:
+        row = detection.latest_model_row(con, detection.SPIKE_MODEL, detection.spike_params(con, policy), until)
+    out: dict[str, object] = {"trained": trained, "model": "retrained" if trained else "reused" if why is None
+                              else "none"}
+    if why is not None:
+        out["why"] = why
+    if row is not None:
+        out.update(model_id=row["model_id"], trained_at=row["created_at"].isoformat(sep=" ", timespec="minutes"))
+    return out
 
 
 def _train(db_path: str, job: steps.ModelJob | None, now: datetime) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from anomaly.alert import Alert, severity_for
+from anomaly.base import short_duration
 from anomaly.cusum import MIN_RESIDUALS, CusumDetector, CusumPolicy, CusumState
 from anomaly.fault_features import FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import FaultPredictor
@@ -350,20 +351,43 @@ def run_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolic
     return [] if model is None else score_spikes(model, prices, on_demand, policy)
 
 
+def spike_model_status(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
+                       retrain_every: str, until: datetime | None = None) -> tuple[dict | None, str | None]:
+    """The newest registered spike model for ``policy`` (``model_id, created_at, data_cutoff``,
+    or None) and why it must be retrained, or None to reuse it: there is none; it is
+    ``retrain_every`` old; or the prices now run more than ``retrain_every`` past the data it
+    learnt from (beyond the horizon its last labels need: prices loaded late, a backfill)."""
+    age = pd.Timedelta(retrain_every)
+    row = detection.latest_model_row(con, SPIKE_MODEL, detection.spike_params(con, policy), until)
+    if row is None:
+        return None, "no model yet"
+    old = pd.Timestamp(now) - row["created_at"]
+    if old >= age:
+        return row, f"the model is {short_duration(old.floor('min'))} old; retrain age {short_duration(age)}"
+    end = detection.spot_prices_end(con, until)
+    past = None if end is None else end - row["data_cutoff"] - pd.Timedelta(policy.horizon)
+    if past is not None and past > age:
+        return row, (f"the prices run {short_duration(past.floor('min'))} past the model's data (cutoff {row['data_cutoff']}; "
+                     f"retrain age {short_duration(age)})")
+    return row, None
+
+
 def spike_model_job(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
                     retrain_every: str, until: datetime | None = None) -> ModelJob | None:
     """The spike model to train on the prices up to ``until`` (when given), its data read, or
-    None when one with ``policy`` is younger than ``retrain_every``."""
-    def read() -> Callable[[], tuple[object | None, pd.Timestamp | None]]:
-        prices, on_demand = detection.spot_prices(con, until), detection.on_demand(con)
-        return lambda: train_spikes(prices, on_demand, policy)
-    return _model_job(con, SPIKE_MODEL, "spot_prices", detection.spike_params(con, policy), now, retrain_every, read, until)
+    None when the registered one is reused (:func:`spike_model_status`)."""
+    _row, why = spike_model_status(con, now, policy, retrain_every, until)
+    if why is None:
+        return None
+    prices, on_demand = detection.spot_prices(con, until), detection.on_demand(con)
+    return ModelJob(SPIKE_MODEL, "spot_prices", detection.spike_params(con, policy),
+                    lambda: train_spikes(prices, on_demand, policy))
 
 
 def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,
                        retrain_every: str, until: datetime | None = None) -> bool:
     """Train and register a spike model (on the prices up to ``until``, when given) unless one
-    with ``policy`` is younger than ``retrain_every``; True when a new model was registered."""
+    that :func:`spike_model_status` reuses; True when a new model was registered."""
     return _ensure(con, spike_model_job(con, now, policy, retrain_every, until), now)
 
 

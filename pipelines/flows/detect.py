@@ -48,8 +48,9 @@ def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: Fa
 
 @task
 def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str,
-                      until: datetime | None = None) -> bool:
-    """Train and register the spike model unless one with this policy is recent enough."""
+                      until: datetime | None = None) -> dict[str, object]:
+    """Reuse the registered spike model, or retrain it when it is ``retrain_every`` old, the
+    prices run that far past its data, or there is none; says which."""
     return jobs.train_spike_model(db_path, now, policy, retrain_every, until)
 
 
@@ -94,6 +95,7 @@ def detect_flow(
     spike_horizon: str = "6h",
     retrain_every: str = "1D",
     unused_spot_markets: str | None = None,
+    spike_retrain_every: str | None = None,
 ) -> dict:
     """Run the detectors over the warehouse at ``db_path`` and deliver alerts.
 
@@ -108,9 +110,12 @@ def detect_flow(
     configured sinks' deliveries), ``"delivery_failed": {sink: error}`` when a sink failed (its
     alerts stay pending), and ``"pending_unconfigured": {sink: n}`` when deliveries wait for a
     sink not configured now (kept: they go out if it is configured again). The fault and
-    spike models are retrained when the newest registered one (``models``, kinds
-    ``fault_predictor`` and ``spike_predictor``) is older than ``retrain_every``; between
-    retrains each run only scores. Fault scoring reads only the recent telemetry its
+    spike models are cached in ``models`` (kinds ``fault_predictor`` and ``spike_predictor``);
+    between retrains each run only scores. The fault model is retrained once the newest is
+    older than ``retrain_every``; the spike model once it is older than
+    ``spike_retrain_every`` (default: the ``HEADROOM_SPIKE_RETRAIN_EVERY`` setting, 7D), or
+    the prices run that far past its data cutoff, or there is none; ``spikes`` says
+    ``model: reused`` or ``retrained``, with the model's id and training time. Fault scoring reads only the recent telemetry its
     feature windows need. A spike alert is as severe as its probability only on a market the
     latest plan puts load on; elsewhere it is ``info``, or not raised with
     ``unused_spot_markets="off"`` (default: the ``HEADROOM_UNUSED_SPOT_MARKETS`` setting).
@@ -125,6 +130,9 @@ def detect_flow(
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; choose from {DETECTORS}")
     unused_spot_markets = unused_spot_markets or Settings.from_env().unused_spot_markets
+    spike_retrain_every = spike_retrain_every or Settings.from_env().spike_retrain_every
+    if not pd.Timedelta(spike_retrain_every) > pd.Timedelta(0):
+        raise ValueError(f"spike_retrain_every must be a positive duration, not {spike_retrain_every!r}")
     if unused_spot_markets not in UNUSED_MARKET_ALERTS:  # before any work, not after the models train
         raise ValueError(f"unused_spot_markets must be one of {UNUSED_MARKET_ALERTS}, not {unused_spot_markets!r}")
     sinks = jobs.configured_sinks(jsonl_path, webhook_url, alertmanager_url)
@@ -142,8 +150,8 @@ def detect_flow(
     if "spikes" in chosen:
         spike_policy = SpikePolicy(horizon=spike_horizon)
         try:
-            trained = train_spike_model(str(db_path), run_at, spike_policy, retrain_every, until)
-            out["spikes"] = {"trained": int(trained),
+            model = train_spike_model(str(db_path), run_at, spike_policy, spike_retrain_every, until)
+            out["spikes"] = {"trained": int(model.pop("trained")), "model": model,
                              **detect_spikes(str(db_path), run_at, names, spike_policy, until,
                                              unused_spot_markets)}
         except SpikeGridTooLarge as exc:  # the other detectors' alerts are still delivered

@@ -20,6 +20,7 @@ ENV_NAMES = {
     "alertmanager_url": "HEADROOM_ALERTMANAGER_URL", "plan_config": "HEADROOM_PLAN_CONFIG",
     "stale_after_hours": "HEADROOM_STALE_AFTER_HOURS", "unused_spot_markets": "HEADROOM_UNUSED_SPOT_MARKETS",
     "input_dir": "HEADROOM_INPUT_DIR", "schedule_timezone": "HEADROOM_SCHEDULE_TIMEZONE",
+    "spike_retrain_every": "HEADROOM_SPIKE_RETRAIN_EVERY",
 }
 
 
@@ -45,6 +46,22 @@ class Settings(BaseModel):
     unused_spot_markets: str = Field(default="info", pattern="^(info|off)$")  # spike alerts where no pool runs
     input_dir: Path | None = None  # the drop folder of the hourly ingest deployment (serve --input)
     schedule_timezone: str = "UTC"  # the IANA zone the deployments' crons are read in
+    # the detect flow reuses the registered spike model until it is this old, or until the
+    # prices run this far past what it learnt from; then it retrains
+    spike_retrain_every: str = "7D"
+
+    @field_validator("spike_retrain_every")
+    @classmethod
+    def _positive_duration(cls, value: str) -> str:
+        import pandas as pd
+
+        try:
+            step = pd.Timedelta(str(value).strip())
+        except (ValueError, TypeError):
+            step = None
+        if step is None or pd.isna(step) or step <= pd.Timedelta(0) or str(value).strip().isdigit():
+            raise ValueError("not a positive duration with a unit (e.g. 7D, 24h)")
+        return str(value).strip()
 
     @field_validator("schedule_timezone")
     @classmethod

@@ -188,6 +188,26 @@ def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_bef
     return bytes(row[0]) if row else None
 
 
+def latest_model_row(con: duckdb.DuckDBPyConnection, kind: str, params: str,
+                     until: datetime | None = None) -> dict | None:
+    """``model_id, created_at, data_cutoff`` of the newest ``kind`` model trained with exactly
+    ``params`` (with ``until``, as :func:`latest_model`: none made or trained after it)."""
+    row = con.execute(
+        "SELECT model_id, created_at, data_cutoff FROM models WHERE kind = ? AND params = ? "
+        "AND created_at <= ? AND data_cutoff <= ? ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
+        [kind, params, _upto(until), _upto(until)],
+    ).fetchone()
+    if row is None:
+        return None
+    return {"model_id": str(row[0]), "created_at": pd.Timestamp(row[1]), "data_cutoff": pd.Timestamp(row[2])}
+
+
+def spot_prices_end(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.Timestamp | None:
+    """The newest spot-price change (at or before ``until``), None when there is none."""
+    found = con.execute("SELECT max(ts) FROM spot_prices WHERE ts <= ?", [_upto(until)]).fetchone()[0]
+    return None if found is None else pd.Timestamp(found)
+
+
 def save_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str,
                data_cutoff: datetime, artifact: bytes, metrics: str, now: datetime) -> str:
     """Register a detector model; its id is a hash of kind, params and data cutoff."""

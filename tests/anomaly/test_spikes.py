@@ -1,10 +1,13 @@
 """Spike predictor: the grid, the labels, a model that sees the climb coming."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from anomaly.evaluate import evaluate_spikes
 from anomaly.spike_features import SpikePolicy, build_spike_frame, resample_prices
+from anomaly.spikes import PersistenceSpikeBaseline, SpikePredictor, choose_threshold, spike_time_folds
 
 POLICY = SpikePolicy(horizon="3h", median_window="3D", n_estimators=60, min_child_samples=10)
 
@@ -50,9 +53,12 @@ def test_cross_zone_features(prices):
 
 def test_predictor_beats_persistence(prices):
     out = evaluate_spikes(prices, POLICY, test_fraction=0.4).set_index("model")
-    assert list(out.columns) == ["auc", "precision", "recall", "f1", "positives", "n"]
-    assert out.loc["lightgbm", "positives"] > 0
-    assert out.loc["lightgbm", "auc"] > out.loc["persistence", "auc"]
+    assert list(out.columns) == ["auc", "base_rate", "threshold", "precision", "recall", "f1", "alerts",
+                                 "positives", "n", "threshold_rule"]
+    assert out.loc["headroom", "positives"] > 0
+    assert out.loc["headroom", "auc"] > out.loc["persistence", "auc"]
+    assert set(out["threshold_rule"]) <= {"target_precision", "max_f1"}
+    assert out.loc["headroom", "base_rate"] == out.loc["headroom", "positives"] / out.loc["headroom", "n"]
 
 
 def test_a_grid_too_large_for_memory_is_refused_with_the_way_out(monkeypatch):
@@ -69,3 +75,57 @@ def test_a_grid_too_large_for_memory_is_refused_with_the_way_out(monkeypatch):
     with pytest.raises(sf.SpikeGridTooLarge, match=r"4 series over 364 days on a 1h grid is 34,948 rows.*--freq 1d"):
         resample_prices(prices, "1h")
     assert len(resample_prices(prices, "1d")) == 4 * 365
+
+
+def test_the_threshold_reaching_the_target_precision_with_the_most_recall_is_chosen():
+    # scores 0.1 .. 0.9: from 0.6 up all 4 are spikes (recall 0.8); from 0.4 up 5 of 6 (recall 1)
+    y = np.array([0, 0, 0, 1, 0, 1, 1, 1, 1])
+    score = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    c = choose_threshold(y, score, 0.9)
+    assert (c.rule, c.threshold, c.precision, c.recall, c.alerts) == ("target_precision", 0.6, 1.0, 0.8, 4)
+    lower = choose_threshold(y, score, 0.8)  # 5/6 = 0.83 reaches it, with all the recall
+    assert (lower.rule, lower.threshold, lower.recall, lower.alerts) == ("target_precision", 0.4, 1.0, 6)
+
+
+def test_an_unreachable_target_precision_falls_back_to_the_best_f1_and_says_so():
+    y = np.array([1, 0, 1, 0, 1, 0, 0, 1])
+    score = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2])  # the best score is a spike: precision 1 ...
+    y[0] = 0  # ... not any more: no threshold reaches 0.9
+    c = choose_threshold(y, score, 0.9)
+    assert c.rule == "max_f1"
+    p = [y[score >= t].mean() for t in score]
+    r = [y[score >= t].sum() / y.sum() for t in score]
+    f1 = [2 * a * b / (a + b) if a + b else 0 for a, b in zip(p, r)]
+    assert c.threshold == score[int(np.argmax(f1))] and c.f1 == pytest.approx(max(f1))
+    assert max(p) < 0.9
+
+
+def test_unscored_rows_are_left_out_and_one_class_gives_the_default():
+    y = np.array([0, 1, 1, 0])
+    assert choose_threshold(y, np.array([np.nan, 0.9, 0.8, 0.1]), 0.8).threshold == 0.8
+    assert choose_threshold(np.array([0, 0]), np.array([0.2, 0.3]), 0.8, default=1.0).rule == "default"
+
+
+def test_the_out_of_fold_blocks_are_purged_of_labels_and_features_that_reach_into_them():
+    ts = pd.Series(pd.date_range("2026-01-01", periods=24 * 50, freq="1h"))
+    policy = SpikePolicy(horizon="6h", median_window="3D", windows=("6h", "24h"), folds=5)
+    folds = spike_time_folds(ts, policy)
+    assert len(folds) == 5 and sum(test.sum() for _, test in folds) == len(ts)
+    for train, test in folds[1:-1]:
+        first, last = ts[test].min(), ts[test].max()
+        before, after = ts[train & (ts < first).to_numpy()], ts[train & (ts > last).to_numpy()]
+        assert first - before.max() > pd.Timedelta("6h")  # no training label reaches into the block
+        assert after.min() - last >= pd.Timedelta("3D")  # no training feature reaches back into it
+
+
+def test_predictor_and_persistence_set_their_thresholds_on_the_training_rows_only(prices):
+    frame = build_spike_frame(prices, POLICY)
+    train = frame[frame["label"].notna() & (frame["ts"] < frame["ts"].quantile(0.6))]
+    model = SpikePredictor(POLICY).fit(train)
+    assert model.threshold_rule_ in ("target_precision", "max_f1")
+    assert model.oof_metrics_["rule"] == model.threshold_rule_ and model.oof_metrics_["alerts"] > 0
+    base = PersistenceSpikeBaseline(POLICY.k, POLICY.target_precision).fit(train)
+    again = PersistenceSpikeBaseline(POLICY.k, POLICY.target_precision).fit(
+        pd.concat([train, frame[frame["ts"] >= frame["ts"].quantile(0.6)].assign(label=1.0)]))
+    assert base.threshold_ != again.threshold_ or base.threshold_rule_ != again.threshold_rule_  # labels matter
+    assert PersistenceSpikeBaseline(POLICY.k).fit(train.drop(columns="label")).threshold_ == 1.0

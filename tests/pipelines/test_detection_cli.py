@@ -54,8 +54,24 @@ def test_spikes_evaluate(tmp_path: Path):
                "--horizon", "3h", "--k", "2", "--out", str(out)])
     assert rc == 0
     m = pd.read_csv(out)
-    assert list(m.columns) == ["model", "auc", "precision", "recall", "f1", "positives", "n"]
-    assert list(m["model"]) == ["lightgbm", "persistence"]
+    assert list(m.columns) == ["model", "auc", "base_rate", "threshold", "precision", "recall", "f1", "alerts",
+                               "positives", "n", "threshold_rule"]
+    assert list(m["model"]) == ["headroom", "persistence"]
+
+
+def test_spikes_evaluate_says_its_figures_in_text_or_json(tmp_path: Path, capsys):
+    spot_prices().to_csv(tmp_path / "p.csv", index=False)
+    argv = ["spikes", "evaluate", "--prices", str(tmp_path / "p.csv"), "--horizon", "3h", "--target-precision", "0.9"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "base rate" in text and "thresholds for precision 0.9 on the training span" in text
+    assert "headroom" in text and "persistence" in text and "threshold rule" in text
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["model"] for r in rows] == ["headroom", "persistence"]
+    assert {"auc", "base_rate", "threshold", "precision", "recall", "f1", "alerts", "threshold_rule"} <= set(rows[0])
+    assert main([*argv[:-1], "1.5"]) == 2
+    assert "--target-precision must be in (0, 1]" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [

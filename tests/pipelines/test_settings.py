@@ -54,3 +54,17 @@ def test_version_says_the_installed_version(capsys) -> None:
         cli.main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"headroom {version('headroom')}"
+
+
+@pytest.mark.parametrize("value", ["0D", "7", "soon", "-1D"])
+def test_a_spike_retrain_age_must_be_a_positive_duration(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("HEADROOM_SPIKE_RETRAIN_EVERY", value)
+    with pytest.raises(SettingsError, match="HEADROOM_SPIKE_RETRAIN_EVERY"):
+        Settings.from_env()
+
+
+def test_the_spike_model_is_retrained_weekly_by_default(monkeypatch) -> None:
+    monkeypatch.delenv("HEADROOM_SPIKE_RETRAIN_EVERY", raising=False)
+    assert Settings.from_env().spike_retrain_every == "7D"
+    monkeypatch.setenv("HEADROOM_SPIKE_RETRAIN_EVERY", "24h")
+    assert Settings.from_env().spike_retrain_every == "24h"
