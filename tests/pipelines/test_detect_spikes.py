@@ -1,0 +1,101 @@
+"""The detect flow's spike step: stale feeds, the cached spike model and its retraining."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipelines.flows.detect import detect_flow
+from pipelines.store import warehouse
+from pipelines.synth.fleet import generate_fleet
+from tests.pipelines.test_detect_flow import TABLES, load
+
+
+@pytest.fixture(scope="module")
+def fleet() -> dict[str, pd.DataFrame]:
+    return generate_fleet(nodes=4, days=10, seed=3)
+
+
+def test_spot_prices_that_hold_for_hours_are_not_a_stale_feed(prefect_harness, db_path: Path, tmp_path: Path,
+                                                             fleet):
+    """Spot prices are change events: 13 quiet hours are prices holding. Markets are rated as
+    of now, their last prices carried forward, and their alerts still fire."""
+    quiet = dict(fleet)
+    end = fleet["utilization"]["ts"].max()
+    quiet["spot_prices"] = fleet["spot_prices"][fleet["spot_prices"]["ts"] <= end - pd.Timedelta(hours=13)]
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, quiet)
+    out = detect_flow(str(db_path), now=end.to_pydatetime(), detectors=["spikes"],
+                      jsonl_path=str(tmp_path / "a.jsonl"))
+    assert out["spikes"]["fired"] > 0
+    with warehouse.open_warehouse(db_path) as con:
+        starts = con.execute("SELECT min(window_start) FROM alerts WHERE kind = 'price_spike'").fetchone()[0]
+    assert pd.Timestamp(starts) > end - pd.Timedelta(hours=13)  # rated as of now, not of the last change
+
+
+def _count_spike_fits(monkeypatch) -> list[int]:
+    from anomaly.spikes import SpikePredictor
+
+    calls = [0]
+    fit = SpikePredictor.fit
+
+    def counted(self, frame):
+        calls[0] += 1
+        return fit(self, frame)
+
+    monkeypatch.setattr(SpikePredictor, "fit", counted)
+    return calls
+
+
+def test_spike_model_is_reused_between_runs_and_retrained_on_schedule(prefect_harness, db_path: Path,
+                                                                      monkeypatch, fleet):
+    from pipelines.commands.summaries import detect_lines
+
+    fits = _count_spike_fits(monkeypatch)
+    monkeypatch.setenv("HEADROOM_SPIKE_RETRAIN_EVERY", "2D")
+    cut = fleet["spot_prices"]["ts"].min() + pd.Timedelta(days=6)
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    t0 = cut.to_pydatetime()
+    first = detect_flow(str(db_path), now=t0, detectors=["spikes"])
+    assert first["spikes"]["trained"] == 1 and fits[0] == 1
+    assert first["spikes"]["model"]["model"] == "retrained"
+    assert "spike model: retrained (no model yet)" in "\n".join(detect_lines(first))
+    model_id = first["spikes"]["model"]["model_id"]
+
+    again = detect_flow(str(db_path), now=t0 + pd.Timedelta(hours=1), detectors=["spikes"])
+    assert again["spikes"]["trained"] == 0 and fits[0] == 1  # no fit: the cached model scores
+    assert again["spikes"]["model"]["model_id"] == model_id
+    assert f"spike model: reused (trained {pd.Timestamp(t0):%Y-%m-%d %H:%M})" in "\n".join(detect_lines(again))
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM models WHERE kind = 'spike_predictor'").fetchone()[0] == 1
+
+    later = detect_flow(str(db_path), now=t0 + pd.Timedelta(days=2, hours=1), detectors=["spikes"])
+    assert later["spikes"]["trained"] == 1 and fits[0] == 2  # 2 days old: the setting's age
+    assert later["spikes"]["model"]["model_id"] != model_id
+    assert later["spikes"]["model"]["why"] == "the model is 49h old; retrain age 2d"
+
+
+def test_spike_model_is_retrained_when_the_prices_run_past_its_data(db_path: Path, monkeypatch, fleet):
+    """Prices loaded late (a backfill): the model learnt from data a week behind the prices now
+    held, though it is only an hour old."""
+    from anomaly.spike_features import SpikePolicy
+    from pipelines.detect import jobs
+
+    fits = _count_spike_fits(monkeypatch)
+    start = fleet["spot_prices"]["ts"].min()
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet, start + pd.Timedelta(days=4))
+    policy = SpikePolicy(horizon="6h")
+    now = (start + pd.Timedelta(days=9)).to_pydatetime()
+    first = jobs.train_spike_model(str(db_path), now, policy, "3D")
+    assert (first["trained"], first["model"], fits[0]) == (True, "retrained", 1)
+    assert jobs.train_spike_model(str(db_path), now + pd.Timedelta(hours=1), policy, "3D")["model"] == "reused"
+    with warehouse.open_warehouse(db_path) as con:
+        con.execute("DELETE FROM spot_prices")
+        load(con, {**{k: fleet[k].iloc[0:0] for k in TABLES if k != "spot_prices"},
+                   "spot_prices": fleet["spot_prices"][fleet["spot_prices"]["ts"] < now]})
+    out = jobs.train_spike_model(str(db_path), now + pd.Timedelta(hours=2), policy, "3D")
+    assert (out["trained"], out["model"], fits[0]) == (True, "retrained", 2)
+    assert "past the model's data" in out["why"]
