@@ -31,10 +31,14 @@ MODELS = ("piecewise", "weibull")
 
 @dataclass(frozen=True)
 class HazardPolicy:
-    """Age band edges (days; the last band runs on) and the level of the intervals."""
+    """Age band edges (days; the last band runs on), the level of the intervals, and
+    ``prior_device_years``: each band's rate is shrunk towards the band below it as if that
+    many device-years at the lower band's rate had been seen, so that a band the fleet has
+    barely reached takes the rate below it instead of 0 (or of one early failure)."""
 
     band_edges_days: tuple[float, ...] = (0.0, 91.0, 365.0, 730.0, 1095.0, 1461.0, 1826.0)
     level: float = 0.9
+    prior_device_years: float = 100.0
 
 
 @dataclass(frozen=True)
@@ -174,8 +178,7 @@ class FleetHazard:
         for mode in modes:
             ev = failed if mode == ANY else kind == mode
             counts = np.array([(ev & (exit_ > lo) & (exit_ <= h)).sum() for lo, h in zip(edges, hi_edges)])
-            rate = np.divide(counts, exposure, out=np.full(edges.size, np.nan), where=exposure > 0)
-            rate = pd.Series(rate).ffill().bfill().fillna(0.0).to_numpy()  # a band no device reached: its neighbour's
+            rate = self._band_rates(counts, exposure, policy.prior_device_years * YEAR)
             rates[mode] = rate
             lo_r, hi_r = _garwood(counts, policy.level)
             w = _weibull_fit(entry, exit_, ev) if ev.any() else {
@@ -188,7 +191,8 @@ class FleetHazard:
                 bands.append({
                     "mode": mode, "age_lo_days": lo, "age_hi_days": h, "events": int(counts[i]),
                     "device_years": exposure[i] / YEAR,
-                    "afr": rate[i] * YEAR if exposure[i] > 0 else np.nan,
+                    "afr_raw": counts[i] / exposure[i] * YEAR if exposure[i] > 0 else np.nan,
+                    "afr": rate[i] * YEAR,
                     "afr_lo": lo_r[i] / exposure[i] * YEAR if exposure[i] > 0 else np.nan,
                     "afr_hi": hi_r[i] / exposure[i] * YEAR if exposure[i] > 0 else np.nan,
                     "weibull_afr": (wh(lo + width) - wh(lo)) / width * YEAR,
@@ -202,6 +206,21 @@ class FleetHazard:
         self.devices_ = int(f["device_id"].nunique())
         self.max_age_days_ = float(exit_.max())
         return self
+
+    @staticmethod
+    def _band_rates(counts: np.ndarray, exposure: np.ndarray, prior_days: float) -> np.ndarray:
+        """Per device-day, band by band from the youngest: (events + prior x rate below) /
+        (exposure + prior); the youngest band's prior is its own raw rate (or the next
+        band's with exposure)."""
+        raw = np.divide(counts, exposure, out=np.full(counts.size, np.nan), where=exposure > 0)
+        seen = raw[np.isfinite(raw)]
+        below = seen[0] if seen.size else 0.0
+        out = np.empty(counts.size)
+        for i in range(counts.size):
+            seen_days = exposure[i] + prior_days
+            out[i] = (counts[i] + prior_days * below) / seen_days if seen_days > 0 else below
+            below = out[i]
+        return out
 
     @staticmethod
     def _weibull_h(k: float, s: float):
