@@ -51,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--jsonl", default=None, help="append alerts to this JSONL file")
     s.add_argument("--json", action="store_true", help="the run's result as one JSON document instead of text")
     s.set_defaults(func=run_score)
+    __import__("pipelines.commands.hazard", fromlist=["register"]).register(sub)  # faults hazard (its own module)
 
 
 def _policy(args: argparse.Namespace):  # -> FaultPolicy

@@ -1,0 +1,109 @@
+"""``headroom faults hazard``: the fleet failure hazard by device age, and the failures to expect."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from pipelines.runtime.outputs import check_writable
+
+
+def register(faults_subparsers: argparse._SubParsersAction) -> None:
+    h = faults_subparsers.add_parser(
+        "hazard", help="fleet failure hazard by device age; failures to expect over a horizon",
+        description="Fits the failure hazard by device age (time in service) from lifetimes, with "
+        "right censoring and left truncation: an annualised failure rate per age band (events over "
+        "device-years) and a Weibull fit, per failure type and for any failure. Then the failures "
+        "to expect over --horizon for --fleet (device_id,age_days), or without it for the devices "
+        "still in service when the lifetimes end, with a Poisson-binomial interval.",
+    )
+    h.add_argument("--lifetimes", required=True, type=Path,
+                   help="device_id,install,remove,failed[,failure_type] (or Titan gc_full.csv)")
+    h.add_argument("--fleet", type=Path, default=None, help="optional device_id,age_days to forecast for")
+    h.add_argument("--horizon", default="30D", help="forecast horizon (default 30D)")
+    h.add_argument("--model", choices=("piecewise", "weibull"), default="piecewise",
+                   help="hazard the forecast uses (default piecewise: the age-band rates)")
+    h.add_argument("--level", type=float, default=0.9, help="interval level (default 0.9)")
+    h.add_argument("--json", action="store_true", help="the result as one JSON document instead of text")
+    h.add_argument("--out", type=Path, default=None, help="write the age-band table (CSV) here")
+    h.set_defaults(func=run_hazard)
+
+
+def _clean(v):
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def run_hazard(args: argparse.Namespace) -> int:
+    from pipelines.commands.errors import CliError
+
+    if args.out is not None:
+        check_writable(args.out)
+    if not 0 < args.level < 1:
+        raise CliError(f"--level must be between 0 and 1, got {args.level}", 2)
+    from anomaly.evaluate import parse_duration
+    from anomaly.hazard import FleetHazard, HazardPolicy, in_service
+    from pipelines.ingest import tables
+    from pipelines.ingest.lifetimes import read_lifetimes
+
+    try:
+        horizon = parse_duration(args.horizon, "--horizon")
+        if horizon <= horizon.__class__(0):
+            raise ValueError(f"--horizon: must be positive, got {args.horizon!r}")
+        lives, rejects = read_lifetimes(args.lifetimes)
+        if args.fleet is not None:
+            fleet = tables.read_devices(args.fleet)
+            bad = ~(fleet["age_days"] >= 0)
+            if bad.any():
+                i = int(bad.to_numpy().nonzero()[0][0])
+                raise tables.InputError(f"{args.fleet}: {tables.row_label(args.fleet, i)}, column 'age_days': "
+                                        f"missing or negative age ({int(bad.sum())} such value(s))")
+            whose = f"the {len(fleet):,} devices of {args.fleet}"
+        else:
+            end = lives["remove"].max()
+            fleet = in_service(lives, end)
+            whose = f"the {len(fleet):,} devices in service at {end}"
+        model = FleetHazard(HazardPolicy(level=args.level)).fit(lives)
+    except (tables.InputError, ValueError) as exc:
+        raise CliError(str(exc), 2) from exc
+    days = horizon.total_seconds() / 86400.0
+    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode, args.model)
+                 for mode in model.modes_]
+    if args.out is not None:
+        from pipelines.runtime.outputs import write_atomic
+
+        write_atomic(args.out, lambda tmp: model.bands_.to_csv(tmp, index=False))
+    doc = {
+        "lifetimes": str(args.lifetimes), "lives": model.lives_, "devices": model.devices_,
+        "rejected": int(len(rejects)), "reject_reasons": rejects["reason"].value_counts().to_dict(),
+        "weibull": [{k: _clean(v) for k, v in r.items()} for r in model.weibull_.to_dict("records")],
+        "bands": [{k: _clean(v) for k, v in r.items()} for r in model.bands_.to_dict("records")],
+        "forecast": {"fleet": whose, "horizon": args.horizon, "model": args.model, "level": args.level,
+                     "by_mode": [vars(f) for f in forecasts]},
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    print(f"{args.lifetimes}: {model.lives_:,} lives of {model.devices_:,} devices, "
+          f"{int(model.weibull_['events'].iloc[0]):,} failures; {len(rejects):,} row(s) rejected")
+    for reason, n in doc["reject_reasons"].items():
+        print(f"  {n:,} {reason}")
+    print("\nWeibull hazard by age (shape > 1: wear-out)")
+    print(f"  {'mode':<8} {'shape':>6} {'95% interval':>14} {'scale_years':>12} {'events':>7}")
+    for r in model.weibull_.itertuples():
+        print(f"  {r.mode:<8} {r.shape:>6.2f} {f'{r.shape_lo:.2f}-{r.shape_hi:.2f}':>14} "
+              f"{r.scale_days / 365.25:>12.1f} {r.events:>7,}")
+    print(f"\nannualised failure rate by age band (events / device-years; {args.level:.0%} interval)")
+    print(f"  {'mode':<8} {'age_years':<10} {'events':>7} {'dev_years':>10} {'afr':>7} {'interval':>15} "
+          f"{'weibull':>8}")
+    for r in model.bands_.itertuples():
+        band = f"{r.age_lo_days / 365.25:.2g}-" + ("" if math.isinf(r.age_hi_days) else f"{r.age_hi_days / 365.25:.2g}")
+        afr = "-" if math.isnan(r.afr) else f"{r.afr:.2%}"
+        ci = "-" if math.isnan(r.afr) else f"{r.afr_lo:.2%}-{r.afr_hi:.2%}"
+        print(f"  {r.mode:<8} {band:<10} {r.events:>7,} {r.device_years:>10,.0f} {afr:>7} {ci:>15} "
+              f"{r.weibull_afr:>8.2%}")
+    print(f"\nexpected failures in the next {args.horizon} for {whose} ({args.model} hazard, "
+          f"{args.level:.0%} interval)")
+    for f in forecasts:
+        print(f"  {f.mode:<8} {f.expected:>9.1f}   [{f.lo}, {f.hi}]")
+    return 0

@@ -1,0 +1,65 @@
+"""``headroom faults hazard`` end to end on tiny lifetime files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from pipelines.cli import main
+from tests.anomaly.test_hazard import weibull_lives
+
+
+def _contract(tmp_path: Path, n: int = 400) -> Path:
+    lives = weibull_lives(n=n)
+    f = pd.DataFrame({"device_id": lives["device_id"], "install": lives["install"].astype(str),
+                      "remove": lives["remove"].astype(str), "failed": lives["failed"].astype(int),
+                      "failure_type": lives["failure_type"]})
+    f.loc[~lives["failed"] & (lives["remove"] == lives["remove"].max()), "remove"] = ""  # still in service
+    f.to_csv(tmp_path / "lives.csv", index=False)
+    return tmp_path / "lives.csv"
+
+
+def test_hazard_for_a_fleet_file_json_and_bands_csv(tmp_path: Path, capsys):
+    path = _contract(tmp_path)
+    pd.DataFrame({"device_id": ["x", "y", "z"], "age_days": [100.0, 700.0, 1000.0]}).to_csv(tmp_path / "fleet.csv",
+                                                                                          index=False)
+    out = tmp_path / "bands.csv"
+    rc = main(["faults", "hazard", "--lifetimes", str(path), "--fleet", str(tmp_path / "fleet.csv"),
+               "--horizon", "90D", "--json", "--out", str(out)])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_mode = {f["mode"]: f for f in doc["forecast"]["by_mode"]}
+    assert set(by_mode) == {"any", "DBE", "OTB"} and by_mode["any"]["devices"] == 3
+    assert 0 < by_mode["any"]["expected"] < 3 and by_mode["any"]["lo"] <= by_mode["any"]["hi"] <= 3
+    w = {r["mode"]: r for r in doc["weibull"]}
+    assert 1.8 < w["any"]["shape"] < 3.5
+    bands = pd.read_csv(out)
+    assert list(bands.columns[:5]) == ["mode", "age_lo_days", "age_hi_days", "events", "device_years"]
+    assert bands.loc[bands["mode"] == "any", "events"].sum() == doc["weibull"][0]["events"]
+
+
+def test_hazard_text_for_the_devices_still_in_service(tmp_path: Path, capsys):
+    path = _contract(tmp_path)
+    with open(path, "a") as fh:  # a life that ends before it starts: a reject, not a failure of the run
+        fh.write("bad1,2021-05-01,2021-04-01,0,\n")
+    assert main(["faults", "hazard", "--lifetimes", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "1 removed before it was installed" in text
+    assert "expected failures in the next 30D for the" in text and " devices in service at 2022-" in text
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys):
+    path = _contract(tmp_path, n=50)
+    lines = path.read_text().splitlines()
+    lines[3] = lines[3].replace(lines[3].split(",")[1], "not-a-date")
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["faults", "hazard", "--lifetimes", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "line 4, column 'install'" in err and "Traceback" not in err
+    pd.DataFrame({"device_id": ["x"], "age_days": [-3]}).to_csv(tmp_path / "fleet.csv", index=False)
+    assert main(["faults", "hazard", "--lifetimes", str(_contract(tmp_path, 50)), "--fleet",
+                 str(tmp_path / "fleet.csv")]) == 2
+    assert "line 2, column 'age_days'" in capsys.readouterr().err
+    assert main(["faults", "hazard", "--lifetimes", str(tmp_path / "none.csv")]) == 2
+    assert "no such file" in capsys.readouterr().err
