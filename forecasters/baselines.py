@@ -52,7 +52,9 @@ class ETS(BaseForecaster):
     adds its last cycle. The ETS model and its parameters are chosen at fit, on each series'
     last ``window_cycles`` cycles of its longest season; a forecast re-runs MSTL and the ETS
     states over the same span of its own context (statsforecast's ``forward``), so any origin,
-    and any new history, is forecast without a refit.
+    and any new history, is forecast without a refit. M4 Hourly dev split (the training part's
+    last 48 points held out): OWA 0.575 (statsforecast's own MSTL 0.575; seasonal naive 0.629,
+    the old daily Holt-Winters 0.829); a context of 4 weeks instead of 6 gave 0.582, 3 weeks 0.608.
     """
 
     name = "ets"
