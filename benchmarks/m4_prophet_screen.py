@@ -28,7 +28,7 @@ def owa(s):
     return 0.5 * (s.smape.mean() / base.smape.mean() + s.mase.mean() / base.mase.mean())
 print(f"{N} series: snaive owa {owa(snaive):.3f}", flush=True)
 EPOCH = pd.Timestamp("1970-01-05")
-def one(y, window=672, ncp=10, cps=0.05, d_order=6, w_order=10, mode="additive", log=False, weekly_min=336, sps=10.0, growth="linear"):
+def one(y, window=672, ncp=10, cps=0.05, d_order=6, w_order=10, mode="additive", log=False, weekly_min=336, sps=10.0, growth="linear", cpr=0.8):
     quiet_stan()
     logging.getLogger("cmdstanpy").disabled = True
     from prophet import Prophet
@@ -36,7 +36,7 @@ def one(y, window=672, ncp=10, cps=0.05, d_order=6, w_order=10, mode="additive",
     yt = np.log1p(y) if log else y
     m = Prophet(growth=growth, n_changepoints=min(ncp, len(y)//10), changepoint_prior_scale=cps, uncertainty_samples=0,
                 daily_seasonality=False, weekly_seasonality=False, yearly_seasonality=False,
-                seasonality_mode=mode, seasonality_prior_scale=sps)
+                seasonality_mode=mode, seasonality_prior_scale=sps, changepoint_range=cpr)
     m.add_seasonality(name="s24", period=1, fourier_order=d_order)
     if len(y) >= weekly_min and w_order:
         m.add_seasonality(name="s168", period=7, fourier_order=w_order)
