@@ -1,15 +1,14 @@
-"""Baselines: seasonal naive and additive damped Holt-Winters ETS (statsmodels)."""
+"""Baselines: seasonal naive, and MSTL + ETS (statsforecast's MSTL model)."""
 from __future__ import annotations
 
 import logging
-import warnings
 
 import numpy as np
 import pandas as pd
 
 from forecasters.base import BaseForecaster, Context, series_arrays
 from forecasters.registry import register
-from forecasters.validation import HistoryError
+from forecasters.validation import HistoryError, default_seasons
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +45,17 @@ class SeasonalNaive(BaseForecaster):
 
 @register
 class ETS(BaseForecaster):
-    """Additive damped Holt-Winters per series; smoothing parameters come from
-    statsmodels, the states are re-run over the last ``window`` points of each
-    context so that any origin can be forecast without refitting."""
+    """MSTL + ETS, as statsforecast's ``MSTL`` model: each context is split by MSTL into its
+    seasons (daily and weekly for hourly data, see ``default_seasons``) and the rest, an ETS
+    model without a season (AutoETS ``ZZN``: additive or multiplicative error, no, additive
+    or damped trend, chosen by AICc) forecasts the seasonally adjusted rest, and each season
+    adds its last cycle. The ETS model and its parameters are chosen at fit, on each series'
+    last ``window_cycles`` cycles of its longest season; a forecast re-runs MSTL and the ETS
+    states over the same span of its own context (statsforecast's ``forward``), so any origin,
+    and any new history, is forecast without a refit. M4 Hourly dev split (the training part's
+    last 48 points held out): OWA 0.575 (statsforecast's own MSTL 0.575; seasonal naive 0.629,
+    the old daily Holt-Winters 0.829); a context of 4 weeks instead of 6 gave 0.582, 3 weeks 0.608.
+    """
 
     name = "ets"
 
@@ -58,74 +65,72 @@ class ETS(BaseForecaster):
         freq: str | None = "h",
         season_length: int = 24,
         calibration_origins: int = 336,
-        window_seasons: int = 6,
+        window_cycles: int = 6,
     ) -> None:
         self.horizon = horizon
         self.freq = freq
         self.season_length = season_length
         self.calibration_origins = calibration_origins
-        self.window_seasons = window_seasons
+        self.window_cycles = window_cycles
+
+    def _seasons(self) -> tuple[int, ...]:
+        return tuple(p for p in default_seasons(self.freq, self.season_length) if p >= 2)
 
     def _context_length(self) -> int:
-        # without a season (length 1) six steps are too few to settle level and trend on
-        return self.window_seasons * self.season_length if self.season_length >= 2 else 48
+        # without a season, as many points as six days of hourly data would give
+        return self.window_cycles * max(self._seasons(), default=8)
 
     def _min_length(self) -> int:
-        return self._context_length()
+        # two cycles of the shortest season: the least STL decomposes (a season of one step:
+        # as many points as the old damped trend read)
+        return 2 * min(self._seasons(), default=24)
 
     def _fit_points(self, frame: pd.DataFrame) -> None:
-        from statsmodels.tsa.holtwinters import ExponentialSmoothing
+        from statsforecast.models import AutoETS
 
         uids, ys, _ = series_arrays(frame)
-        params: dict[str, np.ndarray] = {}
+        length = self._context_length()
+        models: dict[str, object] = {}
+        fewer = []
         for uid, y in zip(uids, ys):
-            tail = y[-max(self._context_length(), 10 * self.season_length):]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    # a season of one step is no season: a damped Holt trend (its seasonal
-                    # term stays zero in _predict_points with no seasonal smoothing)
-                    seasonal = self.season_length >= 2
-                    res = ExponentialSmoothing(
-                        tail, trend="add", damped_trend=True, seasonal="add" if seasonal else None,
-                        seasonal_periods=self.season_length if seasonal else None,
-                        initialization_method="heuristic" if seasonal else "estimated",
-                    ).fit(use_brute=False)
-                    p = res.params
-                    vec = np.array([p["smoothing_level"], p["smoothing_trend"],
-                                    p["smoothing_seasonal"] if seasonal else 0.0, p["damping_trend"]], dtype=float)
-                except (ValueError, np.linalg.LinAlgError) as exc:
-                    log.warning("ets: series %s fell back to default smoothing (%s)", uid, exc)
-                    vec = np.array([0.3, 0.01, 0.1, 0.95])
-            # a level that never moves cannot follow the re-run window; keep it adaptive
-            params[str(uid)] = np.clip(np.nan_to_num(vec, nan=0.1), [0.01, 0.0, 0.0, 0.8], [1.0, 1.0, 1.0, 1.0])
-            if self.season_length < 2:
-                params[str(uid)][2] = 0.0
-        self.params_ = params
+            tail = y[-length:]
+            periods = mstl_periods(self._seasons(), len(tail))
+            if len(periods) < len(self._seasons()):
+                fewer.append(str(uid))
+            models[str(uid)] = AutoETS(model="ZZN").fit(seasonally_adjusted(tail, periods)[0])
+        if fewer:
+            log.warning("ets: %d series (%s) are shorter than two cycles of season(s) %s: fit on fewer seasons",
+                        len(fewer), ", ".join(fewer[:3]) + (", ..." if len(fewer) > 3 else ""),
+                        [p for p in self._seasons() if p not in mstl_periods(self._seasons(), min(map(len, ys)))])
+        self.models_ = models
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
-        m = self.season_length
-        a, b, g, phi = np.vstack([self.params_[str(u)] for u in ctx.uids]).T
-        y = ctx.values
-        if np.isnan(y).any():
-            raise HistoryError(f"ets needs {self._context_length()} points of context per series")
-        # the start: the first season's mean level and the mean change to the next; with no
-        # season (m = 1) the first quarter of the context stands in for a season, and the
-        # level is moved to its last step, where the run starts
-        first = m if m >= 2 else max(y.shape[1] // 4, 1)
-        level = y[:, :first].mean(axis=1)
-        trend = (y[:, first:2 * first].mean(axis=1) - level) / first
-        if m < 2:
-            level = level + trend * (first - 1) / 2
-        season = y[:, :m] - level[:, None] if m >= 2 else np.zeros((len(y), 1))  # season[:, t % m]
-        for t in range(first, y.shape[1]):
-            k = t % m
-            prev_l, prev_b = level, trend
-            level = a * (y[:, t] - season[:, k]) + (1 - a) * (prev_l + phi * prev_b)
-            trend = b * (level - prev_l) + (1 - b) * phi * prev_b
-            season[:, k] = g * (y[:, t] - prev_l - phi * prev_b) + (1 - g) * season[:, k]
-        n = y.shape[1]
-        steps = np.arange(1, h + 1)
-        damp = np.cumsum(phi[:, None] ** steps[None, :], axis=1)
-        seas = season[:, (n + steps - 1) % m]
-        return level[:, None] + damp * trend[:, None] + seas
+        out = np.empty((len(ctx.uids), h))
+        for i, (uid, row) in enumerate(zip(ctx.uids, ctx.values)):
+            y = row[~np.isnan(row)]  # a short series' context is NaN-padded on the left
+            if len(y) < self._min_length():
+                raise HistoryError(f"ets needs {self._min_length()} points of context per series, "
+                                   f"series {uid!r} has {len(y)}", str(uid))
+            periods = mstl_periods(self._seasons(), len(y))
+            adjusted, ahead = seasonally_adjusted(y, periods, h)
+            out[i] = self.models_[str(uid)].forward(y=adjusted, h=h)["mean"] + ahead  # type: ignore[attr-defined]
+        return out
+
+
+def mstl_periods(seasons: tuple[int, ...], n: int) -> tuple[int, ...]:
+    """The seasons MSTL can estimate on ``n`` points: those with two full cycles."""
+    return tuple(p for p in seasons if n >= 2 * p)
+
+
+def seasonally_adjusted(y: np.ndarray, periods: tuple[int, ...], h: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``y`` less its MSTL seasons (statsforecast's ``mstl``: statsmodels' STL per season,
+    R's windows), and the seasons' sum over the next ``h`` steps, each its last cycle repeated."""
+    if not periods:
+        return np.asarray(y, dtype=float), np.zeros(h)
+    from statsforecast.mstl import mstl
+
+    parts = mstl(np.asarray(y, dtype=float), list(periods))
+    seasonal = [parts[f"seasonal{p}"].to_numpy() if len(periods) > 1 else parts["seasonal"].to_numpy()
+                for p in sorted(periods)]
+    ahead = sum((s[-p:][np.arange(h) % p] for p, s in zip(sorted(periods), seasonal)), np.zeros(h))
+    return y - np.sum(seasonal, axis=0), ahead

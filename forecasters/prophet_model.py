@@ -148,7 +148,10 @@ class ProphetForecaster(BaseForecaster):
         freq: str | None = "h",
         season_length: int = 24,
         calibration_origins: int = 336,
-        prophet: ProphetParams = ProphetParams(),
+        # a stiffer trend than the hybrid's: alone, Prophet extrapolates its last trend segment
+        # over the whole horizon (M4 Hourly dev split, point OWA: prior 0.05 0.735, 0.01 0.711,
+        # 0.003 0.703; seasonal naive 0.629)
+        prophet: ProphetParams = ProphetParams(changepoint_prior_scale=0.003),
         n_jobs: int = 2,
     ) -> None:
         self.horizon = horizon

@@ -17,7 +17,7 @@ SEASON = 24
 # changes those fields of a parameter group (``lgbm``, ``prophet``) and keeps the model's others.
 FAST: dict[str, dict[str, object]] = {
     "seasonal_naive": {},
-    "ets": {"window_seasons": 4},
+    "ets": {"window_cycles": 4},
     "prophet": {"prophet": {"n_changepoints": 3}, "n_jobs": 1},
     "lgbm": {"lgbm": {"n_estimators": 20, "num_leaves": 7}},
     "prophet_lgbm": {"prophet": {"n_changepoints": 3}, "prophet_jobs": 1,

@@ -24,7 +24,7 @@ FLAT_DEFAULTS = {
              "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20, "objective": "l1",
              "max_train_points": 1344, "max_rows": 60000, "weighting": "equal", "n_jobs": 1, "seed": 3},
     "prophet": {"horizon": 24, "freq": "h", "season_length": 24, "calibration_origins": 336, "n_changepoints": 10,
-                "changepoint_prior_scale": 0.05, "max_fit_points": 672, "n_jobs": 2},
+                "changepoint_prior_scale": 0.003, "max_fit_points": 672, "n_jobs": 2},
     "prophet_lgbm": {"horizon": 24, "freq": "h", "season_length": 24, "calibration_origins": 336,
                      "n_changepoints": 10, "changepoint_prior_scale": 0.05, "max_fit_points": 672, "prophet_jobs": 2,
                      "n_estimators": 150, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
