@@ -130,6 +130,9 @@ class BaseForecaster(BaseEstimator):
     # copies fit to calibrate the intervals (see _calibrate): one, unless a model's forecast
     # from an origin does not read the data up to it
     calibration_refits: ClassVar[int] = 1
+    # origins forecast per series at most (spread evenly over the stretch); a model whose every
+    # forecast refits something costly (ets' MSTL) takes fewer
+    max_calibration_origins: ClassVar[int] = MAX_CAL_ORIGINS
 
     # --- parameters (get_params, set_params and repr are scikit-learn's) ----------
     @classmethod
@@ -242,10 +245,10 @@ class BaseForecaster(BaseEstimator):
         from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
         uids, ys, starts = series_arrays(frame)
         length = self._context_length()
-        # at most MAX_CAL_ORIGINS origins, spread evenly over the calibration stretch:
+        # at most max_calibration_origins origins, spread evenly over the calibration stretch:
         # neighbouring origins give nearly the same errors, a long stretch gives variety
         per_series = max(MAX_CAL_CONTEXTS // max(len(ys), 1), MIN_CAL_ORIGINS)
-        offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, MAX_CAL_ORIGINS, per_series)).round().astype(np.int64))
+        offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, self.max_calibration_origins, per_series)).round().astype(np.int64))
         # the origins in ``calibration_refits`` consecutive blocks, each forecast by a copy fit
         # on the data before the block's first origin
         refits = max(1, min(int(self.calibration_refits), len(offsets)))
