@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from anomaly.base import require_columns, short_duration
+from anomaly.fault_dcgm import dcgm_features
 
 NEVER_HOURS = 24.0 * 365  # "time since last event" of an event table when there was none
 
@@ -353,6 +354,10 @@ def build_fault_features(
             feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], sizes), w))
     else:
         feats.update(_rolling_blocks(flat, dev_code, hours, windows, starts, ends, rows))
+    # GPU signals as DCGM exposes them (Xid classes, ECC increments, temperature against the
+    # device's own baseline and its node's peers, power jitter), from the same table
+    feats.update({k: np.ascontiguousarray(v[rows])
+                  for k, v in dcgm_features(metrics, values, dev_code, times, node_of_dev[dev_code], windows).items()})
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it
     # is none, which is also what a scoring window that starts mid-history sees

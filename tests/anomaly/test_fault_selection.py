@@ -68,22 +68,18 @@ def test_nothing_to_catch_never_alerts():
 
 
 def lookalike_fleet() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The test fleet, plus the same precursor (heat, ECC) on the healthy devices without a
-    failure after it, one of them at the very end: half of the precursors are false."""
+    """The test fleet plus a twin of each node (n0 -> t0, ...) that never fails, the twin of
+    n1 ending two hours before n1-gpu0's second failure, mid-precursor: every precursor has a
+    false twin (precision at most 1/2), and t1's latest row looks like one about to fail."""
     tel, fails = fleet_telemetry()
-    tel = tel.copy()
-    ts = np.sort(tel["ts"].unique())
-    for d, at in (("n0-gpu1", 120), ("n1-gpu1", 200), ("n2-gpu1", len(ts) - 1), ("n1-gpu1", 60)):
-        window = ts[at - 9:at + 1]
-        rows = tel["device_id"].eq(d) & tel["ts"].isin(window)
-        temp, ecc = rows & tel["metric"].eq("gpu_temp"), rows & tel["metric"].eq("ecc_sbe")
-        tel.loc[temp, "value"] += np.linspace(2, 15, temp.sum())
-        tel.loc[ecc, "value"] = np.arange(1, ecc.sum() + 1)
-    return tel, fails
+    second = fails.loc[fails["device_id"] == "n1-gpu0", "ts"].max()
+    twin = tel[(tel["node_id"] != "n1") | (tel["ts"] <= second - pd.Timedelta(hours=2))]
+    twin = twin.assign(node_id=twin["node_id"].str.replace("n", "t"), device_id=twin["device_id"].str.replace("n", "t"))
+    return pd.concat([tel, twin], ignore_index=True), fails
 
 
 def test_predictor_falls_back_records_it_and_alerts_as_warnings():
-    """Look-alike precursors cap the out-of-fold precision near 1/2: a target of 0.95 is out
+    """Twin precursors cap the out-of-fold precision near 1/2: a target of 0.95 is out
     of reach, the predictor still alerts at the best F1, says so, and its alerts are warnings."""
     from pipelines.detect.steps import fault_threshold_note, score_faults
 
@@ -172,3 +168,33 @@ def test_the_search_keeps_the_best_inner_setting():
     assert own.params_ == {"num_leaves": 4, "n_estimators": 40, "min_child_samples": 5}
     with pytest.raises(ValueError):
         FaultPolicy(search=((4, 0, 10),))
+
+
+def test_dcgm_features_count_increments_xid_classes_and_peers():
+    """ECC totals become increments (a reset counts from zero), Xid codes are counted by class,
+    temperature is compared with the node's other GPU; the latest rows alone build the same."""
+    ts = pd.date_range("2026-01-01", periods=8, freq="h")
+    sbe = [0, 2, 2, 5, 1, 1, 4, 4]  # +2, +3, reset to 1 (+1), +3
+    xid = [0, 13, 0, 79, 48, 0, 0, 7]
+    rows = []
+    for dev, temp in (("n0-gpu0", [60, 60, 61, 70, 72, 60, 60, 60]), ("n0-gpu1", [60] * 8)):
+        for metric, values in (("ecc_sbe", sbe if dev.endswith("0") else [0] * 8), ("gpu_temp", temp),
+                               ("DCGM_FI_DEV_XID_ERRORS", xid if dev.endswith("0") else [0] * 8),
+                               ("power_usage", [300, 310, 300, 310, 300, 300, 300, 300])):
+            rows.append(pd.DataFrame({"ts": ts, "device_id": dev, "node_id": "n0", "metric": metric,
+                                      "value": np.asarray(values, dtype=float)}))
+    tel = pd.concat(rows, ignore_index=True)
+    policy = FaultPolicy(windows=("3h", "24h"))
+    f = build_fault_features(tel, policy).set_index(["device_id", "ts"]).loc["n0-gpu0"]
+    assert f["dcgm_sbe_inc"].tolist() == [0, 2, 0, 3, 1, 0, 3, 0]
+    assert f["dcgm_sbe_inc_24h"].iloc[-1] == 9
+    assert f["dcgm_xid_count_24h"].iloc[-1] == 4
+    last = f.iloc[-1]
+    assert (last["dcgm_xid_app_count_24h"], last["dcgm_xid_board_count_24h"], last["dcgm_xid_memory_count_24h"],
+            last["dcgm_xid_other_count_24h"]) == (1, 1, 1, 1)
+    assert f.loc[ts[4], "dcgm_xid_count_3h"] == 2  # 79 at 03:00 and 48 at 04:00 (13 at 01:00 is older)
+    assert f.loc[ts[4], "dcgm_temp_vs_peers"] == 12
+    assert f["dcgm_power_jitter_3h"].iloc[3] == 10
+    latest = build_fault_features(tel, policy, latest_only=True).set_index("device_id")
+    full = build_fault_features(tel, policy).groupby("device_id").tail(1).set_index("device_id")
+    pd.testing.assert_frame_equal(latest[full.columns], full, check_dtype=False)
