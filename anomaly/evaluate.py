@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 from sklearn.base import clone
 from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
@@ -17,7 +18,7 @@ from anomaly.burst_eval import METRIC_COLUMNS as BURST_COLUMNS
 from anomaly.burst_eval import score_bursts, thin_events
 from anomaly.cusum import CusumDetector, CusumPolicy, events_frame, fit_state, refit_times, refit_window
 from anomaly.fault_eval import METRIC_COLUMNS as FAULT_COLUMNS
-from anomaly.fault_eval import dedup_alerts, point_auc, score_alerts
+from anomaly.fault_eval import NEVER, dedup_alerts, point_auc, score_alerts
 from anomaly.fault_features import FaultPolicy, build_fault_features, label_failures
 from anomaly.faults import FaultPredictor, time_split
 from anomaly.spike_features import SpikePolicy, build_spike_frame
@@ -135,6 +136,15 @@ def _refitted_predictions(det: ThresholdDetector | PeltDetector, hist: pd.DataFr
     return pd.concat(parts, ignore_index=True) if parts else events_frame([])
 
 
+FAULT_EVAL_COLUMNS = [*FAULT_COLUMNS, "threshold", "threshold_rule"]
+
+
+def fault_settings(model: FaultPredictor) -> dict[str, object]:
+    """What a fit chose inside its training rows: tree settings, threshold, rule, OOF metrics."""
+    return {"params": dict(model.params_), "threshold": float(model.threshold_), "threshold_rule": model.threshold_rule_,
+            "oof_metrics": dict(model.oof_metrics_)}
+
+
 def evaluate_faults(
     telemetry: pd.DataFrame,
     failures: pd.DataFrame,
@@ -147,6 +157,8 @@ def evaluate_faults(
     """Train on the early span, score alerts on the late span: one metrics row.
 
     With ``test_devices`` those devices are held out of training too (time and device split).
+    The fit sees the training rows and the failures they can know only (its settings and
+    threshold are chosen inside them: ``attrs["settings"]``).
     """
     feats = build_fault_features(telemetry, policy, events=events, devices=devices)
     lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
@@ -159,8 +171,70 @@ def evaluate_faults(
     devs = sorted(test_rows["device_id"].astype(str).unique())
     row = score_alerts(alerts, failures, lead, horizon, (test_rows["ts"].min(), test_rows["ts"].max()), devs)
     row["auc"] = point_auc(label_failures(test_rows, failures, policy), scored["score"].to_numpy())
-    out = pd.DataFrame([row], columns=FAULT_COLUMNS)
+    row.update(threshold=float(model.threshold_), threshold_rule=model.threshold_rule_)
+    out = pd.DataFrame([row], columns=FAULT_EVAL_COLUMNS)
     out.attrs["censored_alerts"] = int(row["censored_alerts"])  # left out of alerts and precision
+    out.attrs["settings"] = fault_settings(model)
+    return out
+
+
+def device_folds(device_ids: Sequence[str], folds: int, seed: int = 0) -> list[list[str]]:
+    """``folds`` groups of the devices, drawn at random (``seed``), as even in size as can be."""
+    unique = np.unique(np.asarray([str(d) for d in device_ids], dtype=object))
+    k = min(folds, len(unique))
+    if k < 2:
+        raise ValueError(f"a device split needs two devices or more, got {len(unique)}")
+    order = np.random.default_rng(seed).permutation(unique)
+    return [sorted(str(d) for d in order[f::k]) for f in range(k)]
+
+
+def evaluate_faults_by_device(
+    telemetry: pd.DataFrame,
+    failures: pd.DataFrame,
+    policy: FaultPolicy,
+    folds: int = 5,
+    events: pd.DataFrame | None = None,
+    devices: pd.DataFrame | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Devices never seen: ``folds`` groups of devices in turn are held out, a model is trained
+    on the others (rows whose labels are known: up to one horizon before the data end) and
+    scores the held-out devices over the whole span; alerts and failures are pooled into one
+    metrics row (AUC over the pooled rows). Each fold's choices (settings, threshold, rule)
+    are made inside its training devices only: ``attrs["folds"]``. ``threshold`` is the
+    median of the folds' thresholds, ``threshold_rule`` the rules with their counts."""
+    feats = build_fault_features(telemetry, policy, events=events, devices=devices)
+    lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
+    ids = feats["device_id"].astype(str)
+    known = (feats["ts"] <= feats["ts"].max() - horizon).to_numpy()
+    parts, per_fold = [], []
+    for group in device_folds(ids.unique(), folds, seed):
+        held = ids.isin(group).to_numpy()
+        try:
+            model = FaultPredictor(policy).fit(feats[~held & known], failures)
+        except ValueError as exc:
+            if "nothing to learn" not in str(exc):
+                raise
+            log.warning("device fold %s: no failure among the other devices; its devices get no alert", group)
+            parts.append(feats.loc[held, ["device_id", "ts"]].assign(score=0.0, threshold=NEVER))
+            per_fold.append({"devices": group, "params": None, "threshold": NEVER, "threshold_rule": "none"})
+            continue
+        parts.append(model.predict(feats[held])[["device_id", "ts", "score"]].assign(threshold=model.threshold_))
+        per_fold.append({"devices": group, **fault_settings(model)})
+    scored = pd.concat(parts, ignore_index=True)
+    # each fold's alerts at its own threshold: pooled as alerts, not as scores
+    alerts = dedup_alerts(scored.assign(score=scored["score"] - scored["threshold"]), 0.0, horizon)
+    devs = sorted(ids.unique())
+    row = score_alerts(alerts, failures, lead, horizon, (feats["ts"].min(), feats["ts"].max()), devs)
+    order = feats.set_index(["device_id", "ts"]).index
+    pooled = scored.set_index(["device_id", "ts"])["score"].reindex(order).to_numpy()
+    row["auc"] = point_auc(label_failures(feats, failures, policy), pooled)
+    rules = pd.Series([f["threshold_rule"] for f in per_fold]).value_counts()
+    row.update(threshold=float(np.median([f["threshold"] for f in per_fold])),
+               threshold_rule=" ".join(f"{r}x{n}" for r, n in rules.items()))
+    out = pd.DataFrame([row], columns=FAULT_EVAL_COLUMNS)
+    out.attrs["censored_alerts"] = int(row["censored_alerts"])
+    out.attrs["folds"] = per_fold
     return out
 
 

@@ -7,6 +7,8 @@ previous alert's horizon has run out. A failure is caught when an alert fired be
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
@@ -106,15 +108,28 @@ def point_auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 MAX_EVENT_CANDIDATES = 200
-# When no threshold reaches the target precision on the out-of-fold scores, the nearest one
-# is used, but not one under this share of the target. A best-F1 fallback trades precision
-# for recall: with a handful of training failures, whose out-of-fold scores are near zero,
-# it chose "alert on every device every day" (precision 0.01-0.03 on PdM fleets of 3 to 5
-# machines, benchmarks/detection.py --suites pdm-curve): a pager nobody would keep on.
-MIN_PRECISION_SHARE = 0.5
 # "never alert": above any probability, so the final model (trained on more failures than
 # the fold models, so scoring higher) stays quiet too
 NEVER = float(np.nextafter(1.0, 2.0))
+# which rule set the threshold: the target precision was reached; it was not, and the threshold
+# of the best event F1 is used (its alerts go out as warnings, not critical); the cost ratio;
+# "none": nothing catches a failure on these scores (best F1 is 0), so never alert; "default":
+# no out-of-fold score to set it on, the classifier's own 0.5
+THRESHOLD_RULES = ("target_precision", "max_f1_fallback", "cost_ratio", "none", "default")
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """An alert threshold, the rule that set it, and its alert metrics on the scores it was
+    chosen on (``key``: how the choice ranks, comparable across models on the same rows)."""
+
+    threshold: float
+    rule: str
+    precision: float
+    recall: float
+    f1: float
+    alerts: int
+    key: tuple[float, ...]
 
 
 def _window_scores(scored: pd.DataFrame, ev: pd.DataFrame, lead: pd.Timedelta,
@@ -157,6 +172,10 @@ def window_maxima(
     return np.asarray([float(w.max()) for w in _window_scores(scored, ev, lead, horizon) if w.size], dtype=float)
 
 
+def _f1(precision: float, recall: float) -> float:
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
 def choose_threshold(
     scored: pd.DataFrame,
     failures: pd.DataFrame,
@@ -165,13 +184,26 @@ def choose_threshold(
     target_precision: float | None,
     cost_ratio: float | None,
 ) -> float:
-    """The alert threshold on out-of-fold scores.
+    """The alert threshold of :func:`threshold_choice`."""
+    return threshold_choice(scored, failures, lead, horizon, target_precision, cost_ratio).threshold
 
-    With ``target_precision``: the threshold with the most recall among those whose alert
-    precision reaches the target; if none does, the most precise one (then the most recall,
-    then the fewest alerts), as long as its precision is at least ``MIN_PRECISION_SHARE`` of
-    the target, else "never alert". With ``cost_ratio``: the least ``cost_ratio * missed +
-    false alerts``.
+
+def threshold_choice(
+    scored: pd.DataFrame,
+    failures: pd.DataFrame,
+    lead: pd.Timedelta,
+    horizon: pd.Timedelta,
+    target_precision: float | None,
+    cost_ratio: float | None,
+) -> ThresholdChoice:
+    """The alert threshold on out-of-fold scores, and the rule that set it.
+
+    With ``target_precision``: the threshold with the most recall among those whose event
+    precision reaches the target (rule ``target_precision``); if none does, the one with the
+    best event F1 (``max_f1_fallback``: still alerts, which the caller flags, at severity
+    warning); F1 punishes "alert on everything" (its precision is the base rate), and when
+    the best F1 is 0 (nothing caught) the rule is ``none``: never alert. With
+    ``cost_ratio``: the least ``cost_ratio * missed + false alerts``.
 
     Many thresholds score the same on these folds; of them, the one returned sits midway
     between the highest one (the weakest failure caught) and the next candidate below them
@@ -195,23 +227,26 @@ def choose_threshold(
     candidates = np.unique(np.concatenate([
         np.quantile(scored["score"], 1.0 - tail), catch, [np.nextafter(top, np.inf)],
     ]))
-    def key(thr: float) -> tuple[float, ...]:
-        m = score_alerts(dedup_alerts(scored, thr, horizon), failures, lead, horizon, period, devices)
-        recall = 0.0 if np.isnan(m["recall"]) else m["recall"]
-        precision = 0.0 if np.isnan(m["precision"]) else m["precision"]
-        if cost_ratio is not None:
-            missed = m["events"] - m["caught"]
-            return (-(cost_ratio * missed + (m["alerts"] * (1 - precision))),)
-        assert target_precision is not None
-        if precision >= target_precision:
-            return (1.0, recall)
-        if precision < MIN_PRECISION_SHARE * target_precision:  # worse than silence: as good as no alert
-            return (0.0, 0.0, 0.0, -float(m["alerts"]))
-        return (0.0, precision, recall, -float(m["alerts"]))
+    seen: dict[float, tuple[tuple[float, ...], dict[str, float]]] = {}
 
-    keys = [key(float(thr)) for thr in candidates]
-    if not keys:
-        return 0.5
+    def judge(thr: float) -> tuple[tuple[float, ...], dict[str, float]]:
+        if thr not in seen:
+            m = score_alerts(dedup_alerts(scored, thr, horizon), failures, lead, horizon, period, devices)
+            recall = 0.0 if np.isnan(m["recall"]) else m["recall"]
+            precision = 0.0 if np.isnan(m["precision"]) else m["precision"]
+            m = {"precision": precision, "recall": recall, "f1": _f1(precision, recall), "alerts": m["alerts"],
+                 "events": m["events"], "caught": m["caught"]}
+            if cost_ratio is not None:
+                missed = m["events"] - m["caught"]
+                key: tuple[float, ...] = (-(cost_ratio * missed + (m["alerts"] * (1 - precision))),)
+            else:
+                assert target_precision is not None
+                # reaching the target ranks first (by recall); short of it, the best F1 (then recall)
+                key = (1.0, recall) if precision >= target_precision else (0.0, m["f1"], recall)
+            seen[thr] = (key, m)
+        return seen[thr]
+
+    keys = [judge(float(thr))[0] for thr in candidates]
     best_key = max(keys)
     tied = [float(t) for t, k in zip(candidates, keys) if k == best_key]
     below = candidates[candidates < tied[0]]
@@ -219,5 +254,18 @@ def choose_threshold(
         chosen = float(np.sqrt(tied[0] * tied[-1])) if tied[0] > 0 else float((tied[0] + tied[-1]) / 2)
     else:
         mid = float((below.max() + tied[-1]) / 2)
-        chosen = mid if key(mid) == best_key else tied[0]
-    return chosen if (scored["score"] >= chosen).any() else NEVER
+        chosen = mid if judge(mid)[0] == best_key else tied[0]
+    m = judge(chosen)[1]
+    if cost_ratio is not None:
+        rule = "cost_ratio"
+    elif best_key[0] == 1.0:
+        rule = "target_precision"
+    elif best_key[1] > 0:
+        rule = "max_f1_fallback"
+    else:
+        rule = "none"
+    if rule == "none" or not (scored["score"] >= chosen).any():
+        chosen = NEVER
+        m = {"precision": float("nan"), "recall": 0.0, "f1": 0.0, "alerts": 0}
+    return ThresholdChoice(chosen, rule, float(m["precision"]), float(m["recall"]), float(m["f1"]),
+                           int(m["alerts"]), tuple(float(k) for k in best_key))

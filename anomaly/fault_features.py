@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from anomaly.base import require_columns, short_duration
+from anomaly.fault_dcgm import dcgm_features
 
 NEVER_HOURS = 24.0 * 365  # "time since last event" of an event table when there was none
 
@@ -43,6 +44,11 @@ class FaultPolicy:
     learning_rate: float = 0.05
     num_leaves: int = 4
     min_child_samples: int = 10
+    # Other (num_leaves, n_estimators, min_child_samples) settings tried beside the ones above:
+    # each is scored by the same inner out-of-fold threshold choice, inside the training span
+    # only (nested: a split's scored span and devices never see it), and the best is kept
+    # (``FaultPredictor.params_``). Empty: the settings above, no search.
+    search: tuple[tuple[int, int, int], ...] = ((8, 200, 20), (4, 400, 10))
     # The alert threshold is chosen on out-of-fold scores. "time": the training span cut into
     # ``folds`` blocks, each scored by a model of the others (rows whose labels reach into the
     # block, or whose features reach back into it, left out), so the threshold is set on the
@@ -72,8 +78,18 @@ class FaultPolicy:
             raise ValueError(f"folds must be >= 2 (the out-of-fold threshold), got {self.folds}")
         if self.max_train_rows is not None and self.max_train_rows < 1:
             raise ValueError(f"max_train_rows must be a positive number of rows or None, got {self.max_train_rows}")
+        for setting in self.search:
+            if len(setting) != 3 or min(setting) < 1:
+                raise ValueError(f"search settings are positive (num_leaves, n_estimators, min_child_samples), "
+                                 f"got {setting}")
         if self.event_memory is not None and not pd.Timedelta(self.event_memory) > pd.Timedelta(0):
             raise ValueError(f"event_memory must be a positive duration, got {self.event_memory!r}")
+
+    def settings(self) -> list[dict[str, int]]:
+        """The tree settings the fit chooses among: the policy's own first (it wins ties)."""
+        own = (self.num_leaves, self.n_estimators, self.min_child_samples)
+        out = [own] + [tuple(s) for s in self.search if tuple(s) != own]
+        return [dict(zip(("num_leaves", "n_estimators", "min_child_samples"), s)) for s in out]
 
     @property
     def memory(self) -> pd.Timedelta:
@@ -338,6 +354,10 @@ def build_fault_features(
             feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], sizes), w))
     else:
         feats.update(_rolling_blocks(flat, dev_code, hours, windows, starts, ends, rows))
+    # GPU signals as DCGM exposes them (Xid classes, ECC increments, temperature against the
+    # device's own baseline and its node's peers, power jitter), from the same table
+    feats.update({k: np.ascontiguousarray(v[rows])
+                  for k, v in dcgm_features(metrics, values, dev_code, times, node_of_dev[dev_code], windows).items()})
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it
     # is none, which is also what a scoring window that starts mid-history sees

@@ -7,9 +7,10 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
+from sklearn.metrics import average_precision_score
 
 from anomaly.base import check_fitted, require_columns
-from anomaly.fault_eval import choose_threshold, dedup_alerts, scorable_failures, score_alerts
+from anomaly.fault_eval import ThresholdChoice, dedup_alerts, scorable_failures, score_alerts, threshold_choice
 from anomaly.fault_features import (
     FaultPolicy,
     build_fault_features,
@@ -21,10 +22,11 @@ from anomaly.fault_features import (
 log = logging.getLogger(__name__)
 
 
-def _model(policy: FaultPolicy, pos_weight: float) -> lgb.LGBMClassifier:
+def _model(policy: FaultPolicy, pos_weight: float, params: dict[str, int] | None = None) -> lgb.LGBMClassifier:
+    p = params or policy.settings()[0]
     return lgb.LGBMClassifier(
-        n_estimators=policy.n_estimators, learning_rate=policy.learning_rate,
-        num_leaves=policy.num_leaves, min_child_samples=policy.min_child_samples,
+        n_estimators=p["n_estimators"], learning_rate=policy.learning_rate,
+        num_leaves=p["num_leaves"], min_child_samples=p["min_child_samples"],
         subsample=0.8, subsample_freq=1, colsample_bytree=0.8, scale_pos_weight=pos_weight,
         random_state=policy.seed, n_jobs=1, verbose=-1,
     )
@@ -59,14 +61,30 @@ def _device_folds(features: pd.DataFrame, policy: FaultPolicy) -> list[tuple[np.
     return [(fold != f, fold == f) for f in range(folds)]
 
 
+def known_failures(features: pd.DataFrame, failures: pd.DataFrame, horizon: pd.Timedelta) -> pd.DataFrame:
+    """The failures a fit on ``features`` may know: of its devices, up to one horizon after its
+    last row (what its labels can reach). Later ones, or other devices', belong to a span or a
+    device the fit must not see (a test split): they would move the censoring of alerts near
+    the end of the span, and so the threshold."""
+    require_columns(failures, ["ts", "device_id"], "failures")
+    devices = set(features["device_id"].astype(str))
+    keep = failures["device_id"].astype(str).isin(devices) & (failures["ts"] <= features["ts"].max() + horizon)
+    return failures[keep.to_numpy()]
+
+
 class FaultPredictor(BaseEstimator):
     """P(device fails within [t + lead, t + horizon]) from its telemetry up to t.
 
-    ``fit`` trains on feature rows (see :func:`build_fault_features`) and failures, and
-    sets ``threshold_`` on out-of-fold scores (purged time blocks, or groups of devices:
-    ``FaultPolicy.threshold_folds``), so the threshold is never tuned on rows the model
-    has seen; ``oof_metrics_`` are those scores' alert metrics at that threshold (what to
-    expect of the alerts).
+    ``fit`` trains on feature rows (see :func:`build_fault_features`) and failures. Inside
+    those rows only, it scores each tree setting of ``FaultPolicy.settings()`` out of fold
+    (purged time blocks, or groups of devices: ``FaultPolicy.threshold_folds``), sets each
+    one's threshold on its out-of-fold scores, keeps the best (``params_``), and trains it on
+    all the rows: the threshold is never tuned on rows the model has seen, and a split's
+    scored span or devices (not given to ``fit``) touch no choice. ``threshold_rule_`` says
+    which rule set the threshold (:data:`anomaly.fault_eval.THRESHOLD_RULES`; under
+    ``max_f1_fallback`` the target precision was out of reach), ``oof_metrics_`` are the
+    out-of-fold alert metrics at it (what to expect of the alerts), ``search_`` each
+    setting's.
     """
 
     def __init__(self, policy: FaultPolicy | None = None) -> None:
@@ -79,44 +97,69 @@ class FaultPredictor(BaseEstimator):
         """Train on ``features`` (one row per device and time) labelled by ``failures``."""
         require_columns(features, ["device_id", "ts"], "fault features")
         policy = self._policy()
+        failures = known_failures(features, failures, pd.Timedelta(policy.horizon))
         y = label_failures(features, failures, policy)
         if y.sum() == 0:
             raise ValueError("no failure falls within the horizon of any feature row: nothing to learn")
         cols = feature_columns(features)
         X = features[cols].to_numpy(dtype=float)
         pos_weight = float(max((len(y) - y.sum()) / max(y.sum(), 1), 1.0)) ** 0.5
-        self.threshold_, self.oof_metrics_ = self._threshold(features, failures,
-                                                             self._out_of_fold(features, X, y, pos_weight))
-        self.model_ = _model(policy, pos_weight).fit(X, y)
+        folds = (_time_folds(features, policy) if policy.threshold_folds == "time"
+                 else _device_folds(features, policy))
+        settings = policy.settings() if folds is not None else policy.settings()[:1]
+        best, search = None, []
+        for params in settings:
+            oof = self._out_of_fold(X, y, folds, pos_weight, params)
+            choice, metrics = self._threshold(features, failures, oof)
+            finite = np.isfinite(oof) if oof is not None else np.zeros(len(y), dtype=bool)
+            ap = (float(average_precision_score(y[finite], oof[finite]))
+                  if 0 < y[finite].sum() < finite.sum() else float("nan"))
+            # the threshold rule's own ranking first (target reached, by recall; else F1), then
+            # the row-level average precision; the policy's own setting wins a full tie
+            rank = (choice.key if choice is not None else (-np.inf,), -np.inf if np.isnan(ap) else ap)
+            search.append({**params, "rule": choice.rule if choice else "default", "threshold": choice.threshold
+                           if choice else 0.5, "oof_precision": metrics.get("precision", float("nan")),
+                           "oof_recall": metrics.get("recall", float("nan")), "oof_ap": ap})
+            if best is None or rank > best[0]:
+                best = (rank, params, choice, metrics)
+            if choice is None:  # no out-of-fold failure to rank the settings on: the policy's own
+                break
+        _rank, params, choice, metrics = best
+        self.params_ = dict(params)
+        self.search_ = search
+        self.threshold_ = choice.threshold if choice is not None else 0.5
+        self.threshold_rule_ = choice.rule if choice is not None else "default"
+        self.oof_metrics_ = metrics
+        self._warn_short_of_target(metrics)
+        self.model_ = _model(policy, pos_weight, params).fit(X, y)
         self.feature_columns_ = cols
         return self
 
     def _threshold(self, features: pd.DataFrame, failures: pd.DataFrame,
-                   oof: np.ndarray | None) -> tuple[float, dict[str, float]]:
-        """The alert threshold and its out-of-fold alert metrics; 0.5 (the classifier's own
-        boundary) when the out-of-fold scores hold no failure to set it on."""
+                   oof: np.ndarray | None) -> tuple[ThresholdChoice | None, dict[str, float]]:
+        """The alert threshold choice and its out-of-fold alert metrics; None (the classifier's
+        own 0.5) when the out-of-fold scores hold no failure to set it on."""
         policy = self._policy()
         lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
         if oof is None:
             log.warning("one device cannot be split into device folds; alert threshold defaults to 0.5")
-            return 0.5, {}
+            return None, {}
         scored = features.loc[np.isfinite(oof), ["device_id", "ts"]].assign(score=oof[np.isfinite(oof)])
         catchable = scorable_failures(scored, failures, lead, horizon)
         if catchable.empty:
             log.warning("fault alerts: no out-of-fold model that had a failure to learn from scored one (too "
                         "few training failures, or all in one fold); alert threshold defaults to 0.5")
-            return 0.5, {}
-        threshold = choose_threshold(scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio)
+            return None, {}
+        choice = threshold_choice(scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio)
         period = (scored["ts"].min(), scored["ts"].max())
         devices = sorted(scored["device_id"].astype(str).unique())
-        alerts = dedup_alerts(scored, threshold, horizon)
+        alerts = dedup_alerts(scored, choice.threshold, horizon)
         # alerts are judged against every failure; recall counts only those some score could catch
         # (a failure in an unscored block sits inside the scored span too)
         metrics = score_alerts(alerts, failures, lead, horizon, period, devices)
         caught = score_alerts(alerts, catchable, lead, horizon, period, devices)
         metrics.update({k: caught[k] for k in ("events", "caught", "recall", "median_lead_hours")})
-        self._warn_short_of_target(metrics)
-        return threshold, metrics
+        return choice, metrics
 
     def _warn_short_of_target(self, m: dict[str, float]) -> None:
         """Say so when the out-of-fold alerts miss the target precision (too few failures to
@@ -124,29 +167,26 @@ class FaultPredictor(BaseEstimator):
         target = self._policy().target_precision
         if target is None or not m.get("events"):
             return
-        if m["alerts"] == 0:
+        if self.threshold_rule_ == "none":
+            log.warning("fault alerts: no threshold catches a failure on out-of-fold scores (%d failures to "
+                        "learn from): the predictor will not alert until it has seen more failures", m["events"])
+        elif self.threshold_rule_ == "max_f1_fallback":
             log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
-                        "to learn from), nor half of it: the predictor will not alert until it has seen more "
-                        "failures", target, m["events"])
-        elif m["precision"] < target:
-            log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
-                        "to learn from); the most precise one gives %.2f at recall %.2f", target, m["events"],
-                        m["precision"], m["recall"])
+                        "to learn from); alerting at the best-F1 one (precision %.2f, recall %.2f), as warnings",
+                        target, m["events"], m["precision"], m["recall"])
 
-    def _out_of_fold(self, features: pd.DataFrame, X: np.ndarray, y: np.ndarray,
-                     pos_weight: float) -> np.ndarray | None:
-        policy = self._policy()
-        folds = (_time_folds(features, policy) if policy.threshold_folds == "time"
-                 else _device_folds(features, policy))
+    def _out_of_fold(self, X: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]] | None,
+                     pos_weight: float, params: dict[str, int]) -> np.ndarray | None:
         if folds is None:
             return None
+        policy = self._policy()
         oof = np.full(len(y), np.nan)
         for train, test in folds:
             if not test.any():  # a block inside a gap of the telemetry
                 continue
             if y[train].sum() == 0:  # a model without a failure to learn from: its block stays unscored
                 continue
-            m = _model(policy, pos_weight).fit(X[train], y[train])
+            m = _model(policy, pos_weight, params).fit(X[train], y[train])
             oof[test] = m.predict_proba(X[test])[:, 1]
         return oof
 

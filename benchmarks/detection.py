@@ -1,7 +1,8 @@
 """Detection benchmark: the three ``headroom ... evaluate`` commands on the public traces
 and on the synthetic fleet.
 
-    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,pdm-converted,pdm-curve,spot,synthetic]
+    python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,pdm-converted,pdm-curve,
+                                             pdm-devices,spot,synthetic,synthetic-devices]
                                    [--out bench-out/detection] [--nodes 12 --days 28 --seed 0]
 
 Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``); conversions go to a
@@ -31,6 +32,10 @@ temporary folder, never into the repository. Data preparation, documented:
     splits) on a fleet of a random 30%, 50% or 70% of the machines (5 draws each) or of all
     of them, trained on the fleet's early span and scored on its late span: whether the PdM
     figure is limited by how many failures 10 machines give to train on.
+  * pdm-devices: machines held out by device, never seen in training (5 random groups, each
+    scored over the whole quarter by a model of the other 8; 2 draws), on all the PdM tables
+    and on the telemetry-only conversion; inner time or device folds (benchmarks/fault_devices.py).
+  * synthetic-devices: the same device split on the synthetic GPU fleet (DCGM metrics).
   * spot: ``aws_spot_price_history_*.csv.gz`` -> the spot-prices contract (provider aws,
     zone = availability_zone, product = product_description); ``on_demand_prices.csv`` ->
     ``provider,region,instance_type,on_demand_price``.
@@ -210,18 +215,41 @@ def pdm_converted(datasets: Path, tmp: Path, out: Path) -> None:
     """The same splits on what ``headroom convert --from azure-pdm`` writes for the warehouse
     (telemetry with error counters, failures; no maintenance log or ages): the data the
     ``detect`` flow's fault predictor sees."""
+    _splits(_converted(datasets, tmp), out / "faults_pdm_converted_splits.csv")
+
+
+def _converted(datasets: Path, tmp: Path) -> dict:
+    """What ``headroom convert --from azure-pdm`` writes (telemetry with error counters and
+    failures), read back."""
     from pipelines.ingest import tables
     root = datasets / PDM
     conv = tmp / "pdm-converted"
-    cmd = [sys.executable, "-m", "pipelines.cli", "convert", "--from", "azure-pdm", "--out", str(conv),
-           str(sorted(root.glob("PdM_telemetry*.csv*"))[0])]
-    print("$ headroom " + " ".join(cmd[3:]), flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"convert failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    data = {"telemetry": tables.read_telemetry(conv / "telemetry.csv"),
+    if not (conv / "telemetry.csv").is_file():
+        cmd = [sys.executable, "-m", "pipelines.cli", "convert", "--from", "azure-pdm", "--out", str(conv),
+               str(sorted(root.glob("PdM_telemetry*.csv*"))[0])]
+        print("$ headroom " + " ".join(cmd[3:]), flush=True)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"convert failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return {"telemetry": tables.read_telemetry(conv / "telemetry.csv"),
             "failures": tables.read_failures(conv / "failures.csv"), "events": None, "devices": None}
-    _splits(data, out / "faults_pdm_converted_splits.csv")
+
+
+def pdm_devices(datasets: Path, tmp: Path, out: Path) -> None:
+    """Machines held out by device (see benchmarks/fault_devices.py): all PdM tables, and the
+    telemetry-only conversion."""
+    from benchmarks.fault_devices import device_split_table
+
+    device_split_table({"pdm_all_tables": _pdm_inputs(datasets), "pdm_telemetry_only": _converted(datasets, tmp)},
+                       out / "faults_pdm_devices.csv", ("3h", "24h"))
+
+
+def synthetic_devices(out: Path, nodes: int, days: int, seed: int) -> None:
+    """GPUs held out by device on the synthetic fleet (DCGM metrics)."""
+    from benchmarks.fault_devices import device_split_table, synthetic_fleet
+
+    device_split_table({"synthetic_gpu": synthetic_fleet(nodes, days, seed)}, out / "faults_synthetic_devices.csv",
+                       ("1h", "6h", "24h"), inner=("time",))
 
 
 def _splits(data: dict, out_csv: Path) -> None:
@@ -350,7 +378,7 @@ def main() -> int:
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
     public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-converted",
-                                          "pdm-curve", "spot")]
+                                          "pdm-curve", "pdm-devices", "spot")]
     if public and (args.datasets is None or not Path(args.datasets).is_dir()):
         print(f"skipping {public}: pass --datasets or set HEADROOM_DATASETS", file=sys.stderr)
         suites = [s for s in suites if s not in public]
@@ -368,6 +396,10 @@ def main() -> int:
                 pdm_splits(Path(args.datasets), args.out)
             elif suite == "pdm-converted":
                 pdm_converted(Path(args.datasets), tmp, args.out)
+            elif suite == "pdm-devices":
+                pdm_devices(Path(args.datasets), tmp, args.out)
+            elif suite == "synthetic-devices":
+                synthetic_devices(args.out, args.nodes, args.days, args.seed)
             elif suite == "pdm-curve":
                 pdm_curve(Path(args.datasets), args.out)
             elif suite == "spot":

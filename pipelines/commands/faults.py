@@ -14,8 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="faults_command", required=True, metavar="ACTION")
     e = sub.add_parser(
         "evaluate",
-        help="time-split evaluation of the fault predictor",
-        description="Train on the early span, alert on the late span. A failure is caught when an alert "
+        help="time- or device-split evaluation of the fault predictor",
+        description="Train on the early span, alert on the late span (or, with --split device, train on some "
+        "devices and alert on the others). A failure is caught when an alert "
         "fired between --horizon and --lead before it; precision is over alerts, deduplicated per device "
         "and horizon; an alert in the last horizon of the data that no known failure confirms cannot be "
         "judged and is left out. Azure PdM files (telemetry, failures, errors, maint, machines) are recognised and "
@@ -32,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--test-fraction", type=float, default=0.3, help="late share held out (default 0.3)")
     e.add_argument("--test-devices", type=float, default=None,
                    help="also hold out this share of devices from training (time and device split)")
+    e.add_argument("--split", choices=("time", "device"), default="time",
+                   help="time (default): train on the early span, score the late one; device: hold out "
+                   "--device-folds groups of devices in turn, train on the others, score the held-out ones over "
+                   "the whole span, pooled (devices never seen)")
+    e.add_argument("--device-folds", type=int, default=5, help="groups of devices of --split device (default 5)")
     e.add_argument("--target-precision", type=float, default=0.8, help="alert threshold target (default 0.8)")
     e.add_argument("--cost-ratio", type=float, default=None,
                    help="instead: threshold minimising ratio x missed failures + false alerts")
@@ -80,7 +86,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
-    from anomaly.evaluate import evaluate_faults
+    from anomaly.evaluate import evaluate_faults, evaluate_faults_by_device
     from pipelines.commands.errors import CliError
     from pipelines.ingest import tables
 
@@ -104,10 +110,27 @@ def run_evaluate(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(0)
         held = list(rng.choice(ids, size=max(1, int(round(len(ids) * args.test_devices))), replace=False))
     try:
-        metrics = evaluate_faults(telemetry, failures, policy, args.test_fraction, events, devices, held)
+        if args.split == "device":
+            if args.test_devices:
+                raise ValueError("--test-devices is for --split time; --split device holds out every device in turn")
+            if args.device_folds < 2:
+                raise ValueError(f"--device-folds must be >= 2, got {args.device_folds}")
+            metrics = evaluate_faults_by_device(telemetry, failures, policy, args.device_folds, events, devices)
+        else:
+            metrics = evaluate_faults(telemetry, failures, policy, args.test_fraction, events, devices, held)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     report_metrics(metrics, args.out)
+    chosen = metrics.attrs.get("folds") or [{"devices": None, **metrics.attrs.get("settings", {})}]
+    for f in chosen:
+        print(f"settings{' of held-out ' + ','.join(f['devices']) if f['devices'] else ''}: {f.get('params')}, "
+              f"threshold {f.get('threshold', float('nan')):.4g} ({f.get('threshold_rule')}), chosen on the "
+              f"training {'devices' if f['devices'] else 'span'} only", file=sys.stderr)
+    fallback = sum(f.get("threshold_rule") == "max_f1_fallback" for f in chosen)
+    if fallback:
+        print(f"note: target precision {policy.target_precision} not reached on out-of-fold scores "
+              f"({fallback} of {len(chosen)} model(s)): alerting at the best-F1 threshold instead, as warnings",
+              file=sys.stderr)
     censored = int(metrics.attrs.get("censored_alerts", 0))
     if censored:
         print(f"note: {censored} alert(s) in the last {args.horizon} no known failure confirms cannot be judged "

@@ -70,11 +70,14 @@ def detect_lines(d: dict) -> list[str]:
         if kind in d:
             r = dict(d[kind])
             model = r.pop("model", None)
+            note = r.pop("threshold_note", None)
             said = (f"skipped: {r['skipped']}" if "skipped" in r else
                     ", ".join(f"{k} {v}" for k, v in r.items()))
             lines.append(f"  {kind:<7} {said}")
             if isinstance(model, dict):
                 lines.append(f"  {'':<7} spike model: {model_line(model)}")
+            if note:
+                lines.append(f"  {'':<7} {note}")
     sent = ", ".join(f"{n} to {sink}" for sink, n in (d.get("delivered") or {}).items()) or "no sink"
     lines.append(f"  alerts firing {d.get('firing')}, delivered {sent}, pending {d.get('pending_deliveries')}")
     for sink, n in (d.get("pending_unconfigured") or {}).items():

@@ -52,11 +52,15 @@ def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_
 
 
 def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy,
-                  until: datetime | None = None) -> dict[str, int]:
-    """Score every device's latest telemetry with the registered model; sync fault alerts."""
+                  until: datetime | None = None) -> dict[str, object]:
+    """Score every device's latest telemetry with the registered model; sync fault alerts
+    (``threshold_note`` says when its threshold is the best-F1 fallback)."""
     with open_warehouse(db_path) as con:
-        found = _still_ahead(steps.score_latest_faults(con, policy, until), now, "hardware-fault")
-        return alerts.sync_alerts(con, "hardware_fault", found, now, sink_names)
+        model = steps.latest_fault_model(con, policy, until)
+        found = _still_ahead(steps.score_latest_faults(con, policy, until, model), now, "hardware-fault")
+        out = alerts.sync_alerts(con, "hardware_fault", found, now, sink_names)
+    note = steps.fault_threshold_note(model, policy)
+    return {**out, "threshold_note": note} if note else out
 
 
 def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_every: str,

@@ -189,15 +189,18 @@ def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPo
     horizon = pd.Timedelta(policy.horizon)
     hours = horizon / pd.Timedelta(hours=1)
     alerts = []
+    # a threshold short of the target precision (the best-F1 fallback) warns, never pages
+    fallback = getattr(model, "threshold_rule_", None) == "max_f1_fallback"
     for r in scored[scored["alert"]].itertuples(index=False):
         start, end = _bucket(pd.Timestamp(r.ts), horizon)
         node = getattr(r, "node_id", None)
         has_node = isinstance(node, str) and node != ""
         alerts.append(Alert(
             kind="hardware_fault", entity=str(r.device_id), window_start=start, window_end=end,
-            severity=severity_for(float(r.score)), probability=float(np.clip(r.score, 0, 1)),
+            severity="warning" if fallback else severity_for(float(r.score)),
+            probability=float(np.clip(r.score, 0, 1)),
             summary=f"{r.device_id}{f' on {node}' if has_node else ''} likely to fail within {hours:g}h "
-                    f"(p={r.score:.2f} at {r.ts})",
+                    f"(p={r.score:.2f} at {r.ts}{'; below the target precision' if fallback else ''})",
             runbook=FAULT_RUNBOOK, labels=(("node", node),) if has_node else (),
         ))
     return alerts
@@ -243,7 +246,10 @@ def register_model(con: duckdb.DuckDBPyConnection, job: ModelJob, model: object 
     # with the out-of-fold alert metrics the threshold was set on (what to expect of the alerts)
     oof = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
            for k, v in getattr(model, "oof_metrics_", {}).items()}
-    metrics = json.dumps({"threshold": model.threshold_, **({"out_of_fold": oof} if oof else {})})
+    rule = getattr(model, "threshold_rule_", None)
+    metrics = json.dumps({"threshold": model.threshold_, **({"threshold_rule": rule} if rule else {}),
+                          **({"params": model.params_} if hasattr(model, "params_") else {}),
+                          **({"out_of_fold": oof} if oof else {})})
     # pickle: our own estimator, stored in and read back from our own warehouse only
     detection.save_model(con, job.kind, job.target, job.params, cutoff.to_pydatetime(), pickle.dumps(model),
                             metrics, now)
@@ -277,17 +283,36 @@ def ensure_fault_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: Fa
     return _ensure(con, fault_model_job(con, now, policy, retrain_every, until), now)
 
 
-def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
-                        until: datetime | None = None) -> list[Alert]:
-    """Score the recent telemetry (as much as the feature windows need; none after ``until``)
-    with the newest registered model for ``policy``; no model yet means no alerts."""
+def latest_fault_model(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
+                       until: datetime | None = None) -> FaultPredictor | None:
+    """The newest registered fault model for ``policy`` (none after ``until``), None before one."""
     blob = detection.latest_model(con, FAULT_MODEL, detection.policy_params(policy), datetime.min, until)
-    if blob is None:
+    return None if blob is None else pickle.loads(blob)
+
+
+def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
+                        until: datetime | None = None, model: FaultPredictor | None = None) -> list[Alert]:
+    """Score the recent telemetry (as much as the feature windows need; none after ``until``)
+    with ``model``, by default the newest registered one for ``policy``; no model yet means
+    no alerts."""
+    model = model if model is not None else latest_fault_model(con, policy, until)
+    if model is None:
         return []
     recent = detection.recent_telemetry(con, feature_span(policy), until=until)
     if recent.empty:
         return []
-    return score_faults(pickle.loads(blob), recent, policy, detection.last_failures(con, until))
+    return score_faults(model, recent, policy, detection.last_failures(con, until))
+
+
+def fault_threshold_note(model: FaultPredictor | None, policy: FaultPolicy) -> str | None:
+    """One line when the model's alert threshold fell back to the best F1 (target precision out
+    of reach on its out-of-fold scores), else None."""
+    if model is None or getattr(model, "threshold_rule_", None) != "max_f1_fallback":
+        return None
+    m = getattr(model, "oof_metrics_", {})
+    return (f"target precision {policy.target_precision} not reached out of fold; alerting at the best-F1 "
+            f"threshold (out-of-fold precision {m.get('precision', float('nan')):.2f}, recall "
+            f"{m.get('recall', float('nan')):.2f}) as warnings")
 
 
 def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy

@@ -41,7 +41,7 @@ def train_fault_model(db_path: str, now: datetime, policy: FaultPolicy, retrain_
 
 @task
 def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: FaultPolicy,
-                  until: datetime | None = None) -> dict[str, int]:
+                  until: datetime | None = None) -> dict[str, object]:
     """Score every device's latest telemetry with the registered model; sync fault alerts."""
     return jobs.detect_faults(db_path, now, sink_names, policy, until)
 

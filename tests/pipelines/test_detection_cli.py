@@ -41,8 +41,23 @@ def test_faults_evaluate(tmp_path: Path, folds: list[str]):
     assert rc == 0
     m = pd.read_csv(out)
     assert list(m.columns) == ["events", "caught", "recall", "alerts", "precision", "median_lead_hours",
-                               "false_alarms_per_device_week", "auc"]
+                               "false_alarms_per_device_week", "auc", "threshold", "threshold_rule"]
     assert len(m) == 1 and m.loc[0, "events"] == 3
+
+
+def test_faults_evaluate_device_split(tmp_path: Path, capsys):
+    """Every device held out once, by a model of the others: all six failures are scored."""
+    tel, fails = fleet_telemetry()
+    tel.to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    out = tmp_path / "m.csv"
+    rc = main(["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
+               "--lead", "30m", "--horizon", "6h", "--split", "device", "--device-folds", "3", "--out", str(out)])
+    assert rc == 0
+    m = pd.read_csv(out)
+    assert m.loc[0, "events"] == len(fails) and m.loc[0, "caught"] >= 4
+    err = capsys.readouterr().err
+    assert err.count("settings of held-out") == 3
 
 
 def test_spikes_evaluate(tmp_path: Path):

@@ -1,0 +1,121 @@
+"""GPU signals as DCGM exposes them, as fault features of their own.
+
+Recognised by name (case-insensitive; the DCGM field names ``DCGM_FI_DEV_...`` too): the Xid
+code seen in an interval (``xid``, ``xid_errors``), the volatile ECC single- and double-bit
+totals (``ecc_sbe``, ``ecc_sbe_vol_total``, ``ecc_dbe``, ...: cumulative counters, reset when
+the driver reloads), the GPU temperature (``gpu_temp``) and the board power
+(``power_usage``). Built by :func:`anomaly.fault_features.build_fault_features` (the one
+builder of fit and predict) on its one-row-per-device-and-time table; each value at t comes
+from the device's rows in the trailing window up to t (and, for node peers, their readings
+at t), so the features of a row are the same whether built from all history or from the
+feature span before it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# Xid codes by what they point at (NVIDIA's Xid catalogue): the application's own faults,
+# GPU memory (DBE, row remapping, ECC), and the board or its bus (NVLink, fell off the bus,
+# GSP, micro-controller halt); any other nonzero code is ``other``.
+XID_CLASSES = {
+    "app": (13, 31, 43, 45, 68, 69),
+    "memory": (48, 63, 64, 92, 94, 95),
+    "board": (61, 62, 74, 79, 119, 120),
+}
+SIGNALS = {
+    "xid": ("xid", "xid_errors"),
+    "sbe": ("ecc_sbe", "ecc_sbe_vol_total", "ecc_sbe_agg_total"),
+    "dbe": ("ecc_dbe", "ecc_dbe_vol_total", "ecc_dbe_agg_total"),
+    "temp": ("gpu_temp",),
+    "power": ("power_usage",),
+}
+
+
+def dcgm_signals(metrics: list[str]) -> dict[str, int]:
+    """Which DCGM signal each recognised metric column is: signal -> column index (first match)."""
+    out: dict[str, int] = {}
+    for j, m in enumerate(metrics):
+        name = m.lower().removeprefix("dcgm_fi_dev_")
+        for signal, names in SIGNALS.items():
+            if name in names and signal not in out:
+                out[signal] = j
+    return out
+
+
+def _tag(w: pd.Timedelta) -> str:
+    return f"{w / pd.Timedelta(hours=1):g}h"
+
+
+def _rolled(x: np.ndarray, dev: np.ndarray, index: pd.DatetimeIndex, w: pd.Timedelta, how: str) -> np.ndarray:
+    """A trailing-window statistic of ``x`` per device (rows sorted by device, then time)."""
+    r = pd.Series(x, index=index).groupby(dev, sort=False).rolling(w, min_periods=1)
+    return getattr(r, how)().to_numpy()
+
+
+def _increments(x: np.ndarray, dev: np.ndarray) -> np.ndarray:
+    """Per-row increase of a cumulative counter over the device's previous reading: a drop is
+    a reset, after which the new reading counts from zero; a device's first reading, and a
+    missing one, add nothing (nothing to differ from)."""
+    s = pd.Series(x)
+    before = s.groupby(dev, sort=False).ffill().groupby(dev, sort=False).shift(1).to_numpy()
+    inc = np.where(x >= before, x - before, x)  # x < before: reset, counted from 0
+    return np.where(np.isnan(x) | np.isnan(before), 0.0, inc)
+
+
+def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times: np.ndarray,
+                  node: np.ndarray, windows: list[pd.Timedelta]) -> dict[str, np.ndarray]:
+    """DCGM features per row of ``values`` (a column per metric, rows sorted by device code
+    ``dev`` then ``times``; ``node`` the row's node or None); empty without DCGM metrics."""
+    found = dcgm_signals(metrics)
+    if not found:
+        return {}
+    index = pd.DatetimeIndex(times)
+    out: dict[str, np.ndarray] = {}
+    for signal in ("sbe", "dbe"):
+        if signal in found:
+            inc = _increments(values[:, found[signal]], dev)
+            out[f"dcgm_{signal}_inc"] = inc
+            for w in windows:
+                out[f"dcgm_{signal}_inc_{_tag(w)}"] = _rolled(inc, dev, index, w, "sum")
+    if "xid" in found:
+        code = np.nan_to_num(values[:, found["xid"]], nan=0.0)
+        seen = code > 0
+        known = np.zeros(len(code), dtype=bool)
+        classes = {}
+        for cls, codes in XID_CLASSES.items():
+            classes[cls] = np.isin(code, codes)
+            known |= classes[cls]
+        classes["other"] = seen & ~known
+        for w in windows:
+            out[f"dcgm_xid_count_{_tag(w)}"] = _rolled(seen.astype(float), dev, index, w, "sum")
+            for cls, mask in classes.items():
+                out[f"dcgm_xid_{cls}_count_{_tag(w)}"] = _rolled(mask.astype(float), dev, index, w, "sum")
+    longest = max(windows)
+    if "temp" in found:
+        temp = values[:, found["temp"]]
+        # against the device's own recent baseline: a GPU running hot for itself
+        out["dcgm_temp_vs_own"] = temp - _rolled(temp, dev, index, longest, "mean")
+        # against its node's other GPUs at the same time: same room, same load, one runs hot
+        out["dcgm_temp_vs_peers"] = _peer_deviation(temp, node, times)
+        out[f"dcgm_temp_vs_peers_mean_{_tag(min(windows))}"] = _rolled(out["dcgm_temp_vs_peers"], dev, index,
+                                                                       min(windows), "mean")
+    if "power" in found:
+        power = values[:, found["power"]]
+        step = pd.Series(power).groupby(dev, sort=False).diff().to_numpy()
+        for w in windows:
+            out[f"dcgm_power_jitter_{_tag(w)}"] = _rolled(np.abs(step), dev, index, w, "mean")
+    return out
+
+
+def _peer_deviation(x: np.ndarray, node: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """``x`` minus the mean of the other devices of its node at the same time; NaN for a device
+    alone on its node then (or without a node)."""
+    frame = pd.DataFrame({"node": pd.Series(node, dtype=object), "ts": times, "x": x})
+    has = frame["node"].notna() & frame["x"].notna()
+    g = frame[has].groupby(["node", "ts"], sort=False)["x"]
+    total = g.transform("sum").reindex(frame.index)
+    count = g.transform("count").reindex(frame.index)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        others = (total - frame["x"]) / (count - 1)
+    return np.where(count.to_numpy() >= 2, (frame["x"] - others).to_numpy(dtype=float), np.nan)

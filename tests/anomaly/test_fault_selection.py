@@ -1,0 +1,200 @@
+"""Fault alert threshold rules (target precision, best-F1 fallback) and nested selection."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from anomaly.evaluate import evaluate_faults, evaluate_faults_by_device
+from anomaly.fault_eval import NEVER, dedup_alerts, score_alerts, threshold_choice
+from anomaly.fault_features import FaultPolicy, build_fault_features
+from anomaly.faults import FaultPredictor
+
+from .synthetic import fleet_telemetry
+
+LEAD, HORIZON = pd.Timedelta("30min"), pd.Timedelta("6h")
+POLICY = FaultPolicy(lead="30min", horizon="6h", n_estimators=40, min_child_samples=5, folds=3,
+                     search=((8, 40, 10),))
+
+
+def two_failures() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Hourly scores of one device failing at hours 45 and 145: a strong precursor (0.8) before
+    the first, a weak one (0.4) before the second; false alarms at 0.85 (one) and at 0.5 and
+    0.45, background 0.01."""
+    ts = pd.date_range("2026-01-01", periods=300, freq="h")
+    score = np.full(len(ts), 0.01)
+    score[[40, 41, 42]] = 0.8
+    score[[140, 141]] = 0.4
+    score[200], score[230], score[260] = 0.85, 0.5, 0.45
+    return (pd.DataFrame({"device_id": "d", "ts": ts, "score": score}),
+            pd.DataFrame({"ts": [ts[45], ts[145]], "device_id": ["d", "d"]}))
+
+
+def metrics_at(scored: pd.DataFrame, fails: pd.DataFrame, thr: float) -> dict:
+    alerts = dedup_alerts(scored, thr, HORIZON)
+    return score_alerts(alerts, fails, LEAD, HORIZON, (scored["ts"].min(), scored["ts"].max()), ["d"])
+
+
+def test_unreachable_target_alerts_at_the_best_f1():
+    """No threshold reaches 0.8: 0.8 catches one of two at precision 1/2 (F1 0.5), 0.4 both
+    at 2/5 (F1 0.57). The best F1 wins (the most precise choice would take 0.8), flagged."""
+    scored, fails = two_failures()
+    c = threshold_choice(scored, fails, LEAD, HORIZON, target_precision=0.8, cost_ratio=None)
+    assert c.rule == "max_f1_fallback"
+    assert 0.01 < c.threshold <= 0.4
+    m = metrics_at(scored, fails, c.threshold)
+    assert (m["caught"], m["alerts"]) == (2, 5)
+    assert c.f1 == pytest.approx(2 * 0.4 * 1.0 / 1.4) and c.precision == pytest.approx(0.4)
+
+
+def test_reachable_target_keeps_its_rule():
+    """With a target of 0.5 the 0.8 threshold reaches it (1 of 2 alerts right): the target
+    rule holds, and it is the one with the most recall at that precision."""
+    scored, fails = two_failures()
+    c = threshold_choice(scored, fails, LEAD, HORIZON, target_precision=0.5, cost_ratio=None)
+    assert c.rule == "target_precision" and 0.5 < c.threshold <= 0.8
+    assert metrics_at(scored, fails, c.threshold)["precision"] >= 0.5
+    assert threshold_choice(scored, fails, LEAD, HORIZON, None, 1.0).rule == "cost_ratio"
+
+
+def test_nothing_to_catch_never_alerts():
+    scored, fails = two_failures()
+    later = pd.DataFrame({"ts": [pd.Timestamp("2027-01-01")], "device_id": ["d"]})  # outside the span
+    c = threshold_choice(scored, later, LEAD, HORIZON, target_precision=0.8, cost_ratio=None)
+    assert (c.rule, c.threshold) == ("none", NEVER)
+    del fails
+
+
+def lookalike_fleet() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The test fleet plus a twin of each node (n0 -> t0, ...) that never fails, the twin of
+    n1 ending two hours before n1-gpu0's second failure, mid-precursor: every precursor has a
+    false twin (precision at most 1/2), and t1's latest row looks like one about to fail."""
+    tel, fails = fleet_telemetry()
+    second = fails.loc[fails["device_id"] == "n1-gpu0", "ts"].max()
+    twin = tel[(tel["node_id"] != "n1") | (tel["ts"] <= second - pd.Timedelta(hours=2))]
+    twin = twin.assign(node_id=twin["node_id"].str.replace("n", "t"), device_id=twin["device_id"].str.replace("n", "t"))
+    return pd.concat([tel, twin], ignore_index=True), fails
+
+
+def test_predictor_falls_back_records_it_and_alerts_as_warnings():
+    """Twin precursors cap the out-of-fold precision near 1/2: a target of 0.95 is out
+    of reach, the predictor still alerts at the best F1, says so, and its alerts are warnings."""
+    from pipelines.detect.steps import fault_threshold_note, score_faults
+
+    tel, fails = lookalike_fleet()
+    policy = dataclasses.replace(POLICY, target_precision=0.95)
+    feats = build_fault_features(tel, policy)
+    model = FaultPredictor(policy).fit(feats, fails)
+    assert model.threshold_rule_ == "max_f1_fallback"
+    assert model.threshold_ < 1.0 and model.oof_metrics_["precision"] < 0.95
+    alerts = score_faults(model, tel, policy, fails)
+    assert alerts and {a.severity for a in alerts} == {"warning"}
+    assert "best-F1" in fault_threshold_note(model, policy)
+    # the same data with a reachable target: the target rule, and no note
+    strict = FaultPredictor(dataclasses.replace(POLICY, target_precision=0.3)).fit(feats, fails)
+    assert strict.threshold_rule_ == "target_precision"
+    assert fault_threshold_note(strict, policy) is None
+
+
+def relabel_late(fails: pd.DataFrame, cut: pd.Timestamp) -> pd.DataFrame:
+    """Failures before ``cut`` kept; the later ones replaced by others, on other devices."""
+    early = fails[fails["ts"] < cut]
+    moved = pd.DataFrame({"ts": [cut + pd.Timedelta(hours=30), cut + pd.Timedelta(hours=50)],
+                          "device_id": ["n0-gpu1", "n2-gpu1"], "node_id": ["n0", "n2"],
+                          "failure_type": ["xid", "xid"]})
+    return pd.concat([early, moved], ignore_index=True)
+
+
+def test_changing_the_scored_spans_labels_changes_no_setting():
+    """Nested selection: the tree settings, threshold and rule come from the training span
+    only, so relabelling the test span's failures leaves every choice as it was (and changes
+    the score, so the relabelling is not a no-op)."""
+    tel, fails = fleet_telemetry()
+    start, end = tel["ts"].min(), tel["ts"].max()
+    cut = start + (end - start) * 0.7
+    # device folds: the training span holds one failure per failing device, all in one time block
+    policy = dataclasses.replace(POLICY, threshold_folds="device")
+    a = evaluate_faults(tel, fails, policy, test_fraction=0.3)
+    b = evaluate_faults(tel, relabel_late(fails, cut), policy, test_fraction=0.3)
+    assert a.attrs["settings"] == b.attrs["settings"]
+    assert a.attrs["settings"]["threshold_rule"] in ("target_precision", "max_f1_fallback")
+    assert (a.loc[0, "events"], a.loc[0, "caught"]) != (b.loc[0, "events"], b.loc[0, "caught"])
+
+
+def test_a_fit_ignores_failures_past_what_its_rows_can_know():
+    """The fit sees only its devices' failures up to a horizon after its last row: adding later
+    ones, or another device's, moves no choice (they would move the censoring of its alerts)."""
+    tel, fails = fleet_telemetry()
+    feats = build_fault_features(tel, POLICY)
+    train = feats[feats["ts"] < feats["ts"].min() + pd.Timedelta(days=8)]
+    extra = pd.DataFrame({"ts": [train["ts"].max() + pd.Timedelta(hours=7), pd.Timestamp("2026-01-03")],
+                          "device_id": ["n1-gpu1", "elsewhere"]})
+    from anomaly.faults import known_failures
+
+    both = pd.concat([fails, extra], ignore_index=True)
+    kept = known_failures(train, both, HORIZON)
+    assert kept["ts"].max() <= train["ts"].max() + HORIZON and "elsewhere" not in set(kept["device_id"])
+    a = FaultPredictor(POLICY).fit(train, fails)
+    b = FaultPredictor(POLICY).fit(train, both)
+    assert (a.params_, a.threshold_, a.threshold_rule_) == (b.params_, b.threshold_, b.threshold_rule_)
+
+
+def test_held_out_devices_labels_change_no_fold_setting():
+    """Device split: relabelling a fold's held-out devices changes none of that fold's choices."""
+    tel, fails = fleet_telemetry()
+    a = evaluate_faults_by_device(tel, fails, POLICY, folds=3)
+    for fold in a.attrs["folds"]:
+        held = fold["devices"]
+        others = fails[~fails["device_id"].isin(held)]
+        fake = pd.DataFrame({"ts": [pd.Timestamp("2026-01-06 05:00")], "device_id": [held[0]]})
+        b = evaluate_faults_by_device(tel, pd.concat([others, fake], ignore_index=True), POLICY, folds=3)
+        same = next(f for f in b.attrs["folds"] if f["devices"] == held)
+        assert {k: same[k] for k in ("params", "threshold", "threshold_rule")} == \
+            {k: fold[k] for k in ("params", "threshold", "threshold_rule")}
+
+
+def test_the_search_keeps_the_best_inner_setting():
+    """Each setting tried is recorded with its inner out-of-fold figures; the one kept ranks
+    first on them, and an empty search keeps the policy's own setting."""
+    tel, fails = fleet_telemetry()
+    feats = build_fault_features(tel, POLICY)
+    model = FaultPredictor(POLICY).fit(feats, fails)
+    assert len(model.search_) == 2
+    assert model.params_ in [{k: s[k] for k in ("num_leaves", "n_estimators", "min_child_samples")}
+                             for s in model.search_]
+    own = FaultPredictor(dataclasses.replace(POLICY, search=())).fit(feats, fails)
+    assert own.params_ == {"num_leaves": 4, "n_estimators": 40, "min_child_samples": 5}
+    with pytest.raises(ValueError):
+        FaultPolicy(search=((4, 0, 10),))
+
+
+def test_dcgm_features_count_increments_xid_classes_and_peers():
+    """ECC totals become increments (a reset counts from zero), Xid codes are counted by class,
+    temperature is compared with the node's other GPU; the latest rows alone build the same."""
+    ts = pd.date_range("2026-01-01", periods=8, freq="h")
+    sbe = [0, 2, 2, 5, 1, 1, 4, 4]  # +2, +3, reset to 1 (+1), +3
+    xid = [0, 13, 0, 79, 48, 0, 0, 7]
+    rows = []
+    for dev, temp in (("n0-gpu0", [60, 60, 61, 70, 72, 60, 60, 60]), ("n0-gpu1", [60] * 8)):
+        for metric, values in (("ecc_sbe", sbe if dev.endswith("0") else [0] * 8), ("gpu_temp", temp),
+                               ("DCGM_FI_DEV_XID_ERRORS", xid if dev.endswith("0") else [0] * 8),
+                               ("power_usage", [300, 310, 300, 310, 300, 300, 300, 300])):
+            rows.append(pd.DataFrame({"ts": ts, "device_id": dev, "node_id": "n0", "metric": metric,
+                                      "value": np.asarray(values, dtype=float)}))
+    tel = pd.concat(rows, ignore_index=True)
+    policy = FaultPolicy(windows=("3h", "24h"))
+    f = build_fault_features(tel, policy).set_index(["device_id", "ts"]).loc["n0-gpu0"]
+    assert f["dcgm_sbe_inc"].tolist() == [0, 2, 0, 3, 1, 0, 3, 0]
+    assert f["dcgm_sbe_inc_24h"].iloc[-1] == 9
+    assert f["dcgm_xid_count_24h"].iloc[-1] == 4
+    last = f.iloc[-1]
+    assert (last["dcgm_xid_app_count_24h"], last["dcgm_xid_board_count_24h"], last["dcgm_xid_memory_count_24h"],
+            last["dcgm_xid_other_count_24h"]) == (1, 1, 1, 1)
+    assert f.loc[ts[4], "dcgm_xid_count_3h"] == 2  # 79 at 03:00 and 48 at 04:00 (13 at 01:00 is older)
+    assert f.loc[ts[4], "dcgm_temp_vs_peers"] == 12
+    assert f["dcgm_power_jitter_3h"].iloc[3] == 10
+    latest = build_fault_features(tel, policy, latest_only=True).set_index("device_id")
+    full = build_fault_features(tel, policy).groupby("device_id").tail(1).set_index("device_id")
+    pd.testing.assert_frame_equal(latest[full.columns], full, check_dtype=False)
