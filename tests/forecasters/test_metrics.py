@@ -52,3 +52,36 @@ def test_evaluate_per_model() -> None:
     assert row["wape"] == pytest.approx(4 / 30)
     assert row["mase"] == pytest.approx(2.0 / 3.0)  # scale from the 6 points up to the cutoff
     assert row["coverage_80"] == pytest.approx(0.5)
+
+
+def test_per_series_metrics_equal_utilsforecast() -> None:
+    """The hand-written metrics agree with utilsforecast's (statsforecast's own metrics library)
+    on every (series, cutoff): sMAPE (ours in M4's 0-200 scale, theirs 0-1), MASE, MAE and
+    coverage. Kept as plain numpy because the backtest pools WAPE and coverage over points."""
+    from utilsforecast import losses
+
+    rng = np.random.default_rng(3)
+    hist = pd.DataFrame({"unique_id": np.repeat(["a", "b"], 60),
+                         "ds": np.tile(pd.date_range("2026-01-01", periods=60, freq="h"), 2),
+                         "y": rng.gamma(2.0, 10.0, 120)})
+    rows = []
+    for _uid, g in hist.groupby("unique_id"):
+        for cutoff in (g["ds"].iloc[39], g["ds"].iloc[47]):
+            fut = g[(g["ds"] > cutoff)].head(12)
+            fc = fut["y"].to_numpy() + rng.normal(0, 5, len(fut))
+            rows.append(fut.assign(cutoff=cutoff, f=fc, **{"f-lo-80": fc - 6, "f-hi-80": fc + 6}))
+    cv = pd.concat(rows, ignore_index=True)
+    theirs = {
+        "smape": losses.smape(cv, ["f"]), "mae": losses.mae(cv, ["f"]),
+        "mase": losses.mase(cv, ["f"], 24, hist), "coverage": losses.coverage(cv, ["f"], 80),
+    }
+    for (uid, cutoff), g in cv.groupby(["unique_id", "cutoff"]):
+        insample = hist.loc[(hist["unique_id"] == uid) & (hist["ds"] <= cutoff), "y"].to_numpy()
+        ours = {
+            "smape": metrics.smape(g["y"], g["f"]) / 200, "mae": metrics.mae(g["y"], g["f"]),
+            "mase": metrics.mase(g["y"], g["f"], insample, 24),
+            "coverage": metrics.coverage(g["y"], g["f-lo-80"], g["f-hi-80"]),
+        }
+        for name, table in theirs.items():
+            row = table[(table["unique_id"] == uid) & (table["cutoff"] == cutoff)]
+            assert ours[name] == pytest.approx(float(row["f"].iloc[0])), (name, uid, cutoff)
