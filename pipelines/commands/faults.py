@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threshold-folds", choices=("time", "device"), default="time",
                    help="out-of-fold scores the alert threshold is set on: purged time blocks of the training "
                    "span (the same fleet, later; default) or groups of devices (a fleet of mostly new devices)")
+    e.add_argument("--lifetimes", type=Path, default=None,
+                   help="device lifetimes (as for faults hazard; with --devices): also print how many failures "
+                   "the fleet's age hazard expects over the scored span, beside those observed and alerted")
     e.add_argument("--out", type=Path, default=None, help="write the metrics CSV here")
     e.set_defaults(func=run_evaluate)
     s = sub.add_parser(
@@ -104,6 +107,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"warning: {len(blind)} failure(s) of {blind['device_id'].nunique()} device(s) with no telemetry "
               f"in {args.telemetry} cannot be predicted and are left out (such as "
               f"{', '.join(sorted(blind['device_id'].unique())[:3])})", file=sys.stderr)
+    hazard = None
+    if args.lifetimes is not None:
+        if devices is None:
+            raise CliError("--lifetimes needs --devices (device ages) to say what the fleet should expect", 2)
+        from anomaly.hazard import FleetHazard
+        from pipelines.ingest.lifetimes import read_lifetimes
+
+        try:
+            hazard = FleetHazard().fit(read_lifetimes(args.lifetimes)[0])
+        except (tables.InputError, ValueError) as exc:
+            raise CliError(str(exc), 2) from exc
     held = None
     if args.test_devices:
         ids = np.sort(telemetry["device_id"].unique())
@@ -136,10 +150,32 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"note: {censored} alert(s) in the last {args.horizon} no known failure confirms cannot be judged "
               f"(the device may fail after the data stop); they are left out of alerts and precision",
               file=sys.stderr)
+    if hazard is not None:
+        print(_hazard_line(hazard, telemetry, devices, args, held, metrics), file=sys.stderr)
     if int(metrics["events"].iloc[0]) == 0:
         print("warning: no failure falls in the test span (of the held-out devices): recall and AUC are "
               "undefined, and every alert judged counts as false; use a larger --test-fraction", file=sys.stderr)
     return 0
+
+
+def _hazard_line(hazard, telemetry, devices, args: argparse.Namespace, held, metrics) -> str:
+    """What the age hazard expects of the scored devices over the scored span (ages from
+    --devices, taken at the span's start), beside the failures observed and the alerts."""
+    ts = telemetry["ts"]
+    span = ts.max() - ts.min()
+    scored = set(telemetry["device_id"])
+    if args.split == "time":
+        span = span * args.test_fraction
+        if held:
+            scored = set(held)
+    ages = devices.loc[devices["device_id"].isin(scored), "age_days"].dropna().to_numpy()
+    if ages.size == 0:
+        return f"note: --lifetimes: none of the scored devices has an age in {args.devices}: no hazard figure"
+    days = max(span.total_seconds() / 86400.0, 1e-9)
+    f = hazard.expected_failures(ages, days)
+    return (f"fleet hazard ({args.lifetimes}): the {ages.size} scored device(s) of these ages expect "
+            f"{f.expected:.3g} [{f.lo}, {f.hi}] failure(s) in {days:.1f} days ({f.level:.0%} interval); "
+            f"observed {int(metrics['events'].iloc[0])}, alerts {int(metrics['alerts'].iloc[0])}")
 
 
 def run_score(args: argparse.Namespace) -> int:

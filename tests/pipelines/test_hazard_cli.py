@@ -63,3 +63,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys):
     assert "line 2, column 'age_days'" in capsys.readouterr().err
     assert main(["faults", "hazard", "--lifetimes", str(tmp_path / "none.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_faults_evaluate_prints_what_the_age_hazard_expects(tmp_path: Path, capsys):
+    """--lifetimes with --devices: beside the scored failures and alerts, the count the fleet's
+    age hazard expects of the scored devices over the scored span; without --devices, exit 2."""
+    from tests.anomaly.synthetic import fleet_telemetry
+
+    lives = _contract(tmp_path)
+    tel, fails = fleet_telemetry()
+    tel.to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    ids = sorted(tel["device_id"].unique())
+    pd.DataFrame({"device_id": ids, "age_days": [2000.0] * len(ids)}).to_csv(tmp_path / "d.csv", index=False)
+    argv = ["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
+            "--lifetimes", str(lives)]
+    assert main([*argv, "--devices", str(tmp_path / "d.csv")]) == 0
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("fleet hazard"))
+    assert f"the {len(ids)} scored device(s)" in line and "observed 3, alerts" in line
+    expected = float(line.split(" expect ")[1].split()[0])
+    assert 0 < expected < len(ids)
+    assert main(argv) == 2
+    assert "--lifetimes needs --devices" in capsys.readouterr().err
