@@ -169,12 +169,14 @@ def evaluate_faults(
     alerts = dedup_alerts(scored, model.threshold_, horizon)
     test_rows = feats[test]
     devs = sorted(test_rows["device_id"].astype(str).unique())
-    row = score_alerts(alerts, failures, lead, horizon, (test_rows["ts"].min(), test_rows["ts"].max()), devs)
+    span = (test_rows["ts"].min(), test_rows["ts"].max())
+    row = score_alerts(alerts, failures, lead, horizon, span, devs)
     row["auc"] = point_auc(label_failures(test_rows, failures, policy), scored["score"].to_numpy())
     row.update(threshold=float(model.threshold_), threshold_rule=model.threshold_rule_)
     out = pd.DataFrame([row], columns=FAULT_EVAL_COLUMNS)
     out.attrs["censored_alerts"] = int(row["censored_alerts"])  # left out of alerts and precision
     out.attrs["settings"] = fault_settings(model)
+    out.attrs.update(scored_span=span, scored_devices=devs)  # what was scored, for a caller's comparison
     return out
 
 
@@ -225,7 +227,8 @@ def evaluate_faults_by_device(
     # each fold's alerts at its own threshold: pooled as alerts, not as scores
     alerts = dedup_alerts(scored.assign(score=scored["score"] - scored["threshold"]), 0.0, horizon)
     devs = sorted(ids.unique())
-    row = score_alerts(alerts, failures, lead, horizon, (feats["ts"].min(), feats["ts"].max()), devs)
+    span = (feats["ts"].min(), feats["ts"].max())
+    row = score_alerts(alerts, failures, lead, horizon, span, devs)
     order = feats.set_index(["device_id", "ts"]).index
     pooled = scored.set_index(["device_id", "ts"])["score"].reindex(order).to_numpy()
     row["auc"] = point_auc(label_failures(feats, failures, policy), pooled)
@@ -235,6 +238,7 @@ def evaluate_faults_by_device(
     out = pd.DataFrame([row], columns=FAULT_EVAL_COLUMNS)
     out.attrs["censored_alerts"] = int(row["censored_alerts"])
     out.attrs["folds"] = per_fold
+    out.attrs.update(scored_span=span, scored_devices=devs)
     return out
 
 

@@ -151,27 +151,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"(the device may fail after the data stop); they are left out of alerts and precision",
               file=sys.stderr)
     if hazard is not None:
-        print(_hazard_line(hazard, telemetry, devices, args, held, metrics), file=sys.stderr)
+        print(_hazard_line(hazard, devices, args, metrics), file=sys.stderr)
     if int(metrics["events"].iloc[0]) == 0:
         print("warning: no failure falls in the test span (of the held-out devices): recall and AUC are "
               "undefined, and every alert judged counts as false; use a larger --test-fraction", file=sys.stderr)
     return 0
 
 
-def _hazard_line(hazard, telemetry, devices, args: argparse.Namespace, held, metrics) -> str:
-    """What the age hazard expects of the scored devices over the scored span (ages from
+def _hazard_line(hazard, devices, args: argparse.Namespace, metrics) -> str:
+    """What the age hazard expects of the devices and span the evaluation scored (ages from
     --devices, taken at the span's start), beside the failures observed and the alerts."""
-    ts = telemetry["ts"]
-    span = ts.max() - ts.min()
-    scored = set(telemetry["device_id"])
-    if args.split == "time":
-        span = span * args.test_fraction
-        if held:
-            scored = set(held)
-    ages = devices.loc[devices["device_id"].isin(scored), "age_days"].dropna().to_numpy()
+    start, end = metrics.attrs["scored_span"]
+    ages = devices.loc[devices["device_id"].isin(metrics.attrs["scored_devices"]), "age_days"].dropna().to_numpy()
     if ages.size == 0:
         return f"note: --lifetimes: none of the scored devices has an age in {args.devices}: no hazard figure"
-    days = max(span.total_seconds() / 86400.0, 1e-9)
+    days = max((end - start).total_seconds() / 86400.0, 1e-9)
     f = hazard.expected_failures(ages, days)
     return (f"fleet hazard ({args.lifetimes}): the {ages.size} scored device(s) of these ages expect "
             f"{f.expected:.3g} [{f.lo}, {f.hi}] failure(s) in {days:.1f} days ({f.level:.0%} interval); "
