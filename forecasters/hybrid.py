@@ -1,6 +1,12 @@
 """prophet_lgbm: Prophet per series for trend, seasonality and changepoints, and one
 global, direct multi-horizon LightGBM that learns what Prophet misses.
 
+The booster trains on Prophet's out-of-sample forecasts: a first Prophet fit on each
+series minus its last ``feature_holdout`` points gives the features of the rows whose
+targets lie there, and the Prophet that serves is fit on all of the history (two fits).
+Trained on in-sample curves, the booster trusted a Prophet that fits its own history far
+better than it forecasts.
+
 Default (``boost_target="anchor"``): the booster corrects the robust seasonal
 anchor (see :mod:`forecasters.features`) using the shared lag/seasonal features
 of ``y`` plus Prophet's forecast at the target, its change from the origin and
@@ -13,6 +19,8 @@ improve it out of sample.
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
@@ -22,6 +30,8 @@ from forecasters.lgbm import BoostCore, LGBMParams, kept_rounds
 from forecasters.prophet_model import PROPHET_MIN_POINTS, ProphetCore, ProphetParams
 from forecasters.registry import register
 from forecasters.validation import default_seasons
+
+log = logging.getLogger(__name__)
 
 # the hybrid's defaults: its booster trains on each series' last six weeks (lgbm alone: eight)
 PROPHET_DEFAULTS = ProphetParams()
@@ -44,6 +54,7 @@ class ProphetLGBM(BaseForecaster):
         prophet_jobs: int = 2,
         lgbm: LGBMParams = LGBM_DEFAULTS,
         boost_target: str = "anchor",
+        feature_holdout: int = 336,
         lgbm_jobs: int = 1,
         seed: int = 0,
     ) -> None:
@@ -55,8 +66,17 @@ class ProphetLGBM(BaseForecaster):
         self.prophet_jobs = prophet_jobs
         self.lgbm = lgbm
         self.boost_target = boost_target
+        self.feature_holdout = feature_holdout
         self.lgbm_jobs = lgbm_jobs
         self.seed = seed
+
+    def __setstate__(self, state: dict) -> None:
+        # an artifact from before ``feature_holdout`` was fit on in-sample Prophet features
+        if "feature_holdout" not in state:
+            keys = list(state)
+            at = keys.index("boost_target") + 1 if "boost_target" in keys else len(keys)
+            state = {**dict(list(state.items())[:at]), "feature_holdout": 0, **dict(list(state.items())[at:])}
+        super().__setstate__(state)
 
     def _prophet_core(self) -> ProphetCore:
         return ProphetCore(freq=self.freq, season_length=self.season_length, params=self.prophet,
@@ -77,12 +97,30 @@ class ProphetLGBM(BaseForecaster):
 
     def _fit_points(self, frame: pd.DataFrame) -> None:
         prophet = self._prophet_core()
-        models = prophet.fit(frame)
         uids, ys, starts = series_arrays(frame)
-        bases = [
-            prophet.curve(models, np.array([u]), (s + np.arange(len(y)))[None, :])[0]
-            for u, y, s in zip(uids, ys, starts)
-        ]
+        # the booster learns from Prophet's out-of-sample forecasts, as it will see them: a
+        # Prophet fit on each series minus its last ``feature_holdout`` points gives the
+        # features of the rows whose targets lie in those points (older rows: NaN, which
+        # LightGBM routes as missing; on M4 Hourly's dev split in-sample features gave OWA
+        # 0.547, these 0.476, and only the held-out rows 0.485)
+        hold = int(min(self.feature_holdout, int(min(len(y) for y in ys)) - self._min_length()))
+        if hold >= self.horizon:
+            from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
+            early = prophet.fit(frame.loc[from_end >= hold].reset_index(drop=True))
+            bases = []
+            for u, y, s in zip(uids, ys, starts):
+                b = np.full(len(y), np.nan)
+                b[-hold:] = prophet.curve(early, np.array([u]), (s + np.arange(len(y) - hold, len(y)))[None, :])[0]
+                bases.append(b)
+            models = prophet.fit(frame)
+        else:
+            log.info("prophet_lgbm: series too short to hold %d points out of Prophet's fit: in-sample "
+                     "features", self.horizon)
+            models = prophet.fit(frame)
+            bases = [
+                prophet.curve(models, np.array([u]), (s + np.arange(len(y)))[None, :])[0]
+                for u, y, s in zip(uids, ys, starts)
+            ]
         boost = self._boost()
         self.prophets_ = models
         self.booster_ = boost.train(*boost.rows(ys, starts, bases), rounds=getattr(self, "_fixed_rounds", None))

@@ -383,3 +383,27 @@ def test_prophet_refits_give_the_same_artifact(panel: pd.DataFrame) -> None:
     small = panel[panel["unique_id"] == panel["unique_id"].iloc[0]]
     first = dumps(forecasters.create("prophet", horizon=H).fit(small))
     assert dumps(forecasters.create("prophet", horizon=H).fit(small)) == first
+
+
+@pytest.mark.slow
+def test_hybrid_booster_learns_from_out_of_sample_prophet(panel: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The booster's Prophet features come from a fit that did not see their targets: each
+    fit (the model's, then its calibration copy's) first fits Prophet without the last
+    ``feature_holdout`` points, then on all of its history to serve."""
+    from forecasters.prophet_model import ProphetCore
+
+    seen: list[int] = []
+    fit = ProphetCore.fit
+
+    def recording(self: ProphetCore, frame: pd.DataFrame) -> dict[str, object]:
+        seen.append(int(frame.groupby("unique_id").size().max()))
+        return fit(self, frame)
+
+    monkeypatch.setattr(ProphetCore, "fit", recording)
+    model = make_model("prophet_lgbm").set_params(feature_holdout=100)
+    model.fit(panel)
+    span = model._calibration_span_
+    assert seen == [len(panel) // 2 - 100, len(panel) // 2, len(panel) // 2 - span - 100, len(panel) // 2 - span]
+    seen.clear()
+    make_model("prophet_lgbm").set_params(feature_holdout=0).fit(panel)  # in-sample, as before
+    assert seen == [len(panel) // 2, len(panel) // 2 - span]
