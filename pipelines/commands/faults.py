@@ -59,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--horizon", default="24h", help="prediction horizon (default 24h)")
     s.add_argument("--jsonl", default=None, help="append alerts to this JSONL file")
     s.add_argument("--json", action="store_true", help="the run's result as one JSON document instead of text")
+    s.add_argument("--lifetimes", type=Path, default=None,
+                   help="device lifetimes (as for faults hazard; with --devices): also print how many failures "
+                   "the fleet's age hazard expects over the next --horizon, beside the alerts fired")
+    s.add_argument("--devices", type=Path, default=None, help="device_id,age_days of the fleet (with --lifetimes)")
     s.set_defaults(func=run_score)
     __import__("pipelines.commands.hazard", fromlist=["register"]).register(sub)  # faults hazard (its own module)
 
@@ -107,17 +111,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"warning: {len(blind)} failure(s) of {blind['device_id'].nunique()} device(s) with no telemetry "
               f"in {args.telemetry} cannot be predicted and are left out (such as "
               f"{', '.join(sorted(blind['device_id'].unique())[:3])})", file=sys.stderr)
-    hazard = None
-    if args.lifetimes is not None:
-        if devices is None:
-            raise CliError("--lifetimes needs --devices (device ages) to say what the fleet should expect", 2)
-        from anomaly.hazard import FleetHazard
-        from pipelines.ingest.lifetimes import read_lifetimes
-
-        try:
-            hazard = FleetHazard().fit(read_lifetimes(args.lifetimes)[0])
-        except (tables.InputError, ValueError) as exc:
-            raise CliError(str(exc), 2) from exc
+    hazard = _read_hazard(args, devices)
     held = None
     if args.test_devices:
         ids = np.sort(telemetry["device_id"].unique())
@@ -158,6 +152,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_hazard(args: argparse.Namespace, devices):  # -> FleetHazard | None
+    """The age hazard fit on --lifetimes (None without it); --lifetimes needs --devices."""
+    if args.lifetimes is None:
+        return None
+    from anomaly.hazard import FleetHazard
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest import tables
+    from pipelines.ingest.lifetimes import read_lifetimes
+
+    if devices is None:
+        raise CliError("--lifetimes needs --devices (device ages) to say what the fleet should expect", 2)
+    try:
+        return FleetHazard().fit(read_lifetimes(args.lifetimes)[0])
+    except (tables.InputError, ValueError) as exc:
+        raise CliError(str(exc), 2) from exc
+
+
 def _hazard_line(hazard, devices, args: argparse.Namespace, metrics) -> str:
     """What the age hazard expects of the devices and span the evaluation scored (ages from
     --devices, taken at the span's start), beside the failures observed and the alerts."""
@@ -176,6 +187,7 @@ def run_score(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
     from pipelines.detect.jobs import configured_sinks
     from pipelines.flows.detect import detect_flow
+    from pipelines.ingest import tables
     from pipelines.runtime.settings import Settings
 
     settings = Settings.from_env(db_path=args.db)
@@ -184,11 +196,32 @@ def run_score(args: argparse.Namespace) -> int:
     try:
         configured_sinks(args.jsonl)
         policy = _policy(args)  # bad durations fail here, with the option named, not inside the flow
-    except ValueError as exc:
+        devices = tables.read_devices(args.devices) if args.devices else None
+    except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
+    if devices is not None and args.lifetimes is None:
+        raise CliError("--devices of faults score only serves --lifetimes (the model reads no ages)", 2)
+    hazard = _read_hazard(args, devices)  # before the run: a bad file changes nothing
     out = detect_flow(db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=["faults"],
                       fault_lead=policy.lead, fault_horizon=policy.horizon)
     from pipelines.commands.summaries import print_result
 
     print_result(out, args.json, "detect")
+    if hazard is not None:
+        print(_expected_line(hazard, devices, args, policy, out.get("faults", {})), file=sys.stderr)
     return 0
+
+
+def _expected_line(hazard, devices, args: argparse.Namespace, policy, faults: dict) -> str:
+    """What the age hazard expects of the --devices fleet over the next horizon, beside the
+    alerts this run fired: a check that the model's alert count is in proportion."""
+    import pandas as pd
+
+    ages = devices["age_days"].dropna().to_numpy()
+    if ages.size == 0:
+        return f"note: --lifetimes: no device in {args.devices} has an age: no hazard figure"
+    days = pd.Timedelta(policy.horizon).total_seconds() / 86400.0
+    f = hazard.expected_failures(ages, days)
+    return (f"fleet hazard ({args.lifetimes}): the {ages.size} device(s) of {args.devices} expect "
+            f"{f.expected:.3g} [{f.lo}, {f.hi}] failure(s) in the next {args.horizon} ({f.level:.0%} interval); "
+            f"this run fired {int(faults.get('fired', 0))} fault alert(s)")

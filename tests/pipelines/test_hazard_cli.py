@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from pipelines.cli import main
 from tests.anomaly.test_hazard import weibull_lives
@@ -85,3 +86,32 @@ def test_faults_evaluate_prints_what_the_age_hazard_expects(tmp_path: Path, caps
     assert 0 < expected < len(ids)
     assert main(argv) == 2
     assert "--lifetimes needs --devices" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_faults_score_prints_what_the_age_hazard_expects(prefect_harness, db_path: Path, tmp_path: Path, capsys):
+    """faults score --lifetimes --devices: after the run, the failures the fleet's age hazard
+    expects over the next horizon beside the alerts fired; each file alone is exit 2, before any work."""
+    from pipelines.store import warehouse
+    from pipelines.synth.fleet import generate_fleet
+    from tests.pipelines.test_detect_flow import load
+
+    fleet = generate_fleet(nodes=4, days=10, seed=3)
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    ids = sorted(fleet["telemetry"]["device_id"].unique())
+    pd.DataFrame({"device_id": ids, "age_days": [2000.0] * len(ids)}).to_csv(tmp_path / "d.csv", index=False)
+    score = ["faults", "score", "--db", str(db_path)]
+    lives = ["--lifetimes", str(_contract(tmp_path))]
+    devices = ["--devices", str(tmp_path / "d.csv")]
+    assert main([*score, *lives]) == 2
+    assert "--lifetimes needs --devices" in capsys.readouterr().err
+    assert main([*score, *devices]) == 2
+    assert "only serves --lifetimes" in capsys.readouterr().err
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 0  # refused before any work
+    assert main([*score, *lives, *devices]) == 0
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("fleet hazard"))
+    assert f"the {len(ids)} device(s) of" in line and "in the next 24h" in line and "this run fired" in line
+    expected = float(line.split(" expect ")[1].split()[0])
+    assert 0 < expected < len(ids)
