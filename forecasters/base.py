@@ -133,6 +133,8 @@ class BaseForecaster(BaseEstimator):
     # origins forecast per series at most (spread evenly over the stretch); a model whose every
     # forecast refits something costly (ets' MSTL) takes fewer
     max_calibration_origins: ClassVar[int] = MAX_CAL_ORIGINS
+    # parameters added after artifacts were saved: the value an artifact without one was fit with
+    legacy_params: ClassVar[dict[str, Any]] = {}
 
     # --- parameters (get_params, set_params and repr are scikit-learn's) ----------
     @classmethod
@@ -157,7 +159,13 @@ class BaseForecaster(BaseEstimator):
         return _flatten(self.__dict__, self._param_groups())
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(_nest(state, self._param_groups()))
+        state = _nest(state, self._param_groups())
+        missing = {k: v for k, v in self.legacy_params.items() if k not in state}
+        if missing:  # the parameters in the constructor's order, as a fresh model holds them
+            names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
+            params = {n: state[n] if n in state else missing[n] for n in names if n in state or n in missing}
+            state = {**params, **{k: v for k, v in state.items() if k not in params}}
+        self.__dict__.update(state)
 
     # --- what subclasses provide -------------------------------------------------
     def _min_length(self) -> int:

@@ -43,6 +43,7 @@ class ProphetLGBM(BaseForecaster):
     """Prophet per series + one global LightGBM over Prophet's forecast and residuals."""
 
     name = "prophet_lgbm"
+    legacy_params = {"feature_holdout": 0}  # artifacts from before it were fit on in-sample features
 
     def __init__(
         self,
@@ -70,14 +71,6 @@ class ProphetLGBM(BaseForecaster):
         self.lgbm_jobs = lgbm_jobs
         self.seed = seed
 
-    def __setstate__(self, state: dict) -> None:
-        # an artifact from before ``feature_holdout`` was fit on in-sample Prophet features
-        if "feature_holdout" not in state:
-            keys = list(state)
-            at = keys.index("boost_target") + 1 if "boost_target" in keys else len(keys)
-            state = {**dict(list(state.items())[:at]), "feature_holdout": 0, **dict(list(state.items())[at:])}
-        super().__setstate__(state)
-
     def _prophet_core(self) -> ProphetCore:
         return ProphetCore(freq=self.freq, season_length=self.season_length, params=self.prophet,
                            n_jobs=self.prophet_jobs)
@@ -104,23 +97,21 @@ class ProphetLGBM(BaseForecaster):
         # LightGBM routes as missing; on M4 Hourly's dev split in-sample features gave OWA
         # 0.547, these 0.476, and only the held-out rows 0.485)
         hold = int(min(self.feature_holdout, int(min(len(y) for y in ys)) - self._min_length()))
+        early = None
         if hold >= self.horizon:
             from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
             early = prophet.fit(frame.loc[from_end >= hold].reset_index(drop=True))
-            bases = []
-            for u, y, s in zip(uids, ys, starts):
-                b = np.full(len(y), np.nan)
-                b[-hold:] = prophet.curve(early, np.array([u]), (s + np.arange(len(y) - hold, len(y)))[None, :])[0]
-                bases.append(b)
-            models = prophet.fit(frame)
-        else:
+        elif self.feature_holdout > 0:
             log.info("prophet_lgbm: series too short to hold %d points out of Prophet's fit: in-sample "
                      "features", self.horizon)
-            models = prophet.fit(frame)
-            bases = [
-                prophet.curve(models, np.array([u]), (s + np.arange(len(y)))[None, :])[0]
-                for u, y, s in zip(uids, ys, starts)
-            ]
+        models = prophet.fit(frame)
+        source = models if early is None else early  # in-sample, or out of sample in the held points
+        bases = []
+        for u, y, s in zip(uids, ys, starts):
+            first = 0 if early is None else len(y) - hold
+            b = np.full(len(y), np.nan)
+            b[first:] = prophet.curve(source, np.array([u]), (s + np.arange(first, len(y)))[None, :])[0]
+            bases.append(b)
         boost = self._boost()
         self.prophets_ = models
         self.booster_ = boost.train(*boost.rows(ys, starts, bases), rounds=getattr(self, "_fixed_rounds", None))

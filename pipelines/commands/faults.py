@@ -173,14 +173,21 @@ def _hazard_line(hazard, devices, args: argparse.Namespace, metrics) -> str:
     """What the age hazard expects of the devices and span the evaluation scored (ages from
     --devices, taken at the span's start), beside the failures observed and the alerts."""
     start, end = metrics.attrs["scored_span"]
-    ages = devices.loc[devices["device_id"].isin(metrics.attrs["scored_devices"]), "age_days"].dropna().to_numpy()
-    if ages.size == 0:
-        return f"note: --lifetimes: none of the scored devices has an age in {args.devices}: no hazard figure"
+    ages = devices.loc[devices["device_id"].isin(metrics.attrs["scored_devices"]), "age_days"]
     days = max((end - start).total_seconds() / 86400.0, 1e-9)
+    return _expectation(hazard, ages, days, args, "scored device(s) of these ages", f"{days:.1f} days",
+                        f"observed {int(metrics['events'].iloc[0])}, alerts {int(metrics['alerts'].iloc[0])}")
+
+
+def _expectation(hazard, ages, days: float, args: argparse.Namespace, who: str, span: str, beside: str) -> str:
+    """One line: the failures the hazard expects of devices aged ``ages`` over ``days``, with
+    its interval, and ``beside`` it what the run saw."""
+    ages = ages.dropna().to_numpy()
+    if ages.size == 0:
+        return f"note: --lifetimes: none of these devices has an age in {args.devices}: no hazard figure"
     f = hazard.expected_failures(ages, days)
-    return (f"fleet hazard ({args.lifetimes}): the {ages.size} scored device(s) of these ages expect "
-            f"{f.expected:.3g} [{f.lo}, {f.hi}] failure(s) in {days:.1f} days ({f.level:.0%} interval); "
-            f"observed {int(metrics['events'].iloc[0])}, alerts {int(metrics['alerts'].iloc[0])}")
+    return (f"fleet hazard ({args.lifetimes}): the {ages.size} {who} expect {f.expected:.3g} [{f.lo}, {f.hi}] "
+            f"failure(s) in {span} ({f.level:.0%} interval); {beside}")
 
 
 def run_score(args: argparse.Namespace) -> int:
@@ -217,11 +224,6 @@ def _expected_line(hazard, devices, args: argparse.Namespace, policy, faults: di
     alerts this run fired: a check that the model's alert count is in proportion."""
     import pandas as pd
 
-    ages = devices["age_days"].dropna().to_numpy()
-    if ages.size == 0:
-        return f"note: --lifetimes: no device in {args.devices} has an age: no hazard figure"
     days = pd.Timedelta(policy.horizon).total_seconds() / 86400.0
-    f = hazard.expected_failures(ages, days)
-    return (f"fleet hazard ({args.lifetimes}): the {ages.size} device(s) of {args.devices} expect "
-            f"{f.expected:.3g} [{f.lo}, {f.hi}] failure(s) in the next {args.horizon} ({f.level:.0%} interval); "
-            f"this run fired {int(faults.get('fired', 0))} fault alert(s)")
+    return _expectation(hazard, devices["age_days"], days, args, f"device(s) of {args.devices}",
+                        f"the next {args.horizon}", f"this run fired {int(faults.get('fired', 0))} fault alert(s)")
