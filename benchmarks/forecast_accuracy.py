@@ -50,7 +50,7 @@ import forecasters  # noqa: E402
 
 log = logging.getLogger("forecast_accuracy")
 BITBRAINS = "bitbrains-rnd-vm-utilization"
-MODELS = ("seasonal_naive", "ets", "prophet", "lgbm", "prophet_lgbm", "lstm")
+MODELS = ("seasonal_naive", "ets", "prophet", "lgbm", "prophet_lgbm", "lstm", "ensemble")
 CLUSTER_WINDOWS = (3, 5, 7, 10, 14)
 
 
