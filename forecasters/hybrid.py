@@ -7,6 +7,10 @@ targets lie there, and the Prophet that serves is fit on all of the history (two
 Trained on in-sample curves, the booster trusted a Prophet that fits its own history far
 better than it forecasts.
 
+The forecast mixes that booster with a second one trained on the same rows without Prophet's
+features: ``plain_share`` (0.5) of the plain one, the rest the Prophet-fed one. Each alone
+ties lgbm on M4 Hourly's dev split (OWA 0.476); their mean gives 0.469, as their errors differ.
+
 Default (``boost_target="anchor"``): the booster corrects the robust seasonal
 anchor (see :mod:`forecasters.features`) using the shared lag/seasonal features
 of ``y`` plus Prophet's forecast at the target, its change from the origin and
@@ -43,7 +47,8 @@ class ProphetLGBM(BaseForecaster):
     """Prophet per series + one global LightGBM over Prophet's forecast and residuals."""
 
     name = "prophet_lgbm"
-    legacy_params = {"feature_holdout": 0}  # artifacts from before it were fit on in-sample features
+    # artifacts from before these were fit on in-sample features, with no plain booster
+    legacy_params = {"feature_holdout": 0, "plain_share": 0.0}
 
     def __init__(
         self,
@@ -56,6 +61,7 @@ class ProphetLGBM(BaseForecaster):
         lgbm: LGBMParams = LGBM_DEFAULTS,
         boost_target: str = "anchor",
         feature_holdout: int = 336,
+        plain_share: float = 0.5,
         lgbm_jobs: int = 1,
         seed: int = 0,
     ) -> None:
@@ -68,6 +74,7 @@ class ProphetLGBM(BaseForecaster):
         self.lgbm = lgbm
         self.boost_target = boost_target
         self.feature_holdout = feature_holdout
+        self.plain_share = plain_share
         self.lgbm_jobs = lgbm_jobs
         self.seed = seed
 
@@ -115,15 +122,31 @@ class ProphetLGBM(BaseForecaster):
         boost = self._boost()
         self.prophets_ = models
         self.booster_ = boost.train(*boost.rows(ys, starts, bases), rounds=getattr(self, "_fixed_rounds", None))
+        # a second booster on the same rows without Prophet's features: the forecast is a mix
+        self.plain_ = (boost.train(*boost.rows(ys, starts), rounds=getattr(self, "_fixed_plain_rounds", None))
+                       if self._plain_share() > 0 else None)
+
+    def _plain_share(self) -> float:
+        share = float(self.plain_share)
+        if not 0.0 <= share < 1.0:
+            raise ValueError(f"prophet_lgbm: plain_share must be in [0, 1), not {self.plain_share!r}")
+        return share
 
     def _calibration_copy(self) -> ProphetLGBM:
         """As lgbm's: the copy boosts the rounds the fitted booster kept, without a probe."""
         copy = self.clone()
         copy._fixed_rounds = kept_rounds(self.booster_)
+        if self._plain_share() > 0:
+            copy._fixed_plain_rounds = kept_rounds(self.plain_)
         return copy
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
         w = ctx.values.shape[1]
         steps = ctx.end[:, None] + np.arange(-w + 1, h + 1)[None, :]
         curve = self._prophet_core().curve(self.prophets_, ctx.uids, steps)
-        return self._boost().direct(self.booster_, ctx, h, curve[:, :w], curve[:, w:])
+        boost = self._boost()
+        out = boost.direct(self.booster_, ctx, h, curve[:, :w], curve[:, w:])
+        share = self._plain_share()  # an older artifact has none: 0
+        if share == 0:
+            return out
+        return (1.0 - share) * out + share * boost.direct(self.plain_, ctx, h)

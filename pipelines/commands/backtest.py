@@ -13,7 +13,7 @@ from pipelines.runtime.outputs import check_writable, write_csv
 log = logging.getLogger(__name__)
 
 CSV_COLUMNS = ["model", "smape", "mase", "wape", "coverage_80", "coverage_95", "seconds"]
-DEFAULT_MODELS = "seasonal_naive,ets,prophet,lgbm,prophet_lgbm,lstm"
+DEFAULT_MODELS = "seasonal_naive,ets,prophet,lgbm,prophet_lgbm,lstm,ensemble"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

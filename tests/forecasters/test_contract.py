@@ -407,3 +407,25 @@ def test_hybrid_booster_learns_from_out_of_sample_prophet(panel: pd.DataFrame, m
     seen.clear()
     make_model("prophet_lgbm").set_params(feature_holdout=0).fit(panel)  # in-sample, as before
     assert seen == [len(panel) // 2, len(panel) // 2 - span]
+
+
+@pytest.mark.slow
+def test_hybrid_mixes_its_booster_with_one_that_never_saw_prophet(panel: pd.DataFrame) -> None:
+    """The forecast is ``plain_share`` of a booster on the same rows without Prophet's features
+    and the rest of the Prophet-fed one; at 0 it is the Prophet-fed booster alone."""
+    from forecasters.base import Context, series_arrays, windows_at
+
+    model = make_model("prophet_lgbm").set_params(plain_share=0.25).fit(panel)
+    assert model.plain_.num_feature() < model.booster_.num_feature()  # no Prophet columns
+    frame = model._validate(panel, model.min_points())
+    uids, ys, starts = series_arrays(frame)
+    width = model._context_length()
+    ctx = Context(uids, np.vstack([windows_at(y, width, [len(y)]) for y in ys]),
+                  np.array([s + len(y) - 1 for y, s in zip(ys, starts)]))
+    mixed = model._predict_points(ctx, H)
+    fed = model.set_params(plain_share=0.0)._predict_points(ctx, H)
+    plain = model._boost().direct(model.plain_, ctx, H)
+    np.testing.assert_allclose(mixed, 0.75 * fed + 0.25 * plain, rtol=1e-9)
+    assert not np.allclose(fed, plain)
+    with pytest.raises(ValueError, match="plain_share must be in"):
+        make_model("prophet_lgbm").set_params(plain_share=1.0).fit(panel)

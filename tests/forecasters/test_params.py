@@ -31,7 +31,7 @@ FLAT_DEFAULTS = {
                      "max_fourier_order": 10, "fourier_divisor": 4, "prophet_jobs": 2,
                      "n_estimators": 150, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
                      "objective": "l1", "max_train_points": 1008, "max_rows": 60000, "weighting": "equal",
-                     "boost_target": "anchor", "feature_holdout": 336,
+                     "boost_target": "anchor", "feature_holdout": 336, "plain_share": 0.5,
                      "lgbm_jobs": 1, "seed": 3},
 }
 
@@ -89,4 +89,5 @@ def test_artifacts_are_flat_and_flat_artifacts_load() -> None:
     assert legacy.lgbm == LGBMParams(n_estimators=20, max_train_points=24 * 42)
     assert list(vars(legacy)) == list(vars(ProphetLGBM()))
     assert legacy.feature_holdout == 0  # fit before out-of-sample features: in-sample, as it was
+    assert legacy.plain_share == 0.0  # and before the plain booster: Prophet-fed booster alone
     assert pickle.loads(pickle.dumps(legacy)).get_params() == legacy.get_params()
