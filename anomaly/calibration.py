@@ -46,14 +46,16 @@ def stationary_bootstrap(z: np.ndarray, length: int, block: float, rng: np.rando
 
 def alarm_counts(
     z: np.ndarray, ks: np.ndarray, hs: np.ndarray, direction: str, clear: float,
-    cooldown: int = 0, clear_points: int = 1,
+    cooldown: int = 0, clear_points: int = 1, confirm: int = 0,
 ) -> np.ndarray:
     """Reported-burst counts of the CUSUM for every (k, h) pair, over ``z`` (one series) or
     the rows of a 2-D ``z`` (replicates run side by side, each from a fresh start; counts summed).
 
     Mirrors the detector exactly: reset on every alarm, but an alarm in the direction of
     a burst still in progress (its residual level, an EWMA spanning ``clear_points``, not yet
-    back under ``clear``), or within ``cooldown`` points of the last event, is not a new event.
+    back under ``clear``), or within ``cooldown`` points of the last event, is not a new event;
+    with ``confirm``, a CUSUM above ``h`` alarms only when the last ``confirm`` points all lay
+    beyond ``clear`` in its direction, and is reset to 0 when they do not.
     """
     rows = np.atleast_2d(np.asarray(z, dtype=float))
     shape = (rows.shape[0], len(ks), len(hs))
@@ -67,8 +69,12 @@ def alarm_counts(
     up, down = direction in ("both", "up"), direction in ("both", "down")
     level = np.zeros(shape)
     lam = 2.0 / (clear_points + 1)
+    run_p = np.zeros(rows.shape[0], dtype=np.int64)
+    run_n = np.zeros(rows.shape[0], dtype=np.int64)
     for col in rows.T:
         zi = np.broadcast_to(col[:, None, None], shape)
+        run_p = np.where(col > clear, run_p + 1, 0)
+        run_n = np.where(col < -clear, run_n + 1, 0)
         level += lam * (zi - level)
         ended = active * level < clear
         active[ended] = 0.0
@@ -83,6 +89,11 @@ def alarm_counts(
             sn -= kk
             np.maximum(sn, 0.0, out=sn)
         pos, neg = sp > hh, sn > hh
+        if confirm:  # a crossing without its run is dropped, as the detector drops it
+            ok_p, ok_n = (run_p >= confirm)[:, None, None], (run_n >= confirm)[:, None, None]
+            sp[pos & ~ok_p] = 0.0
+            sn[neg & ~ok_n] = 0.0
+            pos, neg = pos & ok_p, neg & ok_n
         if pos.any() or neg.any():
             fired = np.where(pos, 1.0, np.where(neg, -1.0, 0.0))
             hit = fired != 0.0
@@ -97,7 +108,8 @@ def alarm_counts(
 
 
 def calibrate_cusum(
-    z: np.ndarray, arl_points: float, policy: CusumPolicy, cooldown_points: int = 0, clear_points: int = 1
+    z: np.ndarray, arl_points: float, policy: CusumPolicy, cooldown_points: int = 0, clear_points: int = 1,
+    confirm_points: int = 0,
 ) -> tuple[float, float]:
     """(k, h) for the policy's target ARL on the in-control residuals ``z``."""
     if len(z) < 10:
@@ -114,7 +126,7 @@ def calibrate_cusum(
     ks = np.asarray([policy.k] if policy.k is not None else policy.k_grid, dtype=float)
     hs = np.asarray([policy.h]) if policy.h is not None else H_GRID
     counts = alarm_counts(
-        sample, ks, hs, policy.direction, policy.clear_sigma, cooldown_points, clear_points
+        sample, ks, hs, policy.direction, policy.clear_sigma, cooldown_points, clear_points, confirm_points
     )
     allowed = length / arl_points
     best: tuple[float, float, float] | None = None

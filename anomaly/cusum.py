@@ -29,6 +29,7 @@ TIME_FIELDS = ("last_ts", "pos_start", "neg_start", "active_onset", "active_dete
 RUNNING_FIELDS = (
     "memory", "last_ts", "s_pos", "s_neg", "pos_start", "neg_start", "pos_peak", "neg_peak", "pos_peak_resid",
     "neg_peak_resid", "active", "active_onset", "active_detected", "active_peak", "active_level", "last_event",
+    "pos_run", "neg_run",
 )
 
 EVENT_COLUMNS = [
@@ -58,6 +59,10 @@ class CusumPolicy:
     # second alert for one incident; requiring every point of the span to be quiet instead would
     # keep a burst open for hours of plain noise (84% of points are under 1 sigma).
     clear_after: str = "1h"
+    # A CUSUM alarm is reported only once the residuals have stayed beyond ``clear_sigma`` in
+    # its direction for this long (the fast path does not wait): on 5-minute data a few spikes
+    # of one point each are not a burst to scale for. "0h": no such wait
+    confirm_for: str = "0h"
     direction: str = "both"  # both | up | down
     cooldown: str = "6h"  # a new alarm this soon after the last event is the same incident
     # Scale, k and h are refitted this often on the last ``calibration_span`` of the series
@@ -78,6 +83,8 @@ class CusumPolicy:
             raise ValueError("target_arl must be a positive duration")
         if pd.Timedelta(self.clear_after) < pd.Timedelta(0):
             raise ValueError("clear_after must be a duration >= 0")
+        if pd.Timedelta(self.confirm_for) < pd.Timedelta(0):
+            raise ValueError("confirm_for must be a duration >= 0")
         if self.recalibrate_every is not None and not pd.Timedelta(self.recalibrate_every) > pd.Timedelta(0):
             raise ValueError(f"recalibrate_every must be a positive duration or None, got {self.recalibrate_every!r}")
         if not pd.Timedelta(self.calibration_span) > pd.Timedelta(0):
@@ -86,6 +93,10 @@ class CusumPolicy:
     def clear_points(self, freq: pd.Timedelta) -> int:
         """Span, in points at grid step ``freq``, of the level that ends an alarmed burst."""
         return max(1, math.ceil(pd.Timedelta(self.clear_after) / freq))
+
+    def confirm_points(self, freq: pd.Timedelta) -> int:
+        """Points at grid step ``freq`` a CUSUM alarm's residuals must stay out for (0: none)."""
+        return math.ceil(pd.Timedelta(self.confirm_for) / freq)
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,9 @@ class CusumState:
     active_level: float = 0.0  # that EWMA of the alarmed burst's residuals
     calibrated_at: pd.Timestamp | None = None  # the last point the scale, k and h were fitted on
     calibration_points: int = 0  # how many grid points that fit read
+    confirm_points: int = 0  # points a CUSUM alarm's residuals must stay beyond clear_sigma (0: none)
+    pos_run: int = 0  # consecutive points above +clear_sigma (below -clear_sigma) so far
+    neg_run: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe dict (timestamps as ISO strings, NaN memory as None)."""
@@ -160,11 +174,15 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
     events: list[dict[str, object]] = []
     times = list(index)
     fast_h = state.fast_h if state.fast_h > 0 else math.inf
+    confirm = state.confirm_points
+    pr, nr = state.pos_run, state.neg_run
     raw = (resid / state.scale).tolist()
     for i, zi in enumerate(z.tolist()):
         if zi != zi:  # NaN: no evidence either way
             continue
         ts = times[i]
+        pr = pr + 1 if zi > clear else 0  # the runs of points beyond clear_sigma, each way
+        nr = nr + 1 if zi < -clear else 0
         if active:
             level += lam * (zi - level)
             if active * level < clear:
@@ -192,8 +210,16 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
                     ns = ts
                 if -zi > np_:
                     np_, npr = -zi, float(resid[i])
+        # the CUSUM alarms once its run of out-of-control points is long enough; a crossing
+        # without one (spikes that add up) is dropped, so it cannot linger and alarm later. The
+        # fast path, for a jump beyond anything calibrated, alarms at once
+        ok_p, ok_n = pr >= confirm, nr >= confirm
+        if sp > h and not ok_p:
+            sp, ps, pp, ppr = 0.0, None, 0.0, 0.0
+        if sn > h and not ok_n:
+            sn, ns, np_, npr = 0.0, None, 0.0, 0.0
         fast = 1 if up and raw[i] > fast_h else (-1 if down and -raw[i] > fast_h else 0)
-        fired = 1 if sp > h else (-1 if sn > h else fast)
+        fired = 1 if sp > h and ok_p else (-1 if sn > h and ok_n else fast)
         if fired and (fired == active or (last_event is not None and ts - last_event <= cooldown)):
             # Still the burst we already reported: reset, but do not report it twice.
             sp = sn = 0.0
@@ -217,7 +243,7 @@ def _run_cusum(state: CusumState, index: pd.DatetimeIndex, z: np.ndarray, resid:
     scalars = dict(s_pos=sp, s_neg=sn, pos_start=ps, neg_start=ns, pos_peak=pp, neg_peak=np_,
                    pos_peak_resid=ppr, neg_peak_resid=npr, active=active,
                    active_onset=a_onset, active_detected=a_det, active_peak=a_peak, active_level=level,
-                   last_event=last_event)
+                   last_event=last_event, pos_run=pr, neg_run=nr)
     return events, scalars
 
 
@@ -305,6 +331,7 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy, warn: 
         clip_sigma=policy.clip_sigma, clear_sigma=policy.clear_sigma,
         direction=policy.direction, memory=tuple([np.nan] * span),
         cooldown_s=pd.Timedelta(policy.cooldown).total_seconds(), clear_points=policy.clear_points(freq),
+        confirm_points=policy.confirm_points(freq),
     )
     index, values, resid, _z, memory = residuals(blank, ds, y)
     known = int(np.isfinite(resid).sum())
@@ -323,7 +350,8 @@ def fit_state(uid: str, ds: pd.Series, y: pd.Series, policy: CusumPolicy, warn: 
     k, h = policy.k, policy.h
     if k is None or h is None:
         cooldown_points = int(pd.Timedelta(policy.cooldown) / freq)
-        k, h = calibrate_cusum(z[np.isfinite(z)], arl_points, policy, cooldown_points, blank.clear_points)
+        k, h = calibrate_cusum(z[np.isfinite(z)], arl_points, policy, cooldown_points, blank.clear_points,
+                               blank.confirm_points)
         if policy.h is None and h >= H_GRID[-1]:
             (log.warning if warn else log.debug)("%s: even h=%.0f misses the target ARL %s on its history (heavy tails?)",
                         uid, h, policy.target_arl)

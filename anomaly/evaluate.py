@@ -49,8 +49,10 @@ def evaluate_bursts(
     train_fraction: float = 0.15,
     pelt_jump: int = 5,
     labels: Mapping[str, Sequence[pd.Timestamp]] | None = None,
+    only: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """CUSUM vs the 3-sigma rule vs Pelt on the same residuals: one row per detector.
+    """CUSUM vs the 3-sigma rule vs Pelt on the same residuals: one row per detector (``only``:
+    those named, of ``cusum``, ``threshold_3sigma``, ``pelt``).
 
     The baselines' events are thinned with the policy's cooldown too, so all three get
     the same "one alarm per incident" rule. A series whose calibration share is too short
@@ -78,6 +80,8 @@ def evaluate_bursts(
         ("pelt", PeltDetector(policy.season_length, policy.n_seasons, target_arl=policy.target_arl,
                               jump=pelt_jump)),
     ]
+    if only is not None:
+        detectors = [(name, det) for name, det in detectors if name in only]
     cooldown = pd.Timedelta(policy.cooldown)
     rows = []
     for name, det in detectors:

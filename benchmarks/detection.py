@@ -15,7 +15,7 @@ temporary folder, never into the repository. Data preparation, documented:
   * nab-tuned: the same with the settings an earlier round chose on these series (a 2-day
     rolling-median baseline: season 1, 576 points; target ARL 60 days; 36 h cooldown).
   * nab-heldout: the same series, leave-one-series-out: each detector's baseline, target ARL
-    and cooldown (``NAB_GRID``, which holds the defaults) are chosen on the other 7 series
+    and cooldown, and the CUSUM's ``confirm_for`` (``NAB_GRID``, which holds the defaults) are chosen on the other 7 series
     (most windows detected at <= 1 false alarm per series-week) and scored on the held-out
     one; every (setting, series) score is written to ``bursts_nab_grid.csv``.
   * pdm: the Azure PdM files are passed as they are; ``headroom faults evaluate`` maps
@@ -93,9 +93,11 @@ def nab(datasets: Path, tmp: Path, out: Path, tuned: bool = False) -> None:
               *labels, *settings, "--train-fraction", "0.15"], out / ("bursts_nab_tuned.csv" if tuned else "bursts_nab.csv"))
 
 
-NAB_GRID = [  # (season length, n_seasons, target ARL, cooldown): 5-min rolling medians of 1 and 2 days ...
-    (1, n, arl, cool) for n in (288, 576) for arl in ("7D", "30D", "60D", "120D") for cool in ("6h", "36h")
-] + [(24, 4, "7D", "6h")]  # ... and the defaults
+NAB_GRID = [  # (season length, n_seasons, target ARL, cooldown, confirm_for): 5-min rolling medians of
+    # 1 and 2 days, the CUSUM alarming at once or after 10 minutes out of control ...
+    (1, n, arl, cool, confirm) for confirm in ("0h", "10min") for n in (288, 576)
+    for arl in ("7D", "30D", "60D", "120D") for cool in ("6h", "36h")
+] + [(24, 4, "7D", "6h", "0h")]  # ... and the defaults
 
 
 def _pick(table: pd.DataFrame, max_fa_week: float) -> tuple:
@@ -126,10 +128,13 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     t0 = time.perf_counter()
     rows = []
     for setting in NAB_GRID:
-        season, n, arl, cool = setting
-        policy = CusumPolicy(season_length=season, n_seasons=n, target_arl=arl, cooldown=cool)
+        season, n, arl, cool, confirm = setting
+        policy = CusumPolicy(season_length=season, n_seasons=n, target_arl=arl, cooldown=cool, confirm_for=confirm)
+        # confirm_for is the CUSUM's alone: the baselines score as at 0h, so they are not rerun
+        only = ("cusum",) if confirm != "0h" else None
         for uid, frame in series.items():
-            m = evaluate_bursts(frame, {uid: windows.get(uid, [])}, policy, train_fraction=0.15, labels=labels)
+            m = evaluate_bursts(frame, {uid: windows.get(uid, [])}, policy, train_fraction=0.15, labels=labels,
+                                only=only)
             for r in m.to_dict("records"):
                 weeks = r["false_alarms"] / r["false_alarms_per_week"] if r["false_alarms_per_week"] else None
                 rows.append({"setting": setting, "uid": uid, **r, "weeks": weeks,
@@ -169,7 +174,7 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     table.to_csv(out / "bursts_nab_heldout.csv", index=False)
     with pd.option_context("display.width", 250, "display.max_colwidth", 120):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"({time.perf_counter() - t0:.1f} s, {len(NAB_GRID)} settings x {len(series)} series)\n", flush=True)
+    print(f"({time.perf_counter() - t0:.1f} s, {len(NAB_GRID)} CUSUM settings x {len(series)} series)\n", flush=True)
 
 
 def pdm(datasets: Path, out: Path) -> None:

@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="alarms this soon after an event are the same one (default 6h, as headroom detect)")
     e.add_argument("--clear-after", default="1h",
                    help="a burst ends once its residual level (an EWMA this long) is under 1 sigma (default 1h)")
+    e.add_argument("--confirm-for", default="0h",
+                   help="a CUSUM alarm waits until the residuals have stayed over 1 sigma this long (default 0h: "
+                   "no wait; the fast path never waits)")
     e.add_argument("--recalibrate-every", default="1D",
                    help="refit each detector this often on the 28 days before (default 1D, as headroom detect; "
                    "none: calibrate once)")
@@ -60,6 +63,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             target_arl=str(parse_duration(args.target_arl, "--target-arl")),
             cooldown=str(parse_duration(args.cooldown, "--cooldown")),
             clear_after=str(parse_duration(args.clear_after, "--clear-after")),
+            confirm_for=str(parse_duration(args.confirm_for, "--confirm-for")),
             recalibrate_every=(None if args.recalibrate_every.strip().lower() == "none"
                                else str(parse_duration(args.recalibrate_every, "--recalibrate-every"))),
         )

@@ -102,8 +102,9 @@ def test_too_short_history_is_a_clear_error():
         CusumDetector(FAST).fit(short)
 
 
-@pytest.mark.parametrize("cooldown,clear_points", [(0, 1), (12, 1), (0, 12), (12, 6)])
-def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int, clear_points: int):
+@pytest.mark.parametrize("cooldown,clear_points,confirm", [(0, 1, 0), (12, 1, 0), (0, 12, 0), (12, 6, 0), (0, 1, 3),
+                                                            (12, 6, 2)])
+def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int, clear_points: int, confirm: int):
     from anomaly.cusum import _run_cusum
 
     rng = np.random.default_rng(7)
@@ -112,10 +113,10 @@ def test_calibration_counts_exactly_what_the_detector_reports(cooldown: int, cle
     k, h = 0.5, 4.0
     state = CusumState(unique_id="s", freq_s=3600.0, k=k, h=h, scale=1.0, season_length=1, n_seasons=1,
                        clip_sigma=np.inf, clear_sigma=1.0, direction="both", memory=(np.nan,),
-                       cooldown_s=3600.0 * cooldown, clear_points=clear_points)
+                       cooldown_s=3600.0 * cooldown, clear_points=clear_points, confirm_points=confirm)
     index = pd.date_range("2026-01-01", periods=len(z), freq="h")
     events, _ = _run_cusum(state, index, z, z)
-    counted = alarm_counts(z, np.array([k]), np.array([h]), "both", 1.0, cooldown, clear_points)[0, 0]
+    counted = alarm_counts(z, np.array([k]), np.array([h]), "both", 1.0, cooldown, clear_points, confirm)[0, 0]
     assert len(events) == counted > 0
 
 
@@ -300,3 +301,29 @@ def test_the_fast_path_alarms_on_one_point_beyond_anything_calibrated():
     assert set(events.index) == without | {spike} and events.loc[spike, "direction"] == "up"  # ... the fast path not
     state = fit.states_["c/q/gpu"]
     assert CusumState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_a_confirmed_cusum_alarm_waits_for_a_run_not_for_spikes_that_add_up():
+    """Two one-hour spikes add up past h and alarm; with ``confirm_for`` the CUSUM needs a run of
+    points over 1 sigma, so their crossing is dropped, while a burst of hours still alarms (its
+    second point crosses before the run is long enough: dropped, and the fourth alarms)."""
+    frame = tidal_series("c/q/gpu", days=28, seed=5)
+    unit = 30 * frame["y"].diff(24).abs().median()  # far beyond the clip: each point adds about 10
+    start = pd.Timestamp("2026-01-05") + pd.Timedelta(days=22, hours=3)
+    spikes = [start, start + pd.Timedelta(hours=2)]
+    burst = [start + pd.Timedelta(days=2, hours=9 + h) for h in range(5)]  # other hours: the baseline's
+    # same-hour median never holds two raised points
+    frame.loc[frame["ds"].isin(spikes + burst), "y"] += unit
+    between = frame["ds"] == start + pd.Timedelta(hours=1)  # exactly its baseline: a quiet point
+    frame.loc[between, "y"] = frame.loc[frame["ds"].isin([start + pd.Timedelta(hours=1 - 24 * d) for d in range(1, 5)]),
+                                        "y"].median()
+    hist, rest = split(frame, 21)
+    policy = replace(FAST, k=0.5, h=15.0, fast_floor=None, direction="up")
+    plain = CusumDetector(policy).fit(hist).predict(rest)
+    assert set(plain["detected_at"]) == {spikes[1], burst[1]}  # the spikes' sum alarms, the burst at once
+    waiting = CusumDetector(replace(policy, confirm_for="3h")).fit(hist)
+    assert waiting.states_["c/q/gpu"].confirm_points == 3
+    events = waiting.predict(rest)
+    assert list(events["detected_at"]) == [burst[3]] and list(events["onset"]) == [burst[2]]
+    with pytest.raises(ValueError, match="confirm_for"):
+        CusumPolicy(confirm_for="-1h")

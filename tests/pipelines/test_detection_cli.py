@@ -148,6 +148,8 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
           "--recalibrate-every", "0s"], "recalibrate_every must be a positive duration or None"),
         (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",
           "--clear-after", "1"], "--clear-after: '1' has no unit"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",
+          "--confirm-for", "3"], "--confirm-for: '3' has no unit"),
         (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ints.json"],
          "1 is not a timestamp string"),
         (["bursts", "evaluate", "--input", f"{tmp_path}/dup.csv", "--windows", f"{tmp_path}/ok.json"],
