@@ -100,11 +100,39 @@ def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times
         out["dcgm_temp_vs_peers"] = _peer_deviation(temp, node, times)
         out[f"dcgm_temp_vs_peers_mean_{_tag(min(windows))}"] = _rolled(out["dcgm_temp_vs_peers"], dev, index,
                                                                        min(windows), "mean")
+    if "temp" in found and "power" in found:
+        out.update(_thermal_residual(values[:, found["temp"]], values[:, found["power"]], dev, index, windows))
     if "power" in found:
         power = values[:, found["power"]]
         step = pd.Series(power).groupby(dev, sort=False).diff().to_numpy()
         for w in windows:
             out[f"dcgm_power_jitter_{_tag(w)}"] = _rolled(np.abs(step), dev, index, w, "mean")
+    return out
+
+
+def _thermal_residual(temp: np.ndarray, power: np.ndarray, dev: np.ndarray, index: pd.DatetimeIndex,
+                      windows: list[pd.Timedelta]) -> dict[str, np.ndarray]:
+    """How much hotter a GPU runs than its own power draw explains: temperature minus the
+    device's least-squares line of temperature on power over the longest trailing window.
+
+    A GPU's temperature follows its load (ambient + thermal resistance x watts), so raw
+    temperature mostly says how busy it is; a failing fan, a clogged heatsink or a degrading
+    board shows as heat the watts do not explain. The line's slope is the device's thermal
+    resistance, itself a feature. Each row uses only readings up to it."""
+    longest, shortest = max(windows), min(windows)
+    ok = np.isfinite(temp) & np.isfinite(power)
+    t, p = np.where(ok, temp, np.nan), np.where(ok, power, np.nan)
+    mt, mp = _rolled(t, dev, index, longest, "mean"), _rolled(p, dev, index, longest, "mean")
+    mtp, mpp = _rolled(t * p, dev, index, longest, "mean"), _rolled(p * p, dev, index, longest, "mean")
+    # a prior of 1 W^2 on the variance shrinks the slope to 0 where the draw barely moves (an
+    # idle GPU says nothing of its resistance): the residual is then temperature vs own mean
+    slope = (mtp - mt * mp) / (np.maximum(mpp - mp * mp, 0.0) + 1.0)
+    resid = t - mt - slope * (p - mp)
+    out = {"dcgm_thermal_resistance": slope, "dcgm_thermal_residual": resid}
+    for w in windows:
+        if w < longest:
+            out[f"dcgm_thermal_residual_mean_{_tag(w)}"] = _rolled(resid, dev, index, w, "mean")
+    out[f"dcgm_thermal_residual_max_{_tag(shortest)}"] = _rolled(resid, dev, index, shortest, "max")
     return out
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import lightgbm as lgb
 import numpy as np
@@ -72,15 +73,34 @@ def known_failures(features: pd.DataFrame, failures: pd.DataFrame, horizon: pd.T
     return failures[keep.to_numpy()]
 
 
+@dataclass(frozen=True)
+class FoldMean:
+    """The mean probability of the out-of-fold models: the very models whose scores set the
+    alert threshold, so the threshold means on new rows what it meant on those scores. A
+    model refit on all rows scores on a scale of its own, higher on devices it never saw
+    (docs/detection.md has the figures)."""
+
+    models: tuple[lgb.LGBMClassifier, ...]
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return np.mean([m.predict_proba(X) for m in self.models], axis=0)
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        return np.mean([m.feature_importances_ for m in self.models], axis=0)
+
+
 class FaultPredictor(BaseEstimator):
     """P(device fails within [t + lead, t + horizon]) from its telemetry up to t.
 
     ``fit`` trains on feature rows (see :func:`build_fault_features`) and failures. Inside
     those rows only, it scores each tree setting of ``FaultPolicy.settings()`` out of fold
     (purged time blocks, or groups of devices: ``FaultPolicy.threshold_folds``), sets each
-    one's threshold on its out-of-fold scores, keeps the best (``params_``), and trains it on
-    all the rows: the threshold is never tuned on rows the model has seen, and a split's
-    scored span or devices (not given to ``fit``) touch no choice. ``threshold_rule_`` says
+    one's threshold on its out-of-fold scores and keeps the best (``params_``). It then scores
+    with the mean of that setting's fold models (``FaultPolicy.final_model="folds"``, whose
+    scores set the threshold), or with the setting trained on all the rows (``"refit"``, also
+    used when no fold model was trained): the threshold is never tuned on rows the model has
+    seen, and a split's scored span or devices (not given to ``fit``) touch no choice. ``threshold_rule_`` says
     which rule set the threshold (:data:`anomaly.fault_eval.THRESHOLD_RULES`; under
     ``max_f1_fallback`` the target precision was out of reach), ``oof_metrics_`` are the
     out-of-fold alert metrics at it (what to expect of the alerts), ``search_`` each
@@ -109,7 +129,7 @@ class FaultPredictor(BaseEstimator):
         settings = policy.settings() if folds is not None else policy.settings()[:1]
         best, search = None, []
         for params in settings:
-            oof = self._out_of_fold(X, y, folds, pos_weight, params)
+            oof, fold_models = self._out_of_fold(X, y, folds, pos_weight, params)
             choice, metrics = self._threshold(features, failures, oof)
             finite = np.isfinite(oof) if oof is not None else np.zeros(len(y), dtype=bool)
             ap = (float(average_precision_score(y[finite], oof[finite]))
@@ -121,17 +141,20 @@ class FaultPredictor(BaseEstimator):
                            if choice else 0.5, "oof_precision": metrics.get("precision", float("nan")),
                            "oof_recall": metrics.get("recall", float("nan")), "oof_ap": ap})
             if best is None or rank > best[0]:
-                best = (rank, params, choice, metrics)
+                best = (rank, params, choice, metrics, fold_models)
             if choice is None:  # no out-of-fold failure to rank the settings on: the policy's own
                 break
-        _rank, params, choice, metrics = best
+        _rank, params, choice, metrics, fold_models = best
         self.params_ = dict(params)
         self.search_ = search
         self.threshold_ = choice.threshold if choice is not None else 0.5
         self.threshold_rule_ = choice.rule if choice is not None else "default"
         self.oof_metrics_ = metrics
         self._warn_short_of_target(metrics)
-        self.model_ = _model(policy, pos_weight, params).fit(X, y)
+        if policy.final_model == "folds" and fold_models:
+            self.model_ = FoldMean(tuple(fold_models))
+        else:
+            self.model_ = _model(policy, pos_weight, params).fit(X, y)
         self.feature_columns_ = cols
         return self
 
@@ -176,11 +199,12 @@ class FaultPredictor(BaseEstimator):
                         target, m["events"], m["precision"], m["recall"])
 
     def _out_of_fold(self, X: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]] | None,
-                     pos_weight: float, params: dict[str, int]) -> np.ndarray | None:
+                     pos_weight: float, params: dict[str, int]) -> tuple[np.ndarray | None, list]:
         if folds is None:
-            return None
+            return None, []
         policy = self._policy()
         oof = np.full(len(y), np.nan)
+        models = []
         for train, test in folds:
             if not test.any():  # a block inside a gap of the telemetry
                 continue
@@ -188,7 +212,8 @@ class FaultPredictor(BaseEstimator):
                 continue
             m = _model(policy, pos_weight, params).fit(X[train], y[train])
             oof[test] = m.predict_proba(X[test])[:, 1]
-        return oof
+            models.append(m)
+        return oof, models
 
     def predict_proba(self, features: pd.DataFrame) -> np.ndarray:
         """Failure probability per feature row."""

@@ -6,7 +6,9 @@ over the whole span by a model trained on the other devices (``evaluate_faults_b
 what ``headroom faults evaluate --split device`` runs). The model's tree settings and alert
 threshold are chosen inside its training devices only (inner purged time folds, or inner
 device folds: ``threshold_folds``), so no figure comes from a choice that saw the devices
-it is reported for. Events and alerts are pooled over the groups and the draws.
+it is reported for. Events and alerts are pooled over the groups and the draws. Each model
+scores either with the mean of its out-of-fold models or refit on all its rows
+(``FaultPolicy.final_model``), side by side.
 """
 from __future__ import annotations
 
@@ -17,14 +19,15 @@ import pandas as pd
 
 FOLDS = 5
 DRAWS = (0, 1)
-COLUMNS = ["data", "inner_folds", "draw", "events", "caught", "recall", "alerts", "precision", "auc",
+COLUMNS = ["data", "inner_folds", "final_model", "draw", "events", "caught", "recall", "alerts", "precision", "auc",
            "median_lead_hours", "threshold_rule"]
 
 
 def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[str, ...],
-                       inner: tuple[str, ...] = ("time", "device")) -> pd.DataFrame:
-    """One row per (data variant, inner folds, draw), then one pooled row per variant and inner
-    folds; written to ``out_csv`` and printed."""
+                       inner: tuple[str, ...] = ("time", "device"),
+                       finals: tuple[str, ...] = ("folds", "refit")) -> pd.DataFrame:
+    """One row per (data variant, inner folds, final model, draw), then one pooled row per
+    variant, inner folds and final model; written to ``out_csv`` and printed."""
     from anomaly.evaluate import evaluate_faults_by_device
     from anomaly.fault_features import FaultPolicy
 
@@ -32,16 +35,19 @@ def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[
     rows = []
     for name, data in variants.items():
         for folds in inner:
-            policy = FaultPolicy(lead="30min", horizon="24h", windows=windows, threshold_folds=folds)
-            for draw in DRAWS:
-                m = evaluate_faults_by_device(data["telemetry"], data["failures"], policy, FOLDS, data.get("events"),
-                                              data.get("devices"), seed=draw).iloc[0].to_dict()
-                rows.append({"data": name, "inner_folds": folds, "draw": draw, **m})
+            for final in finals:
+                policy = FaultPolicy(lead="30min", horizon="24h", windows=windows, threshold_folds=folds,
+                                     final_model=final)
+                for draw in DRAWS:
+                    m = evaluate_faults_by_device(data["telemetry"], data["failures"], policy, FOLDS,
+                                                  data.get("events"), data.get("devices"), seed=draw).iloc[0].to_dict()
+                    rows.append({"data": name, "inner_folds": folds, "final_model": final, "draw": draw, **m})
     runs = pd.DataFrame(rows)
     pooled = []
-    for (name, folds), g in runs.groupby(["data", "inner_folds"], sort=False):
+    for (name, folds, final), g in runs.groupby(["data", "inner_folds", "final_model"], sort=False):
         correct = (g["precision"].fillna(0) * g["alerts"]).round().sum()
-        pooled.append({"data": name, "inner_folds": folds, "draw": "pooled", "events": g["events"].sum(),
+        pooled.append({"data": name, "inner_folds": folds, "final_model": final, "draw": "pooled",
+                       "events": g["events"].sum(),
                        "caught": g["caught"].sum(), "recall": g["caught"].sum() / max(g["events"].sum(), 1),
                        "alerts": g["alerts"].sum(),
                        "precision": correct / g["alerts"].sum() if g["alerts"].sum() else float("nan"),

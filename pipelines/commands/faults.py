@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threshold-folds", choices=("time", "device"), default="time",
                    help="out-of-fold scores the alert threshold is set on: purged time blocks of the training "
                    "span (the same fleet, later; default) or groups of devices (a fleet of mostly new devices)")
+    e.add_argument("--final-model", choices=("folds", "refit"), default="folds",
+                   help="what scores after the fit: the mean of the out-of-fold models whose scores set the "
+                   "threshold (default) or the chosen setting refit on all training rows")
     e.add_argument("--lifetimes", type=Path, default=None,
                    help="device lifetimes (as for faults hazard; with --devices): also print how many failures "
                    "the fleet's age hazard expects over the scored span, beside those observed and alerted")
@@ -81,7 +84,8 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
         raise ValueError(f"--target-precision must be in (0, 1], got {target}")
     return FaultPolicy(lead=str(parse_duration(args.lead, "--lead")), horizon=str(parse_duration(args.horizon, "--horizon")),
                        windows=windows, target_precision=None if cost_ratio is not None else target,
-                       cost_ratio=cost_ratio, threshold_folds=getattr(args, "threshold_folds", FaultPolicy.threshold_folds))
+                       cost_ratio=cost_ratio, threshold_folds=getattr(args, "threshold_folds", FaultPolicy.threshold_folds),
+                       final_model=getattr(args, "final_model", FaultPolicy.final_model))
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

@@ -198,3 +198,50 @@ def test_dcgm_features_count_increments_xid_classes_and_peers():
     latest = build_fault_features(tel, policy, latest_only=True).set_index("device_id")
     full = build_fault_features(tel, policy).groupby("device_id").tail(1).set_index("device_id")
     pd.testing.assert_frame_equal(latest[full.columns], full, check_dtype=False)
+
+
+def test_the_fold_mean_scores_with_the_models_that_set_the_threshold():
+    """``final_model="folds"``: the predictor scores with the mean of the chosen setting's
+    out-of-fold models (one per fold that had a failure to learn from), the scores its
+    threshold was set on; ``"refit"`` trains that setting on all rows instead; a bad value is
+    refused."""
+    from anomaly.faults import FoldMean
+
+    tel, fails = fleet_telemetry()
+    feats = build_fault_features(tel, POLICY)
+    folded = FaultPredictor(POLICY).fit(feats, fails)
+    assert isinstance(folded.model_, FoldMean) and 2 <= len(folded.model_.models) <= POLICY.folds
+    X = feats[folded.feature_columns_].to_numpy(dtype=float)
+    each = np.array([m.predict_proba(X)[:, 1] for m in folded.model_.models])
+    np.testing.assert_allclose(folded.predict_proba(feats), each.mean(axis=0))
+    assert not np.allclose(each[0], each[1])  # models of different folds, not one model repeated
+    assert folded.model_.feature_importances_.shape == (len(folded.feature_columns_),)
+    refit = FaultPredictor(dataclasses.replace(POLICY, final_model="refit")).fit(feats, fails)
+    assert not isinstance(refit.model_, FoldMean)
+    assert (refit.params_, refit.threshold_) == (folded.params_, folded.threshold_)
+    assert not np.allclose(refit.predict_proba(feats), folded.predict_proba(feats))
+    with pytest.raises(ValueError, match="final_model"):
+        FaultPolicy(final_model="last")
+
+
+def test_thermal_residual_is_heat_the_power_draw_does_not_explain():
+    """Two GPUs warm by 10 degC in the last two hours: one because it draws 100 W more (its
+    own line, 0.1 degC/W, explains it), one at the same draw (a cooling fault). Only the second
+    has a large residual; each one's slope is its own thermal resistance."""
+    ts = pd.date_range("2026-01-01", periods=24, freq="h")
+    power = 200.0 + 50.0 * np.sin(np.arange(24) / 3.0)
+    busy = power.copy()
+    busy[-2:] += 100.0
+    rows = []
+    for dev, watts, temp in (("n0-gpu0", busy, 30.0 + 0.1 * busy),
+                             ("n0-gpu1", power, 30.0 + 0.1 * power + np.r_[np.zeros(22), 10.0, 10.0])):
+        for metric, values in (("gpu_temp", temp), ("power_usage", watts)):
+            rows.append(pd.DataFrame({"ts": ts, "device_id": dev, "node_id": "n0", "metric": metric,
+                                      "value": values}))
+    f = build_fault_features(pd.concat(rows, ignore_index=True), FaultPolicy(windows=("3h", "24h")))
+    last = f.groupby("device_id").tail(1).set_index("device_id")
+    assert abs(last.loc["n0-gpu0", "dcgm_thermal_residual"]) < 0.01
+    assert last.loc["n0-gpu0", "dcgm_thermal_resistance"] == pytest.approx(0.1, rel=0.01)
+    assert last.loc["n0-gpu1", "dcgm_thermal_residual"] > 5.0
+    assert last.loc["n0-gpu1", "dcgm_thermal_residual_mean_3h"] > 3.0
+    assert last.loc["n0-gpu1", "dcgm_thermal_residual_max_3h"] >= last.loc["n0-gpu1", "dcgm_thermal_residual"]
