@@ -119,7 +119,7 @@ def _thermal_residual(temp: np.ndarray, power: np.ndarray, dev: np.ndarray, inde
     temperature mostly says how busy it is; a failing fan, a clogged heatsink or a degrading
     board shows as heat the watts do not explain. The line's slope is the device's thermal
     resistance, itself a feature. Each row uses only readings up to it."""
-    longest, shortest = max(windows), min(windows)
+    longest = max(windows)
     ok = np.isfinite(temp) & np.isfinite(power)
     t, p = np.where(ok, temp, np.nan), np.where(ok, power, np.nan)
     mt, mp = _rolled(t, dev, index, longest, "mean"), _rolled(p, dev, index, longest, "mean")
@@ -127,12 +127,13 @@ def _thermal_residual(temp: np.ndarray, power: np.ndarray, dev: np.ndarray, inde
     # a prior of 1 W^2 on the variance shrinks the slope to 0 where the draw barely moves (an
     # idle GPU says nothing of its resistance): the residual is then temperature vs own mean
     slope = (mtp - mt * mp) / (np.maximum(mpp - mp * mp, 0.0) + 1.0)
-    resid = t - mt - slope * (p - mp)
-    out = {"dcgm_thermal_resistance": slope, "dcgm_thermal_residual": resid}
+    out = {"dcgm_thermal_resistance": slope, "dcgm_thermal_residual": t - mt - slope * (p - mp)}
+    # the recent mean residual against the row's own line (not a mean of past rows' residuals,
+    # each from its own older window): so no feature reaches back past the longest window
     for w in windows:
         if w < longest:
-            out[f"dcgm_thermal_residual_mean_{_tag(w)}"] = _rolled(resid, dev, index, w, "mean")
-    out[f"dcgm_thermal_residual_max_{_tag(shortest)}"] = _rolled(resid, dev, index, shortest, "max")
+            mt_w, mp_w = _rolled(t, dev, index, w, "mean"), _rolled(p, dev, index, w, "mean")
+            out[f"dcgm_thermal_residual_mean_{_tag(w)}"] = mt_w - mt - slope * (mp_w - mp)
     return out
 
 

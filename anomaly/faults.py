@@ -99,7 +99,7 @@ class FaultPredictor(BaseEstimator):
     one's threshold on its out-of-fold scores and keeps the best (``params_``). It then scores
     with the mean of that setting's fold models (``FaultPolicy.final_model="folds"``, whose
     scores set the threshold), or with the setting trained on all the rows (``"refit"``, also
-    used when no fold model was trained): the threshold is never tuned on rows the model has
+    used when the out-of-fold scores set no threshold): the threshold is never tuned on rows the model has
     seen, and a split's scored span or devices (not given to ``fit``) touch no choice. ``threshold_rule_`` says
     which rule set the threshold (:data:`anomaly.fault_eval.THRESHOLD_RULES`; under
     ``max_f1_fallback`` the target precision was out of reach), ``oof_metrics_`` are the
@@ -151,7 +151,7 @@ class FaultPredictor(BaseEstimator):
         self.threshold_rule_ = choice.rule if choice is not None else "default"
         self.oof_metrics_ = metrics
         self._warn_short_of_target(metrics)
-        if policy.final_model == "folds" and fold_models:
+        if policy.final_model == "folds" and fold_models and choice is not None:
             self.model_ = FoldMean(tuple(fold_models))
         else:
             self.model_ = _model(policy, pos_weight, params).fit(X, y)

@@ -17,11 +17,13 @@ def tidal_series(uid: str = "c/p/gpu", days: int = 28, shift_at: int | None = No
     return pd.DataFrame({"unique_id": uid, "ds": pd.date_range("2026-01-05", periods=n, freq="h"), "y": y})
 
 
-def fleet_telemetry(devices: int = 6, days: int = 12, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Hourly temperature/power/ECC telemetry; half the devices heat up and log ECC
-    errors for ~10 h before they fail (twice each)."""
+def fleet_telemetry(devices: int = 6, days: int = 12, seed: int = 0, freq: str = "h"
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Temperature/power/ECC telemetry (hourly, or every ``freq``); half the devices heat up
+    and log ECC errors for ~10 readings before they fail (twice each)."""
     rng = np.random.default_rng(seed)
-    ts = pd.date_range("2026-01-01", periods=days * 24, freq="h")
+    step = pd.to_timedelta(pd.tseries.frequencies.to_offset(freq))
+    ts = pd.date_range("2026-01-01", periods=int(pd.Timedelta(days=days) / step), freq=freq)
     rows, fails = [], []
     for d in range(devices):
         dev = f"n{d // 2}-gpu{d % 2}"
@@ -32,7 +34,7 @@ def fleet_telemetry(devices: int = 6, days: int = 12, seed: int = 0) -> tuple[pd
                 temp[at - 10:at] += np.linspace(2, 15, 10)
                 ecc[at - 8:at] = np.arange(1, 9)
                 fails.append((ts[at] + pd.Timedelta(minutes=20), dev, f"n{d // 2}", "dbe_ecc"))
-        for metric, values in (("gpu_temp", temp), ("power", 300 + rng.normal(0, 5, len(ts))), ("ecc_sbe", ecc)):
+        for metric, values in (("gpu_temp", temp), ("power_usage", 300 + rng.normal(0, 5, len(ts))), ("ecc_sbe", ecc)):
             rows.append(pd.DataFrame({"ts": ts, "device_id": dev, "node_id": f"n{d // 2}",
                                       "metric": metric, "value": values}))
     telemetry = pd.concat(rows, ignore_index=True)

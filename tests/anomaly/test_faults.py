@@ -13,6 +13,8 @@ from anomaly.fault_eval import dedup_alerts, score_alerts
 from anomaly.fault_features import NEVER_HOURS, FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import time_split
 
+from .synthetic import fleet_telemetry
+
 POLICY = FaultPolicy(lead="30min", horizon="6h", n_estimators=60, min_child_samples=5, folds=3)
 
 
@@ -36,13 +38,14 @@ def test_features_never_look_ahead(fleet):
     pd.testing.assert_frame_equal(early[cols].reset_index(drop=True), merged[cols], check_dtype=False)
 
 
-@pytest.mark.parametrize("memory", [None, "2D"])
-def test_latest_features_need_only_the_feature_span(fleet, memory):
+@pytest.mark.parametrize("memory,freq", [(None, "h"), ("2D", "h"), (None, "10min")])
+def test_latest_features_need_only_the_feature_span(memory, freq):
     """The detect flow scores from the last ``feature_span`` of telemetry: each device's
     latest row must get exactly the features training built from all of the history
     (a cumulative ECC counter's first reading in the window is no event, and "hours since"
-    is not cut at the window)."""
-    tel, _ = fleet
+    is not cut at the window); at 10 minutes too, where the span's extra hour no longer
+    covers a feature that reaches back further than the memory."""
+    tel, _ = fleet_telemetry(freq=freq)
     # DCGM's ECC totals are cumulative: they climb, then hold (a plateau is no new event)
     ecc = tel["metric"] == "ecc_sbe"
     tel = tel.sort_values(["device_id", "metric", "ts"]).copy()
