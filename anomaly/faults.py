@@ -99,12 +99,12 @@ class FaultPredictor(BaseEstimator):
     one's threshold on its out-of-fold scores and keeps the best (``params_``). It then scores
     with the mean of that setting's fold models (``FaultPolicy.final_model="folds"``, whose
     scores set the threshold), or with the setting trained on all the rows (``"refit"``, also
-    used when the out-of-fold scores set no threshold): the threshold is never tuned on rows the model has
-    seen, and a split's scored span or devices (not given to ``fit``) touch no choice. ``threshold_rule_`` says
-    which rule set the threshold (:data:`anomaly.fault_eval.THRESHOLD_RULES`; under
-    ``max_f1_fallback`` the target precision was out of reach), ``oof_metrics_`` are the
-    out-of-fold alert metrics at it (what to expect of the alerts), ``search_`` each
-    setting's.
+    used when the out-of-fold scores set no threshold): the threshold is never tuned on rows
+    the model has seen, and a split's scored span or devices (not given to ``fit``) touch no
+    choice. ``threshold_rule_`` says which rule set the threshold
+    (:data:`anomaly.fault_eval.THRESHOLD_RULES`; under ``max_f1_fallback`` the target
+    precision was out of reach), ``oof_metrics_`` are the out-of-fold alert metrics at it
+    (what to expect of the alerts), ``search_`` each setting's.
     """
 
     def __init__(self, policy: FaultPolicy | None = None) -> None:
@@ -199,12 +199,13 @@ class FaultPredictor(BaseEstimator):
                         target, m["events"], m["precision"], m["recall"])
 
     def _out_of_fold(self, X: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]] | None,
-                     pos_weight: float, params: dict[str, int]) -> tuple[np.ndarray | None, list]:
+                     pos_weight: float, params: dict[str, int]
+                     ) -> tuple[np.ndarray | None, list[lgb.LGBMClassifier]]:
         if folds is None:
             return None, []
         policy = self._policy()
         oof = np.full(len(y), np.nan)
-        models = []
+        models: list[lgb.LGBMClassifier] = []
         for train, test in folds:
             if not test.any():  # a block inside a gap of the telemetry
                 continue
