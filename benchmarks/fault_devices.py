@@ -20,14 +20,26 @@ import pandas as pd
 FOLDS = 5
 DRAWS = (0, 1)
 COLUMNS = ["data", "inner_folds", "final_model", "draw", "events", "caught", "recall", "alerts", "precision", "auc",
-           "median_lead_hours", "threshold_rule"]
+           "median_lead_hours", "threshold_rule", "recall_lo", "recall_hi", "precision_lo", "precision_hi"]
+
+
+def wilson(hits: float, n: float) -> tuple[float, float]:
+    """90% Wilson score interval of a proportion ``hits / n`` (NaNs when ``n`` is 0)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    if n <= 0:
+        return float("nan"), float("nan")
+    lo, hi = proportion_confint(hits, n, alpha=0.1, method="wilson")
+    return float(lo), float(hi)
 
 
 def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[str, ...],
                        inner: tuple[str, ...] = ("time", "device"),
                        finals: tuple[str, ...] = ("folds", "refit")) -> pd.DataFrame:
     """One row per (data variant, inner folds, final model, draw), then one pooled row per
-    variant, inner folds and final model; written to ``out_csv`` and printed."""
+    variant, inner folds and final model; written to ``out_csv`` and printed. The pooled
+    rows carry 90% Wilson intervals of recall and precision; the draws score the same
+    failures again, so each interval counts the pooled rate over one draw's numbers."""
     from anomaly.evaluate import evaluate_faults_by_device
     from anomaly.fault_features import FaultPolicy
 
@@ -46,13 +58,17 @@ def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[
     pooled = []
     for (name, folds, final), g in runs.groupby(["data", "inner_folds", "final_model"], sort=False):
         correct = (g["precision"].fillna(0) * g["alerts"]).round().sum()
+        draws = len(g)
+        r_lo, r_hi = wilson(g["caught"].sum() / draws, g["events"].sum() / draws)
+        p_lo, p_hi = wilson(correct / draws, g["alerts"].sum() / draws)
         pooled.append({"data": name, "inner_folds": folds, "final_model": final, "draw": "pooled",
                        "events": g["events"].sum(),
                        "caught": g["caught"].sum(), "recall": g["caught"].sum() / max(g["events"].sum(), 1),
                        "alerts": g["alerts"].sum(),
                        "precision": correct / g["alerts"].sum() if g["alerts"].sum() else float("nan"),
                        "auc": g["auc"].mean(), "median_lead_hours": g["median_lead_hours"].median(),
-                       "threshold_rule": " ".join(g["threshold_rule"])})
+                       "threshold_rule": " ".join(g["threshold_rule"]),
+                       "recall_lo": r_lo, "recall_hi": r_hi, "precision_lo": p_lo, "precision_hi": p_hi})
     table = pd.concat([runs, pd.DataFrame(pooled)], ignore_index=True)[COLUMNS]
     table.to_csv(out_csv, index=False)
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):

@@ -76,10 +76,30 @@ def coverage(test: pd.DataFrame, forecast: pd.DataFrame, lo: str, hi: str) -> di
             for lv in (80, 95) if lo.format(lv) in both}
 
 
-def _row(name: str, source: str, s: pd.DataFrame, base: pd.DataFrame, seconds: float) -> dict:
+def owa_gap(s: pd.DataFrame, ref: pd.DataFrame, base: pd.DataFrame, draws: int = 2000,
+            seed: int = 0) -> tuple[float, float]:
+    """90% interval of OWA(s) - OWA(ref) from a paired bootstrap over series: each draw takes
+    the same series for both and for Naive2 (all three are ``scores`` frames)."""
+    keys = s["unique_id"].to_numpy()
+    cols = ["smape", "mase"]
+    a, r, b = (f.set_index("unique_id").loc[keys, cols].to_numpy() for f in (s, ref, base))
+    pick = np.random.default_rng(seed).integers(0, len(keys), (draws, len(keys)))
+    a, r, b = (x[pick].mean(axis=1) for x in (a, r, b))  # (draws, 2): mean sMAPE and MASE per draw
+    gap = 0.5 * ((a - r) / b).sum(axis=1)
+    lo, hi = np.quantile(gap, [0.05, 0.95])
+    return float(lo), float(hi)
+
+
+def _row(name: str, source: str, s: pd.DataFrame, base: pd.DataFrame, seconds: float,
+         ref: pd.DataFrame | None = None) -> dict:
+    """A model's metrics; with ``ref`` (seasonal naive's scores) also the 90% interval of its
+    OWA minus the reference's (``owa_gap_lo``, ``owa_gap_hi``: both below 0, it beats it)."""
     owa = 0.5 * (s["smape"].mean() / base["smape"].mean() + s["mase"].mean() / base["mase"].mean())
-    return {"dataset": "m4_hourly_holdout", "model": name, "source": source, "smape": s["smape"].mean(),
-            "mase": s["mase"].mean(), "owa": owa, "seconds": seconds}
+    row = {"dataset": "m4_hourly_holdout", "model": name, "source": source, "smape": s["smape"].mean(),
+           "mase": s["mase"].mean(), "owa": owa, "seconds": seconds}
+    if ref is not None:
+        row["owa_gap_lo"], row["owa_gap_hi"] = owa_gap(s, ref, base)
+    return row
 
 
 def _future(train: pd.DataFrame, values: dict[str, np.ndarray], column: str) -> pd.DataFrame:
@@ -97,21 +117,21 @@ def run(root: Path, names: list[str], peers: bool, seed: int = 0) -> list[dict]:
     ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
     base = scores(train, test, _future(train, {u: naive2(y) for u, y in ys.items()}, "f"), "f")
     rows = [_row("naive2", "benchmark", base, base, 0.0)]
-    snaive = _future(train, {u: np.tile(y[-M:], H // M) for u, y in ys.items()}, "f")
-    rows.append(_row("seasonal_naive", "benchmark", scores(train, test, snaive, "f"), base, 0.0))
+    snaive = scores(train, test, _future(train, {u: np.tile(y[-M:], H // M) for u, y in ys.items()}, "f"), "f")
+    rows.append(_row("seasonal_naive", "benchmark", snaive, base, 0.0))
     for name in [n for n in names if n != "seasonal_naive"]:  # its row is the benchmark's, above
         wall = time.perf_counter()
         model = forecasters.create(name, horizon=H, freq="h", season_length=M, seed=seed)
         fc = model.fit(train).predict(H, level=(80, 95))
-        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall)
+        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall, snaive)
                     | coverage(test, fc, "lo_{}", "hi_{}"))
         log.info("m4 %s: OWA %.3f in %.0fs", name, rows[-1]["owa"], rows[-1]["seconds"])
     if peers:
-        rows += _peers(train, test, base)
+        rows += _peers(train, test, base, snaive)
     return rows
 
 
-def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame) -> list[dict]:
+def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame, ref: pd.DataFrame) -> list[dict]:
     """mlforecast's LightGBM (the issue's configuration, with its conformal intervals) and
     statsforecast's MSTL, when installed."""
     rows = []
@@ -126,7 +146,7 @@ def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame) -> list[
                          lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
         mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=H))
         fc = mlf.predict(H, level=[80, 95])
-        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall)
+        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall, ref)
                     | coverage(test, fc, "mlf_lgbm-lo-{}", "mlf_lgbm-hi-{}"))
     except ImportError:
         log.warning("mlforecast not installed: no mlforecast peer")
@@ -137,7 +157,7 @@ def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame) -> list[
         wall = time.perf_counter()
         fc = StatsForecast(models=[MSTL(season_length=[24, 168], alias="sf_mstl")], freq="h", n_jobs=1).forecast(
             df=train, h=H)
-        rows.append(_row("sf_mstl", "peer", scores(train, test, fc, "sf_mstl"), base, time.perf_counter() - wall))
+        rows.append(_row("sf_mstl", "peer", scores(train, test, fc, "sf_mstl"), base, time.perf_counter() - wall, ref))
     except ImportError:
         log.warning("statsforecast not installed: no statsforecast peer")
     return rows
