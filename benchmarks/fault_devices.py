@@ -39,7 +39,8 @@ def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[
     """One row per (data variant, inner folds, final model, draw), then one pooled row per
     variant, inner folds and final model; written to ``out_csv`` and printed. The pooled
     rows carry 90% Wilson intervals of recall and precision; the draws score the same
-    failures again, so each interval counts the pooled rate over one draw's numbers."""
+    failures again, so each interval is computed on the pooled counts divided by the
+    number of draws."""
     from anomaly.evaluate import evaluate_faults_by_device
     from anomaly.fault_features import FaultPolicy
 

@@ -161,6 +161,8 @@ def wape_gap(cv: pd.DataFrame, ref: pd.DataFrame, draws: int = 2000, seed: int =
     day miss together, so a window is the unit)."""
     keys = ["unique_id", "ds", "cutoff"]
     both = cv[keys + ["y", "mean"]].merge(ref[keys + ["mean"]], on=keys, suffixes=("", "_ref"))
+    if both.empty or both[["mean", "mean_ref"]].isna().any().any():  # as the point WAPE: no figure
+        return float("nan"), float("nan")
     unit = "unique_id" if both["unique_id"].nunique() > 1 else "cutoff"
     sums = both.assign(e=(both["y"] - both["mean"]).abs(), e_ref=(both["y"] - both["mean_ref"]).abs(),
                        a=both["y"].abs()).groupby(unit)[["e", "e_ref", "a"]].sum().to_numpy()
@@ -324,9 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         table["windows"] = args.windows
         rows += table.to_dict("records")
     out = pd.DataFrame(rows)
-    cols = [c for c in ["dataset", "windows", "model", "source", "wape", "smape", "mase", "owa", "owa_vs_seasonal_naive", "owa_gap_lo", "owa_gap_hi",
-                        "msis", "coverage_80", "coverage_95",
-                        "coverage_80_se", "coverage_95_se", "wape_vs_seasonal_naive", "wape_vs_prophet", "wape_vs_best_peer", "wape_gap_lo", "wape_gap_hi", "seconds", "cpu_seconds",
+    cols = [c for c in ["dataset", "windows", "model", "source", "wape", "smape", "mase", "owa", "owa_vs_seasonal_naive",
+                        "owa_gap_lo", "owa_gap_hi", "msis", "coverage_80", "coverage_95",
+                        "coverage_80_se", "coverage_95_se", "wape_vs_seasonal_naive", "wape_vs_prophet",
+                        "wape_vs_best_peer", "wape_gap_lo", "wape_gap_hi", "seconds", "cpu_seconds",
                         "rows"] if c in out.columns]
     out = out[cols]
     with pd.option_context("display.width", 200, "display.max_columns", 30):  # first: a bad --out loses nothing

@@ -84,7 +84,8 @@ def owa_gap(s: pd.DataFrame, ref: pd.DataFrame, base: pd.DataFrame, draws: int =
     cols = ["smape", "mase"]
     a, r, b = (f.set_index("unique_id").loc[keys, cols].to_numpy() for f in (s, ref, base))
     pick = np.random.default_rng(seed).integers(0, len(keys), (draws, len(keys)))
-    a, r, b = (x[pick].mean(axis=1) for x in (a, r, b))  # (draws, 2): mean sMAPE and MASE per draw
+    # (draws, 2): mean sMAPE and MASE per draw, skipping NaN as the point OWA's pandas means do
+    a, r, b = (np.nanmean(x[pick], axis=1) for x in (a, r, b))
     gap = 0.5 * ((a - r) / b).sum(axis=1)
     lo, hi = np.quantile(gap, [0.05, 0.95])
     return float(lo), float(hi)
