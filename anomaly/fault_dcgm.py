@@ -76,8 +76,15 @@ def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times
         if signal in found:
             inc = _increments(values[:, found[signal]], dev)
             out[f"dcgm_{signal}_inc"] = inc
+            # the counter's own total since it last reset: a long baseline read from the latest
+            # reading alone, so a card that always emits (a steady share of its total each day)
+            # is told from one whose count took off only lately (most of its total recent)
+            level = pd.Series(values[:, found[signal]]).groupby(dev, sort=False).ffill().to_numpy()
             for w in windows:
-                out[f"dcgm_{signal}_inc_{_tag(w)}"] = _rolled(inc, dev, index, w, "sum")
+                recent = _rolled(inc, dev, index, w, "sum")
+                out[f"dcgm_{signal}_inc_{_tag(w)}"] = recent
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[f"dcgm_{signal}_recent_share_{_tag(w)}"] = np.minimum(recent / np.maximum(level, 1.0), 1.0)
     if "xid" in found:
         code = np.nan_to_num(values[:, found["xid"]], nan=0.0)
         seen = code > 0

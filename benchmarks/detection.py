@@ -4,6 +4,7 @@ and on the synthetic fleet.
     python benchmarks/detection.py [--datasets ../shared/datasets] [--suites nab,nab-tuned,nab-heldout,pdm,pdm-splits,pdm-converted,pdm-curve,
                                              pdm-devices,spot,synthetic,synthetic-devices]
                                    [--out bench-out/detection] [--nodes 12 --days 28 --seed 0]
+                                   [--seeds 1,2,3 --final-models folds,refit]   (synthetic-devices)
 
 Datasets are read in place (``--datasets`` or ``HEADROOM_DATASETS``); conversions go to a
 temporary folder, never into the repository. Data preparation, documented:
@@ -35,7 +36,8 @@ temporary folder, never into the repository. Data preparation, documented:
   * pdm-devices: machines held out by device, never seen in training (5 random groups, each
     scored over the whole quarter by a model of the other 8; 2 draws), on all the PdM tables
     and on the telemetry-only conversion; inner time or device folds (benchmarks/fault_devices.py).
-  * synthetic-devices: the same device split on the synthetic GPU fleet (DCGM metrics).
+  * synthetic-devices: the same device split on the synthetic GPU fleet (DCGM metrics), on
+    the fleet of each of ``--seeds`` and pooled over them.
   * spot: ``aws_spot_price_history_*.csv.gz`` -> the spot-prices contract (provider aws,
     zone = availability_zone, product = product_description); ``on_demand_prices.csv`` ->
     ``provider,region,instance_type,on_demand_price``.
@@ -249,12 +251,16 @@ def pdm_devices(datasets: Path, tmp: Path, out: Path) -> None:
                        out / "faults_pdm_devices.csv", ("3h", "24h"))
 
 
-def synthetic_devices(out: Path, nodes: int, days: int, seed: int) -> None:
-    """GPUs held out by device on the synthetic fleet (DCGM metrics)."""
+def synthetic_devices(out: Path, nodes: int, days: int, seeds: list[int],
+                      finals: tuple[str, ...] = ("folds", "refit")) -> None:
+    """GPUs held out by device on the synthetic fleet (DCGM metrics), one fleet per seed, and
+    pooled over the seeds."""
     from benchmarks.fault_devices import device_split_table, synthetic_fleet
 
-    device_split_table({"synthetic_gpu": synthetic_fleet(nodes, days, seed)}, out / "faults_synthetic_devices.csv",
-                       ("1h", "6h", "24h"), inner=("time",))
+    name = "synthetic_gpu" if len(seeds) == 1 else "synthetic_gpu_seed{}"
+    device_split_table({name.format(s): synthetic_fleet(nodes, days, s) for s in seeds},
+                       out / "faults_synthetic_devices.csv", ("1h", "6h", "24h"), inner=("time",), finals=finals,
+                       pool_as="synthetic_gpu_seeds_" + "_".join(map(str, seeds)))
 
 
 def _splits(data: dict, out_csv: Path) -> None:
@@ -379,7 +385,17 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=12)
     ap.add_argument("--days", type=int, default=28)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", help="synthetic-devices: comma-separated fleet seeds, pooled (default: --seed)")
+    ap.add_argument("--final-models", default="folds,refit",
+                    help="synthetic-devices: the fault model's scorers to run (folds, refit)")
     args = ap.parse_args()
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    except ValueError:
+        ap.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
+    finals = tuple(f.strip() for f in args.final_models.split(",") if f.strip())
+    if not finals or set(finals) - {"folds", "refit"}:
+        ap.error(f"--final-models takes folds and/or refit, got {args.final_models!r}")
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
     public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-converted",
@@ -404,7 +420,7 @@ def main() -> int:
             elif suite == "pdm-devices":
                 pdm_devices(Path(args.datasets), tmp, args.out)
             elif suite == "synthetic-devices":
-                synthetic_devices(args.out, args.nodes, args.days, args.seed)
+                synthetic_devices(args.out, args.nodes, args.days, seeds, finals)
             elif suite == "pdm-curve":
                 pdm_curve(Path(args.datasets), args.out)
             elif suite == "spot":

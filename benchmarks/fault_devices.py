@@ -35,12 +35,13 @@ def wilson(hits: float, n: float) -> tuple[float, float]:
 
 def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[str, ...],
                        inner: tuple[str, ...] = ("time", "device"),
-                       finals: tuple[str, ...] = ("folds", "refit")) -> pd.DataFrame:
+                       finals: tuple[str, ...] = ("folds", "refit"), pool_as: str | None = None) -> pd.DataFrame:
     """One row per (data variant, inner folds, final model, draw), then one pooled row per
-    variant, inner folds and final model; written to ``out_csv`` and printed. The pooled
-    rows carry 90% Wilson intervals of recall and precision; the draws score the same
-    failures again, so each interval is computed on the pooled counts divided by the
-    number of draws."""
+    variant, inner folds and final model (and with ``pool_as``, one per inner folds and final
+    model over all the variants, named so: draws of one generator); written to ``out_csv``
+    and printed. The pooled rows carry 90% Wilson intervals of recall and precision; the
+    draws score the same failures again, so each interval is computed on the pooled counts
+    divided by the number of draws."""
     from anomaly.evaluate import evaluate_faults_by_device
     from anomaly.fault_features import FaultPolicy
 
@@ -56,20 +57,11 @@ def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[
                                                   data.get("events"), data.get("devices"), seed=draw).iloc[0].to_dict()
                     rows.append({"data": name, "inner_folds": folds, "final_model": final, "draw": draw, **m})
     runs = pd.DataFrame(rows)
-    pooled = []
-    for (name, folds, final), g in runs.groupby(["data", "inner_folds", "final_model"], sort=False):
-        correct = (g["precision"].fillna(0) * g["alerts"]).round().sum()
-        draws = len(g)
-        r_lo, r_hi = wilson(g["caught"].sum() / draws, g["events"].sum() / draws)
-        p_lo, p_hi = wilson(correct / draws, g["alerts"].sum() / draws)
-        pooled.append({"data": name, "inner_folds": folds, "final_model": final, "draw": "pooled",
-                       "events": g["events"].sum(),
-                       "caught": g["caught"].sum(), "recall": g["caught"].sum() / max(g["events"].sum(), 1),
-                       "alerts": g["alerts"].sum(),
-                       "precision": correct / g["alerts"].sum() if g["alerts"].sum() else float("nan"),
-                       "auc": g["auc"].mean(), "median_lead_hours": g["median_lead_hours"].median(),
-                       "threshold_rule": " ".join(g["threshold_rule"]),
-                       "recall_lo": r_lo, "recall_hi": r_hi, "precision_lo": p_lo, "precision_hi": p_hi})
+    keys = ["data", "inner_folds", "final_model"]
+    pooled = [_pooled(g, dict(zip(keys, k))) for k, g in runs.groupby(keys, sort=False)]
+    if pool_as is not None and len(variants) > 1:
+        pooled += [_pooled(g, {"data": pool_as, "inner_folds": k[0], "final_model": k[1]})
+                   for k, g in runs.groupby(keys[1:], sort=False)]
     table = pd.concat([runs, pd.DataFrame(pooled)], ignore_index=True)[COLUMNS]
     table.to_csv(out_csv, index=False)
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):
@@ -77,6 +69,22 @@ def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[
     print(f"({time.perf_counter() - t0:.1f} s; {FOLDS} device folds x draws {DRAWS}; auc pooled = mean)\n",
           flush=True)
     return table
+
+
+def _pooled(g: pd.DataFrame, labels: dict) -> dict:
+    """Events, catches and alerts of ``g``'s runs summed, with 90% Wilson intervals on the
+    counts per draw (draws of one data variant score the same failures again)."""
+    correct = (g["precision"].fillna(0) * g["alerts"]).round().sum()
+    draws = len(DRAWS)
+    r_lo, r_hi = wilson(g["caught"].sum() / draws, g["events"].sum() / draws)
+    p_lo, p_hi = wilson(correct / draws, g["alerts"].sum() / draws)
+    return {**labels, "draw": "pooled", "events": g["events"].sum(),
+            "caught": g["caught"].sum(), "recall": g["caught"].sum() / max(g["events"].sum(), 1),
+            "alerts": g["alerts"].sum(),
+            "precision": correct / g["alerts"].sum() if g["alerts"].sum() else float("nan"),
+            "auc": g["auc"].mean(), "median_lead_hours": g["median_lead_hours"].median(),
+            "threshold_rule": " ".join(g["threshold_rule"]),
+            "recall_lo": r_lo, "recall_hi": r_hi, "precision_lo": p_lo, "precision_hi": p_hi}
 
 
 def synthetic_fleet(nodes: int, days: int, seed: int) -> dict:

@@ -171,8 +171,9 @@ def test_the_search_keeps_the_best_inner_setting():
 
 
 def test_dcgm_features_count_increments_xid_classes_and_peers():
-    """ECC totals become increments (a reset counts from zero), Xid codes are counted by class,
-    temperature is compared with the node's other GPU; the latest rows alone build the same."""
+    """ECC totals become increments (a reset counts from zero) and a recent share of the total,
+    Xid codes are counted by class, temperature is compared with the node's other GPU; the
+    latest rows alone build the same."""
     ts = pd.date_range("2026-01-01", periods=8, freq="h")
     sbe = [0, 2, 2, 5, 1, 1, 4, 4]  # +2, +3, reset to 1 (+1), +3
     xid = [0, 13, 0, 79, 48, 0, 0, 7]
@@ -188,6 +189,9 @@ def test_dcgm_features_count_increments_xid_classes_and_peers():
     f = build_fault_features(tel, policy).set_index(["device_id", "ts"]).loc["n0-gpu0"]
     assert f["dcgm_sbe_inc"].tolist() == [0, 2, 0, 3, 1, 0, 3, 0]
     assert f["dcgm_sbe_inc_24h"].iloc[-1] == 9
+    # of the total of 4 since the reset, 3 came in the last 3 hours; over 24 hours, all of it
+    assert f["dcgm_sbe_recent_share_3h"].iloc[-1] == 0.75
+    assert f["dcgm_sbe_recent_share_24h"].iloc[-1] == 1.0
     assert f["dcgm_xid_count_24h"].iloc[-1] == 4
     last = f.iloc[-1]
     assert (last["dcgm_xid_app_count_24h"], last["dcgm_xid_board_count_24h"], last["dcgm_xid_memory_count_24h"],
