@@ -63,6 +63,15 @@ def _increments(x: np.ndarray, dev: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x) | np.isnan(before), 0.0, inc)
 
 
+def _last_reading(x: np.ndarray, dev: np.ndarray, index: pd.DatetimeIndex, within: pd.Timedelta) -> np.ndarray:
+    """Each row's latest reading of ``x`` on its device, if taken within ``within`` (NaN
+    otherwise): no older than the telemetry that scoring reads."""
+    at = np.where(np.isnan(x), np.nan, index.asi8.astype(float))
+    last = pd.Series(x).groupby(dev, sort=False).ffill().to_numpy()
+    seen = pd.Series(at).groupby(dev, sort=False).ffill().to_numpy()
+    return np.where(index.asi8 - seen <= within.value, last, np.nan)
+
+
 def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times: np.ndarray,
                   node: np.ndarray, windows: list[pd.Timedelta]) -> dict[str, np.ndarray]:
     """DCGM features per row of ``values`` (a column per metric, rows sorted by device code
@@ -79,12 +88,11 @@ def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times
             # the counter's own total since it last reset: a long baseline read from the latest
             # reading alone, so a card that always emits (a steady share of its total each day)
             # is told from one whose count took off only lately (most of its total recent)
-            level = pd.Series(values[:, found[signal]]).groupby(dev, sort=False).ffill().to_numpy()
+            level = _last_reading(values[:, found[signal]], dev, index, max(windows))
             for w in windows:
                 recent = _rolled(inc, dev, index, w, "sum")
                 out[f"dcgm_{signal}_inc_{_tag(w)}"] = recent
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    out[f"dcgm_{signal}_recent_share_{_tag(w)}"] = np.minimum(recent / np.maximum(level, 1.0), 1.0)
+                out[f"dcgm_{signal}_recent_share_{_tag(w)}"] = np.minimum(recent / np.maximum(level, 1.0), 1.0)
     if "xid" in found:
         code = np.nan_to_num(values[:, found["xid"]], nan=0.0)
         seen = code > 0

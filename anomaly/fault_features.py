@@ -59,8 +59,8 @@ class FaultPolicy:
     folds: int = 5
     # What scores after the fit: "folds", the mean of the chosen setting's out-of-fold models,
     # whose scores set the threshold; "refit", that setting trained on all rows, which scores
-    # on a scale of its own (on unseen synthetic GPUs, seeds 1-3, before the ECC share
-    # features, its alerts were 0.68 precise, the fold mean's 0.77, at the same threshold rule).
+    # on a scale of its own (unseen synthetic GPUs, seeds 1-3, before the ECC share features:
+    # alerts 0.68 precise, the fold mean's 0.77, at the same threshold rule).
     final_model: str = "folds"
     seed: int = 0
     # Training builds at most this many feature rows (every k-th reading of each device beyond

@@ -257,8 +257,7 @@ def synthetic_devices(out: Path, nodes: int, days: int, seeds: list[int],
     pooled over the seeds."""
     from benchmarks.fault_devices import device_split_table, synthetic_fleet
 
-    name = "synthetic_gpu" if len(seeds) == 1 else "synthetic_gpu_seed{}"
-    device_split_table({name.format(s): synthetic_fleet(nodes, days, s) for s in seeds},
+    device_split_table({f"synthetic_gpu_seed{s}": synthetic_fleet(nodes, days, s) for s in seeds},
                        out / "faults_synthetic_devices.csv", ("1h", "6h", "24h"), inner=("time",), finals=finals,
                        pool_as="synthetic_gpu_seeds_" + "_".join(map(str, seeds)))
 
@@ -385,7 +384,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=12)
     ap.add_argument("--days", type=int, default=28)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--seeds", help="synthetic-devices: comma-separated fleet seeds, pooled (default: --seed)")
+    ap.add_argument("--seeds", help="synthetic-devices: comma-separated fleet seeds, pooled; replaces --seed there")
     ap.add_argument("--final-models", default="folds,refit",
                     help="synthetic-devices: the fault model's scorers to run (folds, refit)")
     args = ap.parse_args()
@@ -393,6 +392,8 @@ def main() -> int:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
     except ValueError:
         ap.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
+    if len(set(seeds)) < len(seeds):
+        ap.error(f"--seeds names a seed twice: {args.seeds!r}")
     finals = tuple(f.strip() for f in args.final_models.split(",") if f.strip())
     if not finals or set(finals) - {"folds", "refit"}:
         ap.error(f"--final-models takes folds and/or refit, got {args.final_models!r}")

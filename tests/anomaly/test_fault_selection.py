@@ -204,6 +204,21 @@ def test_dcgm_features_count_increments_xid_classes_and_peers():
     pd.testing.assert_frame_equal(latest[full.columns], full, check_dtype=False)
 
 
+def test_ecc_share_reads_the_last_total_within_the_longest_window():
+    """The share's total is the device's latest counter reading while it is within the longest
+    window (a missing reading carries it); an older one is not used, as scoring never reads it."""
+    from anomaly.fault_dcgm import dcgm_features
+
+    times = pd.date_range("2026-01-01", periods=6, freq="2h").to_numpy()
+    sbe = np.array([10.0, 12.0, np.nan, np.nan, np.nan, np.nan])  # silent after 02:00
+    f = dcgm_features(["ecc_sbe"], sbe[:, None], np.zeros(6, dtype=int), times, np.array([None] * 6),
+                      [pd.Timedelta("3h"), pd.Timedelta("6h")])
+    share = f["dcgm_sbe_recent_share_6h"]
+    assert share[1] == pytest.approx(2 / 12)  # +2 of a total of 12
+    assert share[3] == pytest.approx(2 / 12)  # 06:00: the 02:00 reading is 4 h old, still read
+    assert np.isnan(share[5])  # 10:00: 8 h old, beyond the longest window
+
+
 def test_the_fold_mean_scores_with_the_models_that_set_the_threshold():
     """``final_model="folds"``: the predictor scores with the mean of the chosen setting's
     out-of-fold models (one per fold that had a failure to learn from), the scores its
