@@ -203,16 +203,6 @@ def _pdm_inputs(datasets: Path) -> dict[str, pd.DataFrame]:
     }
 
 
-def _pooled(table: pd.DataFrame, **labels: object) -> dict:
-    """Events, catches and alerts summed over ``table``'s runs (precision over all alerts)."""
-    correct = (table["precision"].fillna(0) * table["alerts"]).round().sum()
-    pooled = {**labels, "events": table["events"].sum(), "caught": table["caught"].sum(),
-              "alerts": table["alerts"].sum(), "auc": table["auc"].mean()}
-    pooled["recall"] = pooled["caught"] / max(pooled["events"], 1)
-    pooled["precision"] = correct / pooled["alerts"] if pooled["alerts"] else float("nan")
-    return pooled
-
-
 def pdm_splits(datasets: Path, out: Path) -> None:
     """``faults evaluate`` over several time (and time-and-device) splits, events pooled."""
     _splits(_pdm_inputs(datasets), out / "faults_pdm_splits.csv")
@@ -267,6 +257,7 @@ def _splits(data: dict, out_csv: Path) -> None:
 
     from anomaly.evaluate import evaluate_faults
     from anomaly.fault_features import FaultPolicy
+    from benchmarks.fault_devices import pooled_counts
 
     ids = np.sort(data["telemetry"]["device_id"].unique())
     policy = FaultPolicy(lead="30min", horizon="24h", windows=("3h", "24h"))
@@ -278,7 +269,7 @@ def _splits(data: dict, out_csv: Path) -> None:
                             held).iloc[0].to_dict()
         rows.append({"test_fraction": tf, "held_devices": " ".join(held) if held else "", **m})
     table = pd.DataFrame(rows)
-    pooled = _pooled(table, test_fraction="pooled", held_devices="")
+    pooled = pooled_counts(table, test_fraction="pooled", held_devices="")
     table = pd.concat([table, pd.DataFrame([pooled])], ignore_index=True)
     table.to_csv(out_csv, index=False)
     with pd.option_context("display.width", 250):
@@ -297,6 +288,7 @@ def pdm_curve(datasets: Path, out: Path) -> None:
 
     from anomaly.evaluate import evaluate_faults
     from anomaly.fault_features import FaultPolicy
+    from benchmarks.fault_devices import pooled_counts
 
     data = _pdm_inputs(datasets)
     ids = np.sort(data["telemetry"]["device_id"].unique())
@@ -322,7 +314,7 @@ def pdm_curve(datasets: Path, out: Path) -> None:
                 part.append({"train_machines": k, "test_fraction": tf, "draw": draw, **m})
         runs += part
         if part:
-            rows.append(_pooled(pd.DataFrame(part), train_machines=k, runs=len(part)))
+            rows.append(pooled_counts(pd.DataFrame(part), train_machines=k, runs=len(part)))
     pd.DataFrame(runs).to_csv(out / "faults_pdm_curve_runs.csv", index=False)
     table = pd.DataFrame(rows)[["train_machines", "runs", "events", "caught", "recall", "alerts", "precision", "auc"]]
     table.to_csv(out / "faults_pdm_curve.csv", index=False)

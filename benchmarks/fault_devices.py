@@ -71,19 +71,26 @@ def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[
     return table
 
 
+def pooled_counts(table: pd.DataFrame, **labels: object) -> dict:
+    """Events, catches and alerts summed over ``table``'s runs (precision over all alerts,
+    AUC the runs' mean)."""
+    correct = (table["precision"].fillna(0) * table["alerts"]).round().sum()
+    pooled = {**labels, "events": table["events"].sum(), "caught": table["caught"].sum(),
+              "alerts": table["alerts"].sum(), "auc": table["auc"].mean()}
+    pooled["recall"] = pooled["caught"] / max(pooled["events"], 1)
+    pooled["precision"] = correct / pooled["alerts"] if pooled["alerts"] else float("nan")
+    return pooled
+
+
 def _pooled(g: pd.DataFrame, labels: dict) -> dict:
-    """Events, catches and alerts of ``g``'s runs summed, with 90% Wilson intervals on the
-    counts per draw (draws of one data variant score the same failures again)."""
-    correct = (g["precision"].fillna(0) * g["alerts"]).round().sum()
+    """``pooled_counts`` of ``g``'s draws, with the median lead, the rules, and 90% Wilson
+    intervals on the counts per draw (draws of one data variant score the same failures again)."""
+    row = pooled_counts(g, **labels, draw="pooled")
+    correct = row["precision"] * row["alerts"] if row["alerts"] else 0.0
     draws = len(DRAWS)
-    r_lo, r_hi = wilson(g["caught"].sum() / draws, g["events"].sum() / draws)
-    p_lo, p_hi = wilson(correct / draws, g["alerts"].sum() / draws)
-    return {**labels, "draw": "pooled", "events": g["events"].sum(),
-            "caught": g["caught"].sum(), "recall": g["caught"].sum() / max(g["events"].sum(), 1),
-            "alerts": g["alerts"].sum(),
-            "precision": correct / g["alerts"].sum() if g["alerts"].sum() else float("nan"),
-            "auc": g["auc"].mean(), "median_lead_hours": g["median_lead_hours"].median(),
-            "threshold_rule": " ".join(g["threshold_rule"]),
+    r_lo, r_hi = wilson(row["caught"] / draws, row["events"] / draws)
+    p_lo, p_hi = wilson(correct / draws, row["alerts"] / draws)
+    return {**row, "median_lead_hours": g["median_lead_hours"].median(), "threshold_rule": " ".join(g["threshold_rule"]),
             "recall_lo": r_lo, "recall_hi": r_hi, "precision_lo": p_lo, "precision_hi": p_hi}
 
 
