@@ -38,6 +38,9 @@ temporary folder, never into the repository. Data preparation, documented:
     and on the telemetry-only conversion; inner time or device folds (benchmarks/fault_devices.py).
   * synthetic-devices: the same device split on the synthetic GPU fleet (DCGM metrics), on
     the fleet of each of ``--seeds`` and pooled over them.
+  * PdM telemetry and spot prices: every ``PdM_telemetry*.csv*`` and every
+    ``aws_spot_price_history_*.csv.gz`` in the folder, a row in two files once
+    (benchmarks/public_files.py), so a larger slice copied beside the one here is read whole.
   * spot: ``aws_spot_price_history_*.csv.gz`` -> the spot-prices contract (provider aws,
     zone = availability_zone, product = product_description); ``on_demand_prices.csv`` ->
     ``provider,region,instance_type,on_demand_price``.
@@ -61,6 +64,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.public_files import aws_spot_prices, pdm_telemetry  # noqa: E402
 
 NAB = "nab-cloud-cpu-anomaly"
 PDM = "azure-pdm-telemetry"
@@ -179,9 +184,9 @@ def nab_heldout(datasets: Path, out: Path, max_fa_week: float = 1.0) -> None:
     print(f"({time.perf_counter() - t0:.1f} s, {len(NAB_GRID)} CUSUM settings x {len(series)} series)\n", flush=True)
 
 
-def pdm(datasets: Path, out: Path) -> None:
+def pdm(datasets: Path, tmp: Path, out: Path) -> None:
     root = datasets / PDM
-    telemetry = sorted(root.glob("PdM_telemetry*.csv*"))[0]
+    telemetry = pdm_telemetry(root, tmp)
     headroom(["faults", "evaluate", "--telemetry", str(telemetry), "--failures", str(root / "PdM_failures.csv"),
               "--events", str(root / "PdM_errors.csv"), "--events", str(root / "PdM_maint.csv"),
               "--devices", str(root / "PdM_machines.csv"), "--lead", "30m", "--horizon", "24h",
@@ -191,11 +196,11 @@ def pdm(datasets: Path, out: Path) -> None:
 PDM_SPLITS = [(tf, None) for tf in (0.25, 0.3, 0.35, 0.4, 0.45)] + [(0.3, draw) for draw in range(4)]
 
 
-def _pdm_inputs(datasets: Path) -> dict[str, pd.DataFrame]:
+def _pdm_inputs(datasets: Path, tmp: Path) -> dict[str, pd.DataFrame]:
     from pipelines.ingest import tables
     root = datasets / PDM
     return {
-        "telemetry": tables.read_telemetry(sorted(root.glob("PdM_telemetry*.csv*"))[0]),
+        "telemetry": tables.read_telemetry(pdm_telemetry(root, tmp)),
         "failures": tables.read_failures(root / "PdM_failures.csv"),
         "events": pd.concat([tables.read_events(root / "PdM_errors.csv"),
                              tables.read_events(root / "PdM_maint.csv")], ignore_index=True),
@@ -203,9 +208,9 @@ def _pdm_inputs(datasets: Path) -> dict[str, pd.DataFrame]:
     }
 
 
-def pdm_splits(datasets: Path, out: Path) -> None:
+def pdm_splits(datasets: Path, tmp: Path, out: Path) -> None:
     """``faults evaluate`` over several time (and time-and-device) splits, events pooled."""
-    _splits(_pdm_inputs(datasets), out / "faults_pdm_splits.csv")
+    _splits(_pdm_inputs(datasets, tmp), out / "faults_pdm_splits.csv")
 
 
 def pdm_converted(datasets: Path, tmp: Path, out: Path) -> None:
@@ -223,7 +228,7 @@ def _converted(datasets: Path, tmp: Path) -> dict:
     conv = tmp / "pdm-converted"
     if not (conv / "telemetry.csv").is_file():
         cmd = [sys.executable, "-m", "pipelines.cli", "convert", "--from", "azure-pdm", "--out", str(conv),
-               str(sorted(root.glob("PdM_telemetry*.csv*"))[0])]
+               str(pdm_telemetry(root, tmp))]
         print("$ headroom " + " ".join(cmd[3:]), flush=True)
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -237,7 +242,7 @@ def pdm_devices(datasets: Path, tmp: Path, out: Path) -> None:
     telemetry-only conversion."""
     from benchmarks.fault_devices import device_split_table
 
-    device_split_table({"pdm_all_tables": _pdm_inputs(datasets), "pdm_telemetry_only": _converted(datasets, tmp)},
+    device_split_table({"pdm_all_tables": _pdm_inputs(datasets, tmp), "pdm_telemetry_only": _converted(datasets, tmp)},
                        out / "faults_pdm_devices.csv", ("3h", "24h"))
 
 
@@ -281,7 +286,7 @@ PDM_CURVE_SHARES = (0.3, 0.5, 0.7, 1.0)
 PDM_CURVE_DRAWS = 5
 
 
-def pdm_curve(datasets: Path, out: Path) -> None:
+def pdm_curve(datasets: Path, tmp: Path, out: Path) -> None:
     """Recall and precision against fleet size: ``faults evaluate`` on a random share of the
     machines (30% and 40% splits), pooled over draws and splits."""
     import numpy as np
@@ -290,7 +295,7 @@ def pdm_curve(datasets: Path, out: Path) -> None:
     from anomaly.fault_features import FaultPolicy
     from benchmarks.fault_devices import pooled_counts
 
-    data = _pdm_inputs(datasets)
+    data = _pdm_inputs(datasets, tmp)
     ids = np.sort(data["telemetry"]["device_id"].unique())
     policy = FaultPolicy(lead="30min", horizon="24h", windows=("3h", "24h"))
     t0 = time.perf_counter()
@@ -324,7 +329,7 @@ def pdm_curve(datasets: Path, out: Path) -> None:
 
 def spot(datasets: Path, tmp: Path, out: Path) -> None:
     root = datasets / SPOT
-    raw = pd.read_csv(sorted(root.glob("aws_spot_price_history_*.csv.gz"))[0])
+    raw = aws_spot_prices(root)
     pd.DataFrame({
         "ts": raw["timestamp_utc"], "provider": "aws", "region": raw["region"], "zone": raw["availability_zone"],
         "instance_type": raw["instance_type"], "product": raw["product_description"],
@@ -405,9 +410,9 @@ def main() -> int:
             elif suite == "nab-heldout":
                 nab_heldout(Path(args.datasets), args.out)
             elif suite == "pdm":
-                pdm(Path(args.datasets), args.out)
+                pdm(Path(args.datasets), tmp, args.out)
             elif suite == "pdm-splits":
-                pdm_splits(Path(args.datasets), args.out)
+                pdm_splits(Path(args.datasets), tmp, args.out)
             elif suite == "pdm-converted":
                 pdm_converted(Path(args.datasets), tmp, args.out)
             elif suite == "pdm-devices":
@@ -415,7 +420,7 @@ def main() -> int:
             elif suite == "synthetic-devices":
                 synthetic_devices(args.out, args.nodes, args.days, seeds, finals)
             elif suite == "pdm-curve":
-                pdm_curve(Path(args.datasets), args.out)
+                pdm_curve(Path(args.datasets), tmp, args.out)
             elif suite == "spot":
                 spot(Path(args.datasets), tmp, args.out)
             elif suite == "synthetic":

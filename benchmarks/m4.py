@@ -1,5 +1,6 @@
 """M4 Hourly on the held-out last 48 points of the training part, as the competition's entrants
-developed (the official test part is kept for acceptance): sMAPE, MASE and OWA against Naive2,
+developed (the official test part is kept for acceptance; given its file, ``--m4-test``, the
+models fit the whole training part and are scored on it): sMAPE, MASE and OWA against Naive2,
 headroom's models beside statsforecast and mlforecast in the same run.
 
 Used by ``forecast_accuracy.py --suites m4``; the metrics follow the competition's definitions:
@@ -22,19 +23,42 @@ FILE = Path("m4-hourly-train") / "Hourly-train.csv.gz"
 log = logging.getLogger("m4")
 
 
-def load(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, test): each series of the wide file as ``unique_id, ds, y`` on an hourly grid from
-    2000-01-01 (M4 gives no timestamps), its last ``H`` points held out."""
-    wide = pd.read_csv(root / FILE)
-    frames = []
+def _wide(path: Path) -> dict[str, np.ndarray]:
+    """The series of an M4 wide file (id in the first column, values after, shorter series
+    ending in empty cells), in file order."""
+    wide = pd.read_csv(path)
+    out = {}
     for row in wide.itertuples(index=False):
         y = np.asarray(row[1:], dtype=float)
-        y = y[~np.isnan(y)]
-        frames.append(pd.DataFrame({"unique_id": row[0], "ds": pd.date_range("2000-01-01", periods=len(y), freq="h"),
-                                    "y": y}))
+        out[str(row[0])] = y[~np.isnan(y)]
+    return out
+
+
+def load(root: Path, test_file: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, test): each series of the wide file as ``unique_id, ds, y`` on an hourly grid from
+    2000-01-01 (M4 gives no timestamps). Without ``test_file`` its last ``H`` points are held
+    out; with it (the official ``Hourly-test.csv``, same layout) the whole training part is
+    fit on and the file's ``H`` points of each series are the test."""
+    series = _wide(root / FILE)
+    frames = [pd.DataFrame({"unique_id": u, "ds": pd.date_range("2000-01-01", periods=len(y), freq="h"), "y": y})
+              for u, y in series.items()]
     data = pd.concat(frames, ignore_index=True)
-    test = data.groupby("unique_id", sort=False).tail(H)
-    return data.drop(test.index).reset_index(drop=True), test.reset_index(drop=True)
+    if test_file is None:
+        test = data.groupby("unique_id", sort=False).tail(H)
+        return data.drop(test.index).reset_index(drop=True), test.reset_index(drop=True)
+    official = _wide(test_file)
+    for u in series:
+        if u not in official:
+            raise ValueError(f"{test_file}: series {u} of the training part has no row")
+        if len(official[u]) != H:
+            raise ValueError(f"{test_file}: series {u} has {len(official[u])} test values, not {H}")
+    extra = sorted(set(official) - set(series))
+    if extra:
+        raise ValueError(f"{test_file}: series {extra[0]} is not in the training part ({len(extra)} such)")
+    test = pd.concat([pd.DataFrame({"unique_id": u, "y": official[u],
+                                    "ds": pd.date_range("2000-01-01", periods=len(y) + H, freq="h")[-H:]})
+                      for u, y in series.items()], ignore_index=True)[["unique_id", "ds", "y"]]
+    return data, test
 
 
 def _acf(x: np.ndarray, k: int) -> float:
@@ -92,11 +116,11 @@ def owa_gap(s: pd.DataFrame, ref: pd.DataFrame, base: pd.DataFrame, draws: int =
 
 
 def _row(name: str, source: str, s: pd.DataFrame, base: pd.DataFrame, seconds: float,
-         ref: pd.DataFrame | None = None) -> dict:
+         ref: pd.DataFrame | None = None, dataset: str = "m4_hourly_holdout") -> dict:
     """A model's metrics; with ``ref`` (seasonal naive's scores) also the 90% interval of its
     OWA minus the reference's (``owa_gap_lo``, ``owa_gap_hi``: both below 0, it beats it)."""
     owa = 0.5 * (s["smape"].mean() / base["smape"].mean() + s["mase"].mean() / base["mase"].mean())
-    row = {"dataset": "m4_hourly_holdout", "model": name, "source": source, "smape": s["smape"].mean(),
+    row = {"dataset": dataset, "model": name, "source": source, "smape": s["smape"].mean(),
            "mase": s["mase"].mean(), "owa": owa, "seconds": seconds}
     if ref is not None:
         row["owa_gap_lo"], row["owa_gap_hi"] = owa_gap(s, ref, base)
@@ -109,30 +133,33 @@ def _future(train: pd.DataFrame, values: dict[str, np.ndarray], column: str) -> 
                                     column: values[u]}) for u, t in last.items()], ignore_index=True)
 
 
-def run(root: Path, names: list[str], peers: bool, seed: int = 0) -> list[dict]:
-    """One row per model: Naive2 and seasonal naive, headroom's ``names``, then the peers."""
+def run(root: Path, names: list[str], peers: bool, seed: int = 0, test_file: Path | None = None) -> list[dict]:
+    """One row per model: Naive2 and seasonal naive, headroom's ``names``, then the peers; on
+    the held-out last points, or with ``test_file`` on the official test part."""
     import forecasters
 
-    train, test = load(root)
+    train, test = load(root, test_file)
+    ds = "m4_hourly_test" if test_file is not None else "m4_hourly_holdout"
     log.info("m4: %d series, %d training points", train["unique_id"].nunique(), len(train))
     ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
     base = scores(train, test, _future(train, {u: naive2(y) for u, y in ys.items()}, "f"), "f")
-    rows = [_row("naive2", "benchmark", base, base, 0.0)]
+    rows = [_row("naive2", "benchmark", base, base, 0.0, dataset=ds)]
     snaive = scores(train, test, _future(train, {u: np.tile(y[-M:], H // M) for u, y in ys.items()}, "f"), "f")
-    rows.append(_row("seasonal_naive", "benchmark", snaive, base, 0.0))
+    rows.append(_row("seasonal_naive", "benchmark", snaive, base, 0.0, dataset=ds))
     for name in [n for n in names if n != "seasonal_naive"]:  # its row is the benchmark's, above
         wall = time.perf_counter()
         model = forecasters.create(name, horizon=H, freq="h", season_length=M, seed=seed)
         fc = model.fit(train).predict(H, level=(80, 95))
-        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall, snaive)
-                    | coverage(test, fc, "lo_{}", "hi_{}"))
+        rows.append(_row(name, "headroom", scores(train, test, fc, "mean"), base, time.perf_counter() - wall, snaive,
+                         ds) | coverage(test, fc, "lo_{}", "hi_{}"))
         log.info("m4 %s: OWA %.3f in %.0fs", name, rows[-1]["owa"], rows[-1]["seconds"])
     if peers:
-        rows += _peers(train, test, base, snaive)
+        rows += _peers(train, test, base, snaive, ds)
     return rows
 
 
-def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame, ref: pd.DataFrame) -> list[dict]:
+def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame, ref: pd.DataFrame,
+           ds: str = "m4_hourly_holdout") -> list[dict]:
     """mlforecast's LightGBM (the issue's configuration, with its conformal intervals) and
     statsforecast's MSTL, when installed."""
     rows = []
@@ -147,8 +174,8 @@ def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame, ref: pd.
                          lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
         mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=H))
         fc = mlf.predict(H, level=[80, 95])
-        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall, ref)
-                    | coverage(test, fc, "mlf_lgbm-lo-{}", "mlf_lgbm-hi-{}"))
+        rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall, ref,
+                         ds) | coverage(test, fc, "mlf_lgbm-lo-{}", "mlf_lgbm-hi-{}"))
     except ImportError:
         log.warning("mlforecast not installed: no mlforecast peer")
     try:
@@ -158,7 +185,8 @@ def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame, ref: pd.
         wall = time.perf_counter()
         fc = StatsForecast(models=[MSTL(season_length=[24, 168], alias="sf_mstl")], freq="h", n_jobs=1).forecast(
             df=train, h=H)
-        rows.append(_row("sf_mstl", "peer", scores(train, test, fc, "sf_mstl"), base, time.perf_counter() - wall, ref))
+        rows.append(_row("sf_mstl", "peer", scores(train, test, fc, "sf_mstl"), base, time.perf_counter() - wall, ref,
+                         ds))
     except ImportError:
         log.warning("statsforecast not installed: no statsforecast peer")
     return rows

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame  # noqa: E402
 from anomaly.spikes import SpikePredictor  # noqa: E402
+from benchmarks.public_files import aws_spot_prices  # noqa: E402
 
 GROUP = ["provider", "instance_type", "product"]
 RULES = ["on_demand", "fixed", "cheapest_now", "expected", "expected_leave_spiking", "headroom"]
@@ -48,7 +49,7 @@ RULES = ["on_demand", "fixed", "cheapest_now", "expected", "expected_leave_spiki
 
 def aws(datasets: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     root = datasets / "aws-spot-us-east-1-2015"
-    raw = pd.read_csv(sorted(root.glob("aws_spot_price_history_*.csv.gz"))[0])
+    raw = aws_spot_prices(root)
     prices = pd.DataFrame({
         "ts": pd.to_datetime(raw["timestamp_utc"], utc=True).dt.tz_localize(None), "provider": "aws",
         "region": raw["region"], "zone": raw["availability_zone"], "instance_type": raw["instance_type"],
