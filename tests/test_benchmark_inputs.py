@@ -77,3 +77,20 @@ def test_files_of_a_kind_are_read_as_one_table_a_repeated_row_once(tmp_path):
     assert len(pd.read_csv(pdm_telemetry(tmp_path, out))) == 3
     with pytest.raises(FileNotFoundError, match="no file matches nothing"):
         union_csv(tmp_path, "nothing*", [], "datetime")
+
+
+def test_pdm_drift_episodes_find_a_two_day_drift_and_nothing_in_noise():
+    from benchmarks.pdm_signatures import episodes
+
+    rng = np.random.default_rng(1)
+    ts = pd.date_range("2015-01-01 06:00", periods=24 * 30, freq="h")
+    frame = pd.DataFrame({"datetime": ts, "machineID": 1, **{s: rng.normal(100, 10, len(ts))
+                                                             for s in ("volt", "rotate", "pressure", "vibration")}})
+    drift = (ts >= "2015-01-10 06:00") & (ts < "2015-01-12 06:00")
+    frame.loc[drift, "volt"] += 25  # 2.5 standard deviations for two days
+    frame.loc[drift, "rotate"] += 25  # rotate drifts down before a failure: up is no episode
+    found = episodes(frame, enter=0.9, peak=1.2, min_hours=12)
+    assert list(found["sensor"]) == ["volt"]
+    row = found.iloc[0]
+    assert pd.Timestamp("2015-01-10 12:00") <= row["start"] <= pd.Timestamp("2015-01-11 06:00")
+    assert pd.Timestamp("2015-01-12 06:00") <= row["end"] <= pd.Timestamp("2015-01-13 06:00")
