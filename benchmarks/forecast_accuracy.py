@@ -254,6 +254,12 @@ def speed_check(n_series: int, days: int, h: int) -> dict:
             "seconds": time.perf_counter() - wall, "cpu_seconds": cpu_seconds() - cpu}
 
 
+def _fail(message: str) -> int:
+    """A bad input or option: one line on stderr, exit status 2."""
+    print(f"forecast_accuracy.py: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default_root = os.environ.get("HEADROOM_DATASETS", str(ROOT.parent / "shared" / "datasets"))
@@ -277,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     root = Path(args.datasets)
+    if args.m4_test is not None and "m4" not in suites:
+        return _fail("--m4-test scores the m4 suite: add m4 to --suites")
+    if args.m4_test is not None and not args.m4_test.is_file():
+        return _fail(f"--m4-test {args.m4_test}: no such file")
     rows: list[dict] = []
     for suite in suites:
         if suite == "cluster-windows":
@@ -291,17 +301,16 @@ def main(argv: list[str] | None = None) -> int:
                 rows += table.to_dict("records")
             continue
         if suite == "m4":  # M4 Hourly: the training part's last 48 points held out, or the official test
-            if args.m4_test is not None and not args.m4_test.is_file():
-                parser.error(f"--m4-test {args.m4_test}: no such file")
             from benchmarks import m4
 
             if not (root / m4.FILE).is_file():
                 log.warning("%s: no %s under %s, skipped", suite, m4.FILE, root)
                 continue
             try:
-                m4_rows = m4.run(root, names, peers=not args.no_peers, seed=args.seed, test_file=args.m4_test)
+                split = m4.load(root, args.m4_test)
             except (OSError, ValueError) as err:
-                parser.error(str(err))
+                return _fail(str(err))
+            m4_rows = m4.run(split, names, peers=not args.no_peers, seed=args.seed, ds=m4.dataset_name(args.m4_test))
             best = min(r["owa"] for r in m4_rows if r["source"] == "benchmark" and r["model"] == "seasonal_naive")
             rows += [{**r, "owa_vs_seasonal_naive": r["owa"] / best} for r in m4_rows]
             continue

@@ -94,9 +94,9 @@ def scale(models: list[str], sizes: list[int], days: int, horizon: int) -> pd.Da
     return table
 
 
-def m4_speed(root: Path, test_file: Path | None = None) -> pd.DataFrame:
-    """headroom lgbm and mlforecast LightGBM, fit + forecast with intervals, on M4 Hourly (the
-    held-out last points, or the official test part with ``test_file``)."""
+def m4_speed(split: tuple[pd.DataFrame, pd.DataFrame], ds: str) -> pd.DataFrame:
+    """headroom lgbm and mlforecast LightGBM, fit + forecast with intervals, on M4 Hourly's
+    ``split`` (``m4.load``'s (train, test): the held-out last points, or the official test)."""
     import lightgbm as lgb
     from mlforecast import MLForecast
     from mlforecast.target_transforms import Differences, LocalStandardScaler
@@ -105,8 +105,7 @@ def m4_speed(root: Path, test_file: Path | None = None) -> pd.DataFrame:
     import forecasters
     from benchmarks import m4
 
-    train, test = m4.load(root, test_file)
-    ds = "m4_hourly_test" if test_file is not None else "m4_hourly_holdout"
+    train, test = split
     ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
     base = m4.scores(train, test, m4._future(train, {u: m4.naive2(y) for u, y in ys.items()}, "f"), "f")
     rows = []
@@ -145,19 +144,26 @@ def main(argv: list[str] | None = None) -> int:
         name, n, days, h = args.one
         print(json.dumps(one(name, int(n), int(days), int(h))))
         return 0
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    if args.m4_test is not None and ("m4" not in suites or not args.m4_test.is_file()):
+        problem = "scores the m4 suite: add m4 to --suites" if "m4" not in suites else "no such file"
+        print(f"forecast_speed.py: error: --m4-test {args.m4_test}: {problem}", file=sys.stderr)
+        return 2
     tables = []
-    for suite in [s.strip() for s in args.suites.split(",") if s.strip()]:
+    for suite in suites:
         if suite == "m4":
+            from benchmarks import m4
+
             root = Path(args.datasets)
             if not (root / "m4-hourly-train" / "Hourly-train.csv.gz").is_file():
                 log.warning("m4: no M4 Hourly under %s, skipped", root)
                 continue
-            if args.m4_test is not None and not args.m4_test.is_file():
-                parser.error(f"--m4-test {args.m4_test}: no such file")
             try:
-                table = m4_speed(root, args.m4_test)
+                split = m4.load(root, args.m4_test)
             except (OSError, ValueError) as err:
-                parser.error(str(err))
+                print(f"forecast_speed.py: error: {err}", file=sys.stderr)
+                return 2
+            table = m4_speed(split, m4.dataset_name(args.m4_test))
         elif suite == "scale":
             table = scale([m for m in args.models.split(",") if m], [int(s) for s in args.sizes.split(",")],
                           args.days, args.horizon)

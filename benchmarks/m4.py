@@ -25,12 +25,22 @@ log = logging.getLogger("m4")
 
 def _wide(path: Path) -> dict[str, np.ndarray]:
     """The series of an M4 wide file (id in the first column, values after, shorter series
-    ending in empty cells), in file order."""
-    wide = pd.read_csv(path)
-    out = {}
-    for row in wide.itertuples(index=False):
-        y = np.asarray(row[1:], dtype=float)
-        out[str(row[0])] = y[~np.isnan(y)]
+    ending in empty cells), in file order. A file that cannot be read as one, or names a
+    series twice, is a ValueError naming it."""
+    try:
+        wide = pd.read_csv(path)
+        out: dict[str, np.ndarray] = {}
+        for row in wide.itertuples(index=False):
+            u = str(row[0])
+            if u in out:
+                raise ValueError(f"series {u} has two rows")
+            try:
+                y = np.asarray(row[1:], dtype=float)
+            except ValueError as err:
+                raise ValueError(f"series {u}: {err}") from None
+            out[u] = y[~np.isnan(y)]
+    except (ValueError, UnicodeDecodeError) as err:  # pandas' parser and empty-data errors are ValueErrors
+        raise ValueError(f"{path}: {err}") from None
     return out
 
 
@@ -133,13 +143,17 @@ def _future(train: pd.DataFrame, values: dict[str, np.ndarray], column: str) -> 
                                     column: values[u]}) for u, t in last.items()], ignore_index=True)
 
 
-def run(root: Path, names: list[str], peers: bool, seed: int = 0, test_file: Path | None = None) -> list[dict]:
-    """One row per model: Naive2 and seasonal naive, headroom's ``names``, then the peers; on
-    the held-out last points, or with ``test_file`` on the official test part."""
+def dataset_name(test_file: Path | None) -> str:
+    return "m4_hourly_test" if test_file is not None else "m4_hourly_holdout"
+
+
+def run(split: tuple[pd.DataFrame, pd.DataFrame], names: list[str], peers: bool, seed: int = 0,
+        ds: str = "m4_hourly_holdout") -> list[dict]:
+    """One row per model: Naive2 and seasonal naive, headroom's ``names``, then the peers, on
+    ``split`` (:func:`load`'s (train, test)), the rows labelled ``ds``."""
     import forecasters
 
-    train, test = load(root, test_file)
-    ds = "m4_hourly_test" if test_file is not None else "m4_hourly_holdout"
+    train, test = split
     log.info("m4: %d series, %d training points", train["unique_id"].nunique(), len(train))
     ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
     base = scores(train, test, _future(train, {u: naive2(y) for u, y in ys.items()}, "f"), "f")

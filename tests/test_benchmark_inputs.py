@@ -59,6 +59,12 @@ def test_official_test_file_that_does_not_match_is_one_line_naming_the_series(m4
     _write_wide(extra, {u: np.ones(m4.H) for u in ("H1", "H2", "H3", "H9")})
     with pytest.raises(ValueError, match=r"extra\.csv: series H9 is not in the training part"):
         m4.load(cut, extra)
+    twice = tmp_path / "twice.csv"
+    _write_wide(twice, {"H1": np.ones(m4.H), "H2": np.ones(m4.H), "H3": np.ones(m4.H)})
+    with twice.open("a") as f:
+        f.write("H2," + ",".join(["2"] * m4.H) + "\n")
+    with pytest.raises(ValueError, match=r"twice\.csv: series H2 has two rows"):
+        m4.load(cut, twice)
 
 
 def test_files_of_a_kind_are_read_as_one_table_a_repeated_row_once(tmp_path):
@@ -69,12 +75,18 @@ def test_files_of_a_kind_are_read_as_one_table_a_repeated_row_once(tmp_path):
     pd.DataFrame({"datetime": ["2015-01-01T07:00:00.000000", "2015-01-01T06:00:00.000000",
                                "2015-01-01T06:00:00.000000"], "machineID": [1, 2, 1],
                   "volt": [999.0, 160.0, 999.0]}).to_csv(tmp_path / "PdM_telemetry_b.csv.gz", index=False)
+    pd.DataFrame({"datetime": ["2015-01-02T06:00:00.000000"], "machineID": [1],
+                  "failure": ["comp1"]}).to_csv(tmp_path / "PdM_failures.csv", index=False)
     data, files = union_csv(tmp_path, "PdM_telemetry*.csv*", ["machineID"], "datetime")
     assert [f.name for f in files] == ["PdM_telemetry_a.csv", "PdM_telemetry_b.csv.gz"]
     assert sorted(zip(data["machineID"], data["volt"])) == [(1, 170.0), (1, 171.0), (2, 160.0)]
-    out = tmp_path / "out"
-    out.mkdir()
-    assert len(pd.read_csv(pdm_telemetry(tmp_path, out))) == 3
+    assert str(data["datetime"].dt.tz) == "UTC"  # one type of time, whatever each file wrote
+    # the union is written beside copies of the folder's other files (convert reads them there)
+    path = pdm_telemetry(tmp_path, tmp_path / "tmp")
+    union = pd.read_csv(path)
+    assert sorted(union["datetime"]) == ["2015-01-01 06:00:00", "2015-01-01 06:00:00", "2015-01-01 07:00:00"]
+    assert (path.parent / "PdM_failures.csv").read_text() == (tmp_path / "PdM_failures.csv").read_text()
+    assert not (path.parent / "PdM_telemetry_a.csv").exists()
     with pytest.raises(FileNotFoundError, match="no file matches nothing"):
         union_csv(tmp_path, "nothing*", [], "datetime")
 
