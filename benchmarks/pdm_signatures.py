@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -82,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.datasets) / PDM
     if not root.is_dir():
         ap.error(f"no {PDM} under {args.datasets}: pass --datasets or set HEADROOM_DATASETS")
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="headroom-pdm-sig-") as tmp:
         telemetry = pd.read_csv(pdm_telemetry(root, Path(tmp)))
     telemetry["datetime"] = pd.to_datetime(telemetry["datetime"], format="mixed")
