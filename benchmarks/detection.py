@@ -65,7 +65,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.public_files import aws_spot_prices, pdm_telemetry  # noqa: E402
+from benchmarks.public_files import aws_spot, pdm_telemetry  # noqa: E402
 
 NAB = "nab-cloud-cpu-anomaly"
 PDM = "azure-pdm-telemetry"
@@ -329,15 +329,9 @@ def pdm_curve(datasets: Path, tmp: Path, out: Path) -> None:
 
 def spot(datasets: Path, tmp: Path, out: Path) -> None:
     root = datasets / SPOT
-    raw = aws_spot_prices(root)
-    pd.DataFrame({
-        "ts": raw["timestamp_utc"], "provider": "aws", "region": raw["region"], "zone": raw["availability_zone"],
-        "instance_type": raw["instance_type"], "product": raw["product_description"],
-        "price": raw["spot_price_usd_per_hour"],
-    }).to_csv(tmp / "spot.csv", index=False)
-    od = pd.read_csv(root / "on_demand_prices.csv")
-    pd.DataFrame({"provider": "aws", "region": od["region"], "instance_type": od["instance_type"],
-                  "on_demand_price": od["on_demand_usd_per_hour"]}).to_csv(tmp / "od.csv", index=False)
+    prices, on_demand = aws_spot(root)
+    prices.to_csv(tmp / "spot.csv", index=False)
+    on_demand.to_csv(tmp / "od.csv", index=False)
     headroom(["spikes", "evaluate", "--prices", str(tmp / "spot.csv"), "--on-demand", str(tmp / "od.csv"),
               "--horizon", "6h", "--k", "2"], out / "spikes_aws.csv")
 

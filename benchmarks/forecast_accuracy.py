@@ -283,10 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     root = Path(args.datasets)
-    if args.m4_test is not None and "m4" not in suites:
-        return _fail("--m4-test scores the m4 suite: add m4 to --suites")
-    if args.m4_test is not None and not args.m4_test.is_file():
-        return _fail(f"--m4-test {args.m4_test}: no such file")
+    from benchmarks import m4
+
+    if problem := m4.test_option_problem(args.m4_test, suites):
+        return _fail(problem)
     rows: list[dict] = []
     for suite in suites:
         if suite == "cluster-windows":
@@ -301,8 +301,6 @@ def main(argv: list[str] | None = None) -> int:
                 rows += table.to_dict("records")
             continue
         if suite == "m4":  # M4 Hourly: the training part's last 48 points held out, or the official test
-            from benchmarks import m4
-
             if not (root / m4.FILE).is_file():
                 log.warning("%s: no %s under %s, skipped", suite, m4.FILE, root)
                 continue

@@ -144,18 +144,17 @@ def main(argv: list[str] | None = None) -> int:
         name, n, days, h = args.one
         print(json.dumps(one(name, int(n), int(days), int(h))))
         return 0
+    from benchmarks import m4
+
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
-    if args.m4_test is not None and ("m4" not in suites or not args.m4_test.is_file()):
-        problem = "scores the m4 suite: add m4 to --suites" if "m4" not in suites else "no such file"
-        print(f"forecast_speed.py: error: --m4-test {args.m4_test}: {problem}", file=sys.stderr)
+    if problem := m4.test_option_problem(args.m4_test, suites):
+        print(f"forecast_speed.py: error: {problem}", file=sys.stderr)
         return 2
     tables = []
     for suite in suites:
         if suite == "m4":
-            from benchmarks import m4
-
             root = Path(args.datasets)
-            if not (root / "m4-hourly-train" / "Hourly-train.csv.gz").is_file():
+            if not (root / m4.FILE).is_file():
                 log.warning("m4: no M4 Hourly under %s, skipped", root)
                 continue
             try:

@@ -144,7 +144,17 @@ def _future(train: pd.DataFrame, values: dict[str, np.ndarray], column: str) -> 
 
 
 def dataset_name(test_file: Path | None) -> str:
+    """The rows' label: the official test part, or the training part's held-out points."""
     return "m4_hourly_test" if test_file is not None else "m4_hourly_holdout"
+
+
+def test_option_problem(test_file: Path | None, suites: list[str]) -> str | None:
+    """What is wrong with ``--m4-test`` before any suite runs (None: nothing)."""
+    if test_file is None:
+        return None
+    if "m4" not in suites:
+        return "--m4-test scores the m4 suite: add m4 to --suites"
+    return None if test_file.is_file() else f"--m4-test {test_file}: no such file"
 
 
 def run(split: tuple[pd.DataFrame, pd.DataFrame], names: list[str], peers: bool, seed: int = 0,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +30,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.public_files import pdm_telemetry  # noqa: E402
+from benchmarks.public_files import union_csv  # noqa: E402
 
 PDM = "azure-pdm-telemetry"
 # the direction each sensor drifts before a failure, as seen in the PdM data
@@ -83,9 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.datasets) / PDM
     if not root.is_dir():
         ap.error(f"no {PDM} under {args.datasets}: pass --datasets or set HEADROOM_DATASETS")
-    with tempfile.TemporaryDirectory(prefix="headroom-pdm-sig-") as tmp:
-        telemetry = pd.read_csv(pdm_telemetry(root, Path(tmp)))
-    telemetry["datetime"] = pd.to_datetime(telemetry["datetime"], format="mixed")
+    telemetry, _ = union_csv(root, "PdM_telemetry*.csv*", ["machineID"], "datetime")
+    telemetry["datetime"] = telemetry["datetime"].dt.tz_localize(None)  # PdM's times are zone-less
     first, last = telemetry["datetime"].min(), telemetry["datetime"].max()
     machines = set(telemetry["machineID"])
     failures = pd.read_csv(root / "PdM_failures.csv")

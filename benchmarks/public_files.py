@@ -49,8 +49,19 @@ def pdm_telemetry(folder: Path, tmp: Path) -> Path:
     return out
 
 
-def aws_spot_prices(folder: Path) -> pd.DataFrame:
-    """Every ``aws_spot_price_history_*.csv.gz``, a price change listed in two files once."""
-    data, _ = union_csv(folder, "aws_spot_price_history_*.csv.gz",
-                        ["region", "availability_zone", "instance_type", "product_description"], "timestamp_utc")
-    return data
+def aws_spot(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The AWS spot folder in headroom's contract: every ``aws_spot_price_history_*.csv.gz``
+    (a price change listed in two files once) as ``ts`` (UTC, zone-less), provider aws,
+    region, zone, instance_type, product, price; and ``on_demand_prices.csv`` as provider,
+    region, instance_type, on_demand_price."""
+    raw, _ = union_csv(folder, "aws_spot_price_history_*.csv.gz",
+                       ["region", "availability_zone", "instance_type", "product_description"], "timestamp_utc")
+    prices = pd.DataFrame({
+        "ts": raw["timestamp_utc"].dt.tz_localize(None), "provider": "aws", "region": raw["region"],
+        "zone": raw["availability_zone"], "instance_type": raw["instance_type"],
+        "product": raw["product_description"], "price": raw["spot_price_usd_per_hour"],
+    })
+    od = pd.read_csv(folder / "on_demand_prices.csv")
+    on_demand = pd.DataFrame({"provider": "aws", "region": od["region"], "instance_type": od["instance_type"],
+                              "on_demand_price": od["on_demand_usd_per_hour"]})
+    return prices, on_demand

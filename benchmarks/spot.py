@@ -41,24 +41,14 @@ sys.path.insert(0, str(ROOT))
 
 from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame  # noqa: E402
 from anomaly.spikes import SpikePredictor  # noqa: E402
-from benchmarks.public_files import aws_spot_prices  # noqa: E402
+from benchmarks.public_files import aws_spot  # noqa: E402
 
 GROUP = ["provider", "instance_type", "product"]
 RULES = ["on_demand", "fixed", "cheapest_now", "expected", "expected_leave_spiking", "headroom"]
 
 
 def aws(datasets: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    root = datasets / "aws-spot-us-east-1-2015"
-    raw = aws_spot_prices(root)
-    prices = pd.DataFrame({
-        "ts": pd.to_datetime(raw["timestamp_utc"], utc=True).dt.tz_localize(None), "provider": "aws",
-        "region": raw["region"], "zone": raw["availability_zone"], "instance_type": raw["instance_type"],
-        "product": raw["product_description"], "price": raw["spot_price_usd_per_hour"],
-    })
-    od = pd.read_csv(root / "on_demand_prices.csv")
-    on_demand = pd.DataFrame({"provider": "aws", "region": od["region"], "instance_type": od["instance_type"],
-                              "on_demand_price": od["on_demand_usd_per_hour"]})
-    return prices, on_demand
+    return aws_spot(datasets / "aws-spot-us-east-1-2015")
 
 
 def synthetic(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
