@@ -97,17 +97,11 @@ def scale(models: list[str], sizes: list[int], days: int, horizon: int) -> pd.Da
 def m4_speed(split: tuple[pd.DataFrame, pd.DataFrame], ds: str) -> pd.DataFrame:
     """headroom lgbm and mlforecast LightGBM, fit + forecast with intervals, on M4 Hourly's
     ``split`` (``m4.load``'s (train, test): the held-out last points, or the official test)."""
-    import lightgbm as lgb
-    from mlforecast import MLForecast
-    from mlforecast.target_transforms import Differences, LocalStandardScaler
-    from mlforecast.utils import PredictionIntervals
-
     import forecasters
     from benchmarks import m4
 
     train, test = split
-    ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
-    base = m4.scores(train, test, m4._future(train, {u: m4.naive2(y) for u, y in ys.items()}, "f"), "f")
+    base = m4.naive2_scores(train, test)
     rows = []
     wall = time.perf_counter()
     fc = forecasters.create("lgbm", horizon=m4.H, freq="h", season_length=m4.M).fit(train).predict(
@@ -115,10 +109,7 @@ def m4_speed(split: tuple[pd.DataFrame, pd.DataFrame], ds: str) -> pd.DataFrame:
     rows.append(m4._row("lgbm", "headroom", m4.scores(train, test, fc, "mean"), base, time.perf_counter() - wall,
                          dataset=ds) | m4.coverage(test, fc, "lo_{}", "hi_{}"))
     wall = time.perf_counter()
-    mlf = MLForecast(models={"mlf_lgbm": lgb.LGBMRegressor(n_estimators=100, verbosity=-1, n_jobs=1)}, freq="h",
-                     lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
-    mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=m4.H))
-    fc = mlf.predict(m4.H, level=[80, 95])
+    fc = m4.mlforecast_peer(train)
     rows.append(m4._row("mlf_lgbm", "peer", m4.scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall,
                          dataset=ds) | m4.coverage(test, fc, "mlf_lgbm-lo-{}", "mlf_lgbm-hi-{}"))
     table = pd.DataFrame(rows)

@@ -90,6 +90,12 @@ def naive2(y: np.ndarray, h: int = H, m: int = M) -> np.ndarray:
     return (y / index[phase])[-1] * index[np.arange(n, n + h) % m]
 
 
+def naive2_scores(train: pd.DataFrame, test: pd.DataFrame) -> pd.DataFrame:
+    """Naive2's sMAPE and MASE per series: the base OWA divides by."""
+    ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
+    return scores(train, test, _future(train, {u: naive2(y) for u, y in ys.items()}, "f"), "f")
+
+
 def scores(train: pd.DataFrame, test: pd.DataFrame, forecast: pd.DataFrame, column: str) -> pd.DataFrame:
     """sMAPE and MASE per series of ``forecast[column]`` on the held-out points."""
     seen = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
@@ -166,7 +172,7 @@ def run(split: tuple[pd.DataFrame, pd.DataFrame], names: list[str], peers: bool,
     train, test = split
     log.info("m4: %d series, %d training points", train["unique_id"].nunique(), len(train))
     ys = {u: g["y"].to_numpy() for u, g in train.groupby("unique_id", sort=False)}
-    base = scores(train, test, _future(train, {u: naive2(y) for u, y in ys.items()}, "f"), "f")
+    base = naive2_scores(train, test)
     rows = [_row("naive2", "benchmark", base, base, 0.0, dataset=ds)]
     snaive = scores(train, test, _future(train, {u: np.tile(y[-M:], H // M) for u, y in ys.items()}, "f"), "f")
     rows.append(_row("seasonal_naive", "benchmark", snaive, base, 0.0, dataset=ds))
@@ -182,22 +188,30 @@ def run(split: tuple[pd.DataFrame, pd.DataFrame], names: list[str], peers: bool,
     return rows
 
 
+def mlforecast_peer(train: pd.DataFrame) -> pd.DataFrame:
+    """mlforecast's LightGBM in the issue's configuration (lags 1, 2, 3, 24, 48, 168,
+    ``Differences([24])`` + ``LocalStandardScaler``, 100 trees, one thread), fit on ``train``
+    with its conformal intervals (2 windows): the next ``H`` hours at 80% and 95%, columns
+    ``mlf_lgbm`` and ``mlf_lgbm-lo-80`` ... Raises ImportError without mlforecast."""
+    import lightgbm as lgb
+    from mlforecast import MLForecast
+    from mlforecast.target_transforms import Differences, LocalStandardScaler
+    from mlforecast.utils import PredictionIntervals
+
+    mlf = MLForecast(models={"mlf_lgbm": lgb.LGBMRegressor(n_estimators=100, verbosity=-1, n_jobs=1)}, freq="h",
+                     lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
+    mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=H))
+    return mlf.predict(H, level=[80, 95])
+
+
 def _peers(train: pd.DataFrame, test: pd.DataFrame, base: pd.DataFrame, ref: pd.DataFrame,
            ds: str = "m4_hourly_holdout") -> list[dict]:
     """mlforecast's LightGBM (the issue's configuration, with its conformal intervals) and
     statsforecast's MSTL, when installed."""
     rows = []
     try:
-        import lightgbm as lgb
-        from mlforecast import MLForecast
-        from mlforecast.target_transforms import Differences, LocalStandardScaler
-        from mlforecast.utils import PredictionIntervals
-
         wall = time.perf_counter()
-        mlf = MLForecast(models={"mlf_lgbm": lgb.LGBMRegressor(n_estimators=100, verbosity=-1, n_jobs=1)}, freq="h",
-                         lags=[1, 2, 3, 24, 48, 168], target_transforms=[Differences([24]), LocalStandardScaler()])
-        mlf.fit(train, prediction_intervals=PredictionIntervals(n_windows=2, h=H))
-        fc = mlf.predict(H, level=[80, 95])
+        fc = mlforecast_peer(train)
         rows.append(_row("mlf_lgbm", "peer", scores(train, test, fc, "mlf_lgbm"), base, time.perf_counter() - wall, ref,
                          ds) | coverage(test, fc, "mlf_lgbm-lo-{}", "mlf_lgbm-hi-{}"))
     except ImportError:
