@@ -54,8 +54,8 @@ def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.Da
     if len(short) == len(sizes):
         raise HistoryError(
             f"every series is shorter than the {need} points {' or '.join(names)} need for {spec.windows} backtest "
-            f"window(s) of {spec.horizon} (longest: {int(sizes.max())}); ingest more history, or pass fewer "
-            "--windows or a shorter --horizon")
+            f"window(s) of {spec.horizon} (longest: {int(sizes.max())}); use more history (ingest more, or a longer "
+            "--lookback-days), fewer backtest windows or a shorter horizon")
     if short.empty:
         return history
     log.warning("%d series shorter than the %d points the backtest needs are left out of this run: %s",

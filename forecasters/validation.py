@@ -174,6 +174,10 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
         s = g.set_index("ds")["y"].astype(float)
         grid = (pd.RangeIndex(int(s.index.min()), int(s.index.max()) + 1) if step is None
                 else pd.date_range(s.index.min(), s.index.max(), freq=step))
+        off = ~s.index.isin(grid)  # the reindex below would drop these rows without a word
+        if off.any():
+            raise HistoryError(f"series {uid!r}: timestamp {s.index[off][0]} is off the series' {freq!r} grid "
+                               "(its timestamps must be whole steps apart)", str(uid))
         full = s.reindex(grid)
         missing = ~np.isfinite(full.to_numpy())
         if missing.any():

@@ -6,6 +6,7 @@ import logging
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pipelines.runtime.outputs import check_writable, write_csv
@@ -45,12 +46,14 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     from pipelines.commands.errors import CliError
     from pipelines.ingest.tables import read_csv_text
 
+    if path.is_dir():
+        raise CliError(f"{path}: is a folder, not a file", 2)
     if not path.is_file():
         raise CliError(f"{path}: no such file", 2)
     try:
         frame = read_csv_text(path, ("unique_id",))
     except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise CliError(f"{path}: cannot read ({exc})", 2) from exc
+        raise CliError(f"{path}: cannot read ({' '.join(str(exc).split())})", 2) from exc  # pandas' ends in \n
     missing = {"unique_id", "ds", "y"} - set(frame.columns)
     if missing:
         raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y", 2)
@@ -91,6 +94,10 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     if bad.any():
         row = out.index[bad.to_numpy()][0]
         raise CliError(f"{path}: {where(row)}, column y: {out.at[row, 'y']!r} is not a number", 2)
+    infinite = np.isinf(y.to_numpy(dtype=float))  # not a gap to fill: a value that cannot be scored
+    if infinite.any():
+        row = out.index[infinite][0]
+        raise CliError(f"{path}: {where(row)}, column y: {y.iloc[row]} is not a finite number", 2)
     out["y"] = y.astype(float)
     return out
 
@@ -98,10 +105,12 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
 def backtest_models(
     history: pd.DataFrame, names: list[str], horizon: int, season_length: int, freq: str | None,
     windows: int, step: int | None, seed: int, skip_short: bool = False,
+    unscored: pd.MultiIndex | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics table with CSV_COLUMNS plus extras, the cross-validation frame of every model).
     With ``skip_short``, a model the series are too short for is left out (logged); the
-    error stands when it is every model."""
+    error stands when it is every model. Forecasts of the ``unscored`` (unique_id, ds) points
+    (filled gaps: no actual to score against) are left out of the metrics."""
     import forecasters
 
     rows, frames, too_short = [], [], []
@@ -123,7 +132,10 @@ def backtest_models(
         if cv is None:
             continue
         log.info("%s: %d forecasts in %.1fs", name, len(cv), time.perf_counter() - started)
-        row = forecasters.evaluate(cv, history, season_length).iloc[0].to_dict()
+        scored = cv
+        if unscored is not None and len(unscored):
+            scored = cv[~pd.MultiIndex.from_arrays([cv["unique_id"].astype(str), cv["ds"]]).isin(unscored)]
+        row = forecasters.evaluate(scored, history, season_length).iloc[0].to_dict()
         row["seconds"] = cv.attrs["seconds"]
         rows.append(row)
         frames.append(cv)
@@ -134,10 +146,13 @@ def backtest_models(
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.out is not None:  # before the work, not after it
-        check_writable(args.out)
     import forecasters
     from pipelines.commands.errors import CliError
+
+    if args.out is not None:  # before the work, not after it
+        check_writable(args.out)
+        if args.out.resolve() == args.input.resolve():
+            raise CliError(f"{args.out}: --out is the --input file; give another path for the metrics", 2)
 
     names = [n.strip() for n in (args.models or DEFAULT_MODELS).split(",") if n.strip()]
     unknown = [n for n in names if n not in forecasters.available()]
@@ -153,17 +168,22 @@ def run(args: argparse.Namespace) -> int:
         except forecasters.HistoryError as exc:
             raise CliError(str(exc), 2) from exc
     history = read_series(args.input, args.freq)
+    given = history.loc[history["y"].notna(), ["unique_id", "ds"]]
     try:
         history, filled = forecasters.validation.fill_gaps(history, args.freq, args.season_length, args.fill_gaps)
         forecasters.validate_history(history, args.freq)  # the data's own faults stop here, not per model
     except forecasters.HistoryError as exc:
         raise CliError(f"{args.input}: {exc}", 2) from exc
+    unscored = None
     if filled:
         print(f"{args.input}: filled {sum(filled.values())} missing point(s) in {len(filled)} series "
-              f"({args.fill_gaps})")
+              f"({args.fill_gaps}); a forecast of a filled point is not scored")
+        keys = pd.MultiIndex.from_arrays([history["unique_id"].astype(str), history["ds"]])
+        unscored = keys[~keys.isin(pd.MultiIndex.from_frame(given))]
     try:
         table, _ = backtest_models(history, names, args.horizon, args.season_length, args.freq,
-                                   args.windows, args.step, args.seed, skip_short=args.models is None)
+                                   args.windows, args.step, args.seed, skip_short=args.models is None,
+                                   unscored=unscored)
     except forecasters.HistoryError as exc:
         raise CliError(f"{args.input}: {exc}", 2) from exc
     print(table[CSV_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4f}"))

@@ -185,6 +185,48 @@ def test_backtest_fills_gaps_as_real_exports_have_them(tmp_path: Path, capsys: p
     assert len(err.splitlines()) == 1 and f"series '{uid}': 30 missing steps from" in err
 
 
+def test_a_filled_point_is_not_scored_and_an_off_grid_row_is_not_dropped(tmp_path: Path, capsys) -> None:
+    """Hours missing inside the test window are filled (the series stays whole) but their
+    forecasts are not scored: seasonal naive's scores are the same whatever fills them. A row
+    off the hourly grid is an error under filling too, not a row dropped without a word."""
+    panel = make_panel(length=24 * 10)
+    uid = panel["unique_id"].iloc[0]
+    rows = np.flatnonzero((panel["unique_id"] == uid).to_numpy())
+    src = tmp_path / "gappy.csv"
+    panel.drop(index=panel.index[rows[-5:-2]]).to_csv(src, index=False)  # inside the last 12 hours
+    tables = []
+    for how in ("seasonal", "zero", "interpolate"):
+        out = tmp_path / f"{how}.csv"
+        assert main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                     "--models", "seasonal_naive", "--fill-gaps", how, "--out", str(out)]) == 0
+        assert "filled 3 missing point(s)" in capsys.readouterr().out
+        tables.append(pd.read_csv(out).drop(columns="seconds"))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    pd.testing.assert_frame_equal(tables[0], tables[2])
+    off = panel.astype({"ds": object})
+    off.loc[rows[7], "ds"] = pd.Timestamp(panel.loc[rows[7], "ds"]) + pd.Timedelta(minutes=30)
+    off.to_csv(src, index=False)
+    assert main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+                 "--models", "seasonal_naive"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"series '{uid}': timestamp" in err and "off the series' 'h' grid" in err
+
+
+def test_inf_a_folder_and_out_onto_input_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "series.csv"
+    _panel_with("y", 40, "inf").to_csv(src, index=False)
+    base = ["backtest", "--horizon", "12", "--season-length", "24", "--freq", "h", "--models", "seasonal_naive"]
+    assert main([*base, "--input", str(src)]) == 2
+    assert "line 42, column y: inf is not a finite number" in capsys.readouterr().err
+    assert main([*base, "--input", str(tmp_path)]) == 2
+    assert "is a folder, not a file" in capsys.readouterr().err
+    make_panel(length=24 * 10).to_csv(src, index=False)
+    before = src.read_bytes()
+    assert main([*base, "--input", str(src), "--out", str(tmp_path / "." / src.name)]) == 2
+    assert "--out is the --input file" in capsys.readouterr().err
+    assert src.read_bytes() == before
+
+
 def test_a_series_a_model_cannot_fit_is_skipped_for_that_model(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """One series of 60 points, too short for lgbm with calibration: lgbm skips it (one line
