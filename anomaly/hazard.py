@@ -181,7 +181,8 @@ class FleetHazard:
             rate = self._band_rates(counts, exposure, policy.prior_device_years * YEAR)
             rates[mode] = rate
             lo_r, hi_r = _garwood(counts, policy.level)
-            w = _weibull_fit(entry, exit_, ev) if ev.any() else {
+            # two failure ages at least: with one, the likelihood grows without end as the shape does
+            w = _weibull_fit(entry, exit_, ev) if np.unique(exit_[ev]).size >= 2 else {
                 "shape": np.nan, "shape_lo": np.nan, "shape_hi": np.nan, "scale_days": np.nan,
                 "loglik": np.nan, "converged": False}
             weib.append({"mode": mode, **w, "events": int(ev.sum()), "device_years": float(exposure.sum() / YEAR)})

@@ -16,7 +16,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.metrics import precision_recall_curve
 
-from anomaly.base import check_fitted, require_columns
+from anomaly.base import check_fitted, require_columns, short_duration
 from anomaly.spike_features import (
     SERIES_KEY,
     SpikePolicy,
@@ -113,6 +113,10 @@ class SpikePredictor(BaseEstimator):
         require_columns(frame, ["ts", "label"], "spike frame")
         p = self.policy or SpikePolicy()
         rows = frame[frame["label"].notna()]
+        if rows.empty:  # every hour's horizon runs past the prices: no label is known yet
+            raise ValueError(f"no training hour has a known label: the training span is no longer than the "
+                             f"{short_duration(p.horizon)} horizon; give more price history, a shorter --horizon "
+                             "or a smaller --test-fraction")
         if rows["label"].nunique() < 2:
             every = "a spike ahead" if rows["label"].iloc[0] == 1 else "no spike ahead"
             raise ValueError(f"spike labels have a single class: every training hour has {every} (price >= "

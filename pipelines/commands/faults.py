@@ -117,13 +117,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"{', '.join(sorted(blind['device_id'].unique())[:3])})", file=sys.stderr)
     hazard = _read_hazard(args, devices)
     held = None
-    if args.test_devices:
+    if args.test_devices is not None:
         ids = np.sort(telemetry["device_id"].unique())
+        if not 0 < args.test_devices < 1:
+            raise CliError(f"--test-devices is the share of devices held out, in (0, 1); got {args.test_devices:g}", 2)
+        if len(ids) < 2:
+            raise CliError(f"--test-devices needs two devices or more (one to train on, one held out); "
+                           f"{args.telemetry} has {len(ids)}", 2)
         rng = np.random.default_rng(0)
-        held = list(rng.choice(ids, size=max(1, int(round(len(ids) * args.test_devices))), replace=False))
+        held = list(rng.choice(ids, size=min(len(ids) - 1, max(1, int(round(len(ids) * args.test_devices)))), replace=False))
     try:
         if args.split == "device":
-            if args.test_devices:
+            if args.test_devices is not None:
                 raise ValueError("--test-devices is for --split time; --split device holds out every device in turn")
             if args.device_folds < 2:
                 raise ValueError(f"--device-folds must be >= 2, got {args.device_folds}")

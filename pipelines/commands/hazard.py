@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from pipelines.runtime.outputs import check_writable
@@ -67,7 +68,14 @@ def run_hazard(args: argparse.Namespace) -> int:
     except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
     days = horizon.total_seconds() / 86400.0
-    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode, args.model)
+    # a mode with failures at fewer than two ages has no Weibull fit: its piecewise hazard, said
+    unfit = [] if args.model != "weibull" else [
+        r.mode for r in model.weibull_.itertuples() if r.events > 0 and not math.isfinite(r.shape)]
+    if unfit:
+        print(f"note: no Weibull fit for {', '.join(unfit)} (it needs failures at two ages or more); "
+              "the piecewise hazard forecasts there", file=sys.stderr)
+    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode,
+                                         "piecewise" if mode in unfit else args.model)
                  for mode in model.modes_]
     if args.out is not None:
         from pipelines.runtime.outputs import write_atomic
@@ -105,5 +113,5 @@ def run_hazard(args: argparse.Namespace) -> int:
     print(f"\nexpected failures in the next {args.horizon} for {whose} ({args.model} hazard, "
           f"{args.level:.0%} interval)")
     for f in forecasts:
-        print(f"  {f.mode:<8} {f.expected:>9.1f}   [{f.lo}, {f.hi}]")
+        print(f"  {f.mode:<8} {f.expected:>9.1f}   [{f.lo}, {f.hi}]" + ("   (piecewise)" if f.mode in unfit else ""))
     return 0

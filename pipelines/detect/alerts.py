@@ -211,7 +211,10 @@ def sync_alerts(
             queue += [(fp, s, "resolved", *_said(row)) for s in told(fp)]
             resolved += 1
     touched = {r["fingerprint"] for r in rows}
-    stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched]
+    # one that fired after this run's clock (a replay behind a later run) is not this run's to
+    # resolve: it knows nothing of it
+    stale = [fp for fp, r in known.items()
+             if r.status == "firing" and fp not in touched and pd.Timestamp(r.starts_at) <= pd.Timestamp(now)]
     with transaction(con):
         # read before the delete and the upsert below take the rows another run is sending
         senders = _senders(con, [*refired, *(q[0] for q in queue), *stale])

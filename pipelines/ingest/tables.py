@@ -14,10 +14,13 @@ naive UTC. Azure PdM files are recognised by their columns and mapped onto the c
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+log = logging.getLogger(__name__)
 
 PDM_METRICS = ("volt", "rotate", "pressure", "vibration")
 # what read_csv reads as missing by default (its documented na_values), kept for the other columns
@@ -82,6 +85,24 @@ def _first_bad(bad: pd.Series | np.ndarray) -> int:
     return int(np.flatnonzero(np.asarray(bad))[0])
 
 
+def _parse_like_ingest(text: pd.Series) -> pd.Series:
+    """Naive UTC times of ``text`` as ``headroom ingest`` reads them (its SQL, in DuckDB): a
+    time with no offset is UTC whatever the rows before it hold (pandas' ISO8601 parse gives
+    it the offset of the first row that has one), zone names such as CET are read; NaT where
+    unparseable or outside the years pandas can hold."""
+    import duckdb
+
+    from pipelines.ingest.validate import TS_MAX, TS_MIN, parse_timestamp_sql
+
+    frame = pd.DataFrame({"i": np.arange(len(text)), "v": text.astype(object).where(text.notna(), None)})
+    with duckdb.connect() as con:
+        con.register("_ts", frame)
+        got = con.execute(
+            f"SELECT CASE WHEN t >= TIMESTAMP '{TS_MIN}' AND t < TIMESTAMP '{TS_MAX}' THEN t END AS t "
+            f"FROM (SELECT i, {parse_timestamp_sql('v')} AS t FROM _ts) ORDER BY i").df()["t"]
+    return pd.Series(pd.to_datetime(got).astype("datetime64[ns]").to_numpy())
+
+
 def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd.Series:
     """ISO-8601 (with or without offset) or epoch seconds/milliseconds -> naive UTC. A
     missing or unparseable value is an error naming the file, line and column."""
@@ -96,15 +117,14 @@ def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd
         unit = "ms" if v.abs().max() > 1e11 else "s"
         return pd.to_datetime(v, unit=unit)
     text = values.astype("string").str.strip()
-    out = pd.to_datetime(text.where(text.notna() & (text != ""), None), utc=True, format="ISO8601",
-                         errors="coerce")
+    out = _parse_like_ingest(text.where(text.notna() & (text != ""), None))
     bad = out.isna().to_numpy()
     if bad.any():
         i = _first_bad(bad)
         shown = values.iloc[i]
         what = "missing timestamp" if pd.isna(shown) or not str(shown).strip() else f"unparseable timestamp {shown!r}"
         raise InputError(f"{_at(where, i)}, column {column!r}: {what} ({int(bad.sum())} such value(s))")
-    return out.dt.tz_localize(None)
+    return out
 
 
 def _need(frame: pd.DataFrame, columns: list[str], path: str | Path) -> None:
@@ -170,8 +190,16 @@ def _window_bound(value: object) -> pd.Timestamp:
 
 def _json_object(p: Path, what: str, shape: str) -> dict:
     """A JSON file holding an object keyed by unique_id, or a one-line InputError."""
+    def no_twice(pairs: list[tuple[str, object]]) -> dict:
+        seen: dict = {}
+        for k, v in pairs:  # json keeps the last silently: a series' windows would vanish
+            if k in seen and seen[k] != v:
+                raise ValueError(f"{k!r} is given twice with different values")
+            seen[k] = v
+        return seen
+
     try:
-        doc = json.loads(p.read_text())
+        doc = json.loads(p.read_text(), object_pairs_hook=no_twice)
     except (OSError, ValueError) as exc:
         raise InputError(f"{p}: cannot read {what} ({exc})") from exc
     except RecursionError:
@@ -239,7 +267,11 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
         "ts": to_utc_naive(f["ts"], path), "device_id": f["device_id"].astype(str),
         "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
         "metric": f["metric"].astype(str), "value": _numeric(f, "value", path),
-    }).dropna(subset=["value"])
+    })
+    if empty := int(out["value"].isna().sum()):  # a reading not taken: left out, and said
+        log.warning("%s: %d reading(s) with an empty value (or 'nan') left out, such as %s", path, empty,
+                    row_label(path, _first_bad(out["value"].isna())))
+        out = out.dropna(subset=["value"])
     return _unique_keys(out, ["ts", "device_id", "metric"], ["value"], path, "reading").reset_index(drop=True)
 
 

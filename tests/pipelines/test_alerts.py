@@ -29,6 +29,16 @@ def test_fire_dedup_then_resolve(con):
     assert list(d["status"]) == ["firing", "resolved"] and set(d["state"]) == {"pending"}
 
 
+def test_a_replay_behind_a_later_run_leaves_that_runs_alerts_alone(con):
+    """A replay as of T0 knows nothing of an alert a run as of T2 fired: it stays firing; one
+    that had started by T0 and no longer holds resolves as before."""
+    al.sync_alerts(con, "hardware_fault", [fault("early")], T0, [])
+    al.sync_alerts(con, "hardware_fault", [fault("early"), fault("late")], T2, [])
+    assert al.sync_alerts(con, "hardware_fault", [], T1, [])["resolved"] == 1
+    rows = query(con, "SELECT entity, status FROM alerts ORDER BY starts_at")
+    assert rows["status"].tolist() == ["resolved", "firing"]
+
+
 def test_other_kinds_are_left_alone(con):
     al.sync_alerts(con, "hardware_fault", [fault()], T0, [])
     al.sync_alerts(con, "price_spike", [], T1, [])
@@ -348,11 +358,14 @@ def test_a_sink_away_when_an_alert_resolves_hears_it_when_it_comes_back(con, tmp
 
 
 def test_a_clock_behind_the_firing_run_never_ends_an_alert_before_it_started(con, server):
-    """A replay whose clock is behind the run that fired an alert resolves it: its end is its
-    start, not earlier, so Alertmanager (which refuses endsAt < startsAt) takes the batch."""
+    """A replay whose clock is behind the run that fired an alert leaves it firing when it does
+    not see it (it knows nothing of it); when it finds it over, the end is its start, not
+    earlier, so Alertmanager (which refuses endsAt < startsAt) takes the batch."""
     sink = al.AlertmanagerSink(server.url)
     al.sync_alerts(con, "hardware_fault", [fault()], T2, [sink.name])
     al.sync_alerts(con, "hardware_fault", [], T0, [sink.name])  # the clock went back
+    assert con.execute("SELECT status FROM alerts").fetchone()[0] == "firing"
+    al.sync_alerts(con, "hardware_fault", [], T0, [sink.name], ended=[fault()])
     starts, ends = con.execute("SELECT starts_at, ends_at FROM alerts").fetchone()
     assert ends >= starts
     al.deliver_pending(con, [sink], T0)

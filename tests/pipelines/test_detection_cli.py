@@ -167,7 +167,17 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
         (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--k", "nan"], "k must be > 1"),
         (["spikes", "evaluate", "--prices", f"{tmp_path}/twice.csv"],
          "line 3: spot price (ts=2026-01-01 00:00:00, provider=aws, zone=z1a"),
+        # a price history no longer than the horizon: no training hour has a label yet
+        (["spikes", "evaluate", "--prices", f"{tmp_path}/prices.csv", "--horizon", "6h"],
+         "no training hour has a known label"),
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
+          "--test-devices", "2"], "--test-devices is the share of devices held out, in (0, 1); got 2"),
+        (["faults", "evaluate", "--telemetry", f"{tmp_path}/t.csv", "--failures", f"{tmp_path}/f.csv",
+          "--test-devices=-0.5"], "in (0, 1); got -0.5"),
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/twice.json"],
+         "'a' is given twice with different values"),
     ]
+    (tmp_path / "twice.json").write_text('{"a": [["2026-01-06", "2026-01-07"]], "a": []}')
     (tmp_path / "ok.json").write_text(json.dumps({"a": [["2026-01-06", "2026-01-07"]]}))
     (tmp_path / "ints.json").write_text(json.dumps({"a": [[1, 2]]}))
     (tmp_path / "dup.csv").write_text("unique_id,ds,y\na,2026-01-01 00:00,1\na,2026-01-01 01:00,2\n"
@@ -182,6 +192,23 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
     for argv, message in cases:
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err, argv
+
+
+def test_a_time_without_offset_is_utc_whatever_rows_before_it_hold(tmp_path: Path, caplog):
+    """As ingest reads them: pandas' ISO8601 parse gave a plain time the offset of an earlier
+    row (02:00 read as 00:00, and a false duplicate). Zone names are read too; an empty value
+    is left out and said."""
+    from pipelines.ingest.tables import read_telemetry
+
+    (tmp_path / "t.csv").write_text("ts,device_id,node_id,metric,value\n"
+                                    "2026-01-05T02:00:00+02:00,d0,n0,gpu_temp,40\n"
+                                    "2026-01-05T02:00:00,d0,n0,gpu_temp,41\n"
+                                    "2026-01-05 04:00:00 CET,d0,n0,gpu_temp,42\n"
+                                    "2026-01-05T05:00:00Z,d0,n0,gpu_temp,\n")
+    got = read_telemetry(tmp_path / "t.csv")
+    assert got["ts"].astype(str).tolist() == ["2026-01-05 00:00:00", "2026-01-05 02:00:00", "2026-01-05 03:00:00"]
+    assert got["value"].tolist() == [40.0, 41.0, 42.0]
+    assert "1 reading(s) with an empty value (or 'nan') left out, such as line 5" in caplog.text
 
 
 def test_window_bounds_with_an_offset_are_read_as_utc(tmp_path: Path):

@@ -115,3 +115,18 @@ def test_faults_score_prints_what_the_age_hazard_expects(prefect_harness, db_pat
     assert f"the {len(ids)} device(s) of" in line and "in the next 24h" in line and "this run fired" in line
     expected = float(line.split(" expect ")[1].split()[0])
     assert 0 < expected < len(ids)
+
+
+def test_one_failure_has_no_weibull_fit_and_the_forecast_says_so(tmp_path: Path, capsys):
+    """With one failure age the Weibull likelihood grows without end as the shape does (it
+    printed a shape of 2e20 and forecast a certain failure): no fit, and --model weibull
+    forecasts that mode with the piecewise hazard, said."""
+    (tmp_path / "l.csv").write_text("device_id,install,remove,failed\nd1,2024-01-01,2025-01-01,1\n"
+                                    "d2,2024-01-01,,0\n")
+    assert main(["faults", "hazard", "--lifetimes", str(tmp_path / "l.csv"), "--model", "weibull", "--json"]) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["weibull"][0]["shape"] is None and doc["weibull"][0]["events"] == 1
+    assert {f["model"] for f in doc["forecast"]["by_mode"]} == {"piecewise"}
+    assert all(f["expected"] < 0.5 for f in doc["forecast"]["by_mode"])
+    assert "no Weibull fit for any, failure" in out.err
