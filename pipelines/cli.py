@@ -126,13 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.runtime.faults import EnvironmentFault
     from pipelines.runtime.outputs import OutputError
     from pipelines.runtime.settings import SettingsError
-    from pipelines.store.warehouse import NotAWarehouseError
+    from pipelines.store.warehouse import NotAWarehouseError, WarehouseLockedError
 
     try:
         return int(args.func(args) or 0)
     except (CliError, EnvironmentFault) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
+    except WarehouseLockedError as exc:  # every command, whether or not it words it itself
+        print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except (SettingsError, NotAWarehouseError, OutputError) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return getattr(exc, "code", 2)

@@ -162,11 +162,23 @@ def make_plan(
     with_spot = spot_markets is not None and not spot_markets.empty
     out: dict[str, list[pd.DataFrame]] = {"allocation": [], "reservation": [], "prescale": [], "spot": []}
     pools = primary_series(capacity)
-    for uid in sorted(set(forecast["unique_id"].astype(str)) - set(capacity["unique_id"].astype(str))):
+    # every pool the data name that is not planned is named once, with why
+    planned = set(pools["pool_id"])
+    forecast_ids = set(forecast["unique_id"].astype(str))
+    unplanned: dict[str, set[str]] = {}
+    for uid in forecast_ids | set(history["unique_id"].astype(str)) | set(capacity["unique_id"].astype(str)):
         pool_id, _, resource = uid.rpartition("/")
-        if resource in ("gpu", "cpu") and pool_id not in set(pools["pool_id"]):
-            log.warning("%s: forecast, but no running capacity (its nodes did not report near the data cutoff, "
-                        "or report capacity 0: drained): not planned", uid)
+        if pool_id and pool_id not in planned:
+            unplanned.setdefault(pool_id, set()).add(resource)
+    for pool_id, resources in sorted(unplanned.items()):
+        primary = sorted(resources & {"gpu", "cpu"})
+        if primary:
+            uid = f"{pool_id}/{primary[0]}"
+            log.warning("%s: %s, but no running capacity (its nodes did not report near the data cutoff, or report "
+                        "capacity 0: drained): not planned", uid, "forecast" if uid in forecast_ids else "demand")
+        else:
+            log.warning("%s: reports only %s, no gpu or cpu series to plan on: not planned", pool_id,
+                        ", ".join(sorted(resources)))
     for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
@@ -234,6 +246,11 @@ def make_plan(
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
                 out["reservation"].append(res)
+        elif policy.offers.regions is not None and "public" in select_offers(
+                catalog, resource, pool, fit[0], fit[1], None, fit[3], True, fit[5]):
+            log.warning("%s: no public %s offer that can run it in the regions the planner config allows (%s), "
+                        "though the catalog has one elsewhere: no allocation or reservation (widen [offers] regions)",
+                        uid, resource, ", ".join(policy.offers.regions))
         else:
             log.warning("%s: no priced public %s offer in the instance catalog that can run it%s: no allocation "
                         "or reservation (ingest a catalog with one: headroom ingest --kind catalog)", uid, resource,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -101,10 +102,10 @@ def run_replay(args: argparse.Namespace) -> int:
     from pipelines.runtime.settings import Settings
     from pipelines.store import warehouse
 
-    if args.instance_units is not None and not args.instance_units > 0:
-        raise CliError(f"--instance-units must be > 0, got {args.instance_units:g}", 2)
-    if args.unit_price is not None and not args.unit_price > 0:
-        raise CliError(f"--unit-price must be > 0, got {args.unit_price:g}", 2)
+    if args.instance_units is not None and not 0 < args.instance_units < math.inf:
+        raise CliError(f"--instance-units must be a finite number > 0, got {args.instance_units:g}", 2)
+    if args.unit_price is not None and not 0 < args.unit_price < math.inf:
+        raise CliError(f"--unit-price must be a finite number > 0, got {args.unit_price:g}", 2)
     try:
         plan_policy = load_plan_policy(args.config)
         policy = plan_policy.prescale
@@ -117,6 +118,12 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_writable(args.out)
     models = [m for m in (args.models or "").split(",") if m] or list(plan_replay.DEFAULT_MODELS)
+    import forecasters
+
+    unknown = [m for m in models if m not in forecasters.available()]
+    if unknown:
+        raise CliError(f"--models: unknown forecaster(s) {', '.join(unknown)}; choose from "
+                       f"{', '.join(forecasters.available())}", 2)
     settings = Settings.from_env(db_path=args.db)
     stack = contextlib.ExitStack()  # holds the source open until the replay is done
     con = _replay_source(args, settings, stack)

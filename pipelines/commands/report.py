@@ -19,6 +19,8 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.runtime.settings import Settings
     from pipelines.store.warehouse import WarehouseLockedError
 
+    if args.out is not None and not args.out.strip():  # Path("") is the current folder: not what was meant
+        raise CliError("--out is empty: give the folder to write the report to", 2)
     settings = Settings.from_env(db_path=args.db, report_dir=args.out)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)

@@ -29,7 +29,8 @@ class PlanConfigError(ValueError):
     """The plan configuration file is unreadable or invalid."""
 
 
-# a number is a TOML number (not "0.5" nor true) and finite (TOML allows inf and nan)
+# a number is a TOML number (not "0.5" nor true) and finite (TOML allows inf and nan); those that
+# scale a cost have an upper bound too, far past any real value, so no cost overflows to inf
 Num = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Int = Annotated[int, Field(strict=True)]
 
@@ -39,13 +40,13 @@ class _Strict(BaseModel):
 
 
 class _Location(_Strict):
-    storage_surcharge: Num | None = Field(default=None, ge=0)
-    network_amplification: Num | None = Field(default=None, ge=1)
-    idle_penalty: Num | None = Field(default=None, ge=0)
+    storage_surcharge: Num | None = Field(default=None, ge=0, le=100)
+    network_amplification: Num | None = Field(default=None, ge=1, le=100)
+    idle_penalty: Num | None = Field(default=None, ge=0, le=1e6)
 
 
 class _Costs(_Strict):
-    hours_per_month: Num | None = Field(default=None, gt=0)
+    hours_per_month: Num | None = Field(default=None, gt=0, le=744)  # 31 days
     private: _Location | None = None
     public: _Location | None = None
     edge: _Location | None = None
@@ -72,7 +73,7 @@ class _Allocation(_Strict):
     default_split: _Split | None = None
     step: Num | None = Field(default=None, gt=0, le=0.5)
     provision_quantile: Num | None = Field(default=None, gt=0, le=1)
-    scenarios: tuple[Annotated[Num, Field(gt=0)], ...] | None = Field(default=None, min_length=1)
+    scenarios: tuple[Annotated[Num, Field(gt=0, le=1000)], ...] | None = Field(default=None, min_length=1)
     min_savings: Num | None = Field(default=None, ge=0, lt=1)
     bounds: dict[Literal["private", "public", "edge"], tuple[Num, Num]] | None = None
 
@@ -97,7 +98,7 @@ class _Offers(_Strict):
 
 class _Reservations(_Strict):
     terms: tuple[Literal["1y", "3y"], ...] | None = None
-    min_monthly_savings: Num | None = Field(default=None, ge=0)
+    min_monthly_savings: Num | None = Field(default=None, ge=0, le=1e12)
 
 
 def _positive_duration(value: str | None) -> str | None:
@@ -113,14 +114,14 @@ def _positive_duration(value: str | None) -> str | None:
 
 
 class _Prescale(_Strict):
-    shortage_cost: Num | None = Field(default=None, gt=0)
-    idle_cost: Num | None = Field(default=None, gt=0)
+    shortage_cost: Num | None = Field(default=None, gt=0, le=1e6)
+    idle_cost: Num | None = Field(default=None, gt=0, le=1e6)
     lead: str | None = None
     stabilization: str | None = None
     refresh: str | None = None
     calibration: str | None = None
     min_instances: Int | None = Field(default=None, ge=0)
-    instance_units: Num | None = Field(default=None, gt=0)
+    instance_units: Num | None = Field(default=None, gt=0, le=1e9)
 
     _durations = field_validator("lead", "stabilization", "refresh", "calibration")(_positive_duration)
 

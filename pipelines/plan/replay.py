@@ -238,6 +238,9 @@ def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.T
     except ValueError as exc:
         raise ReplayError(f"--start/--end: {exc}") from exc
     if begin >= stop:
+        if not start and not end:  # the defaults: the first day is history the rules start from
+            raise ReplayError(f"{series.name}: {series.index[0]} to {last} is too short to replay: the first day of the "
+                              "data is the history the first decisions are made on; give more than a day")
         raise ReplayError(f"--start {begin} is not before --end {stop}")
     return begin, stop
 

@@ -105,6 +105,11 @@ def test_every_command_honours_the_lock_timeout_setting(prefect_harness, tmp_pat
         t0 = time.monotonic()
         assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts"]) == 1
         assert time.monotonic() - t0 < 10 and "waited 0s" in capsys.readouterr().err
+        # commands that do not word the lock themselves say it in one line too, no traceback
+        for argv in (["status"], ["plan", "replay", "--pool", "p", "--models", "seasonal_naive"]):
+            assert cli.main([*argv, "--db", str(db_path)]) == 1, argv
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "is locked by another process" in err, err
     finally:
         holder.wait(timeout=30)
 

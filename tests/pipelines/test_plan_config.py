@@ -62,6 +62,10 @@ def test_the_policy_reaches_the_plan() -> None:
      "allocation.default_split: split shares must be >= 0 and sum to 1"),
     ({"allocation": {"step": "small"}}, "allocation.step"),
     ({"costs": {"hours_per_month": 0}}, "costs.hours_per_month: Input should be greater than 0"),
+    # finite but past any real value: costs would overflow to inf and NaN
+    ({"costs": {"hours_per_month": 1e308}}, "costs.hours_per_month: Input should be less than or equal to 744"),
+    ({"costs": {"private": {"idle_penalty": 1e308}}}, "costs.private.idle_penalty: Input should be less than"),
+    ({"allocation": {"scenarios": [1e308]}}, "allocation.scenarios.0: Input should be less than or equal to 1000"),
     ({"allocation": {"bounds": {"edge": [0.4, 0.2]}}}, "allocation.bounds: Value error, edge: the lower"),
     ({"allocation": {"bounds": {"cloud": [0.1, 0.2]}}}, "allocation.bounds.cloud"),
     ({"allocation": {"min_savings": 2}}, "allocation.min_savings"),

@@ -102,13 +102,17 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     ("unknown pool", ["--pool", "nosuch"], "has no data"),
     ("pool without that resource", ["--resource", "gpu"], "no gpu data"),
     ("start after end", ["--start", "2026-01-08", "--end", "2026-01-07"], "is not before"),
-    ("instance size 0", ["--instance-units", "0"], "must be > 0"),
+    ("instance size 0", ["--instance-units", "0"], "must be a finite number > 0"),
+    ("instance size inf", ["--instance-units", "inf"], "must be a finite number > 0, got inf"),
+    ("price inf", ["--unit-price", "inf"], "--unit-price must be a finite number > 0"),
+    ("unknown model", ["--models", "nope"], "--models: unknown forecaster(s) nope; choose from"),
     ("span outside the data", ["--start", "2027-01-01"], "is not before"),
 ])
 def test_bad_replay_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
                                                  args: list[str], needle: str) -> None:
     src = utilization_csv(tmp_path / "u.csv", tide(3))
-    code = main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive", *args])
+    code = main(["plan", "replay", "--utilization", str(src), *(["--models", "seasonal_naive"] * ("--models" not in args)),
+                 *args])
     assert code == 2, case
     _one_line_error(capsys, needle)
 
@@ -126,6 +130,10 @@ def test_a_pool_with_too_few_readings_is_one_line_with_exit_2(tmp_path: Path,
     src = utilization_csv(tmp_path / "u.csv", tide(3).iloc[:2])
     assert main(["plan", "replay", "--utilization", str(src)]) == 2
     _one_line_error(capsys, "too few to replay")
+    # under a day: no option to blame, the data are too short
+    utilization_csv(tmp_path / "u.csv", tide(0.5))
+    assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive"]) == 2
+    _one_line_error(capsys, "is too short to replay", "give more than a day")
 
 
 def test_several_pools_need_one_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
