@@ -28,12 +28,13 @@ def run_convert(args: argparse.Namespace) -> int:
     out = Path(args.out)
     missing = [p for p in args.paths if not Path(p).is_file()]
     if missing:
-        raise CliError(f"{missing[0]}: no such file", 2)
+        raise CliError(f"{missing[0]}: " + ("is a folder; give the files in it" if Path(missing[0]).is_dir()
+                                            else "no such file"), 2)
     frames: dict[str, list[pd.DataFrame]] = {}
     what = f"{'an' if args.source[0] in 'aeiou' else 'a'} {args.source} file"
     # oldest first (the public files carry their year or date in the name), so that where
     # files overlap, the newest price of an instance wins
-    for raw in sorted(args.paths, key=lambda p: Path(p).name):
+    for raw in sorted(args.paths, key=lambda p: (Path(p).name, str(p))):  # whatever order they were typed in
         path = Path(raw)
         try:
             for kind, frame in CONVERTERS[args.source](path).items():
@@ -60,8 +61,11 @@ def run_convert(args: argparse.Namespace) -> int:
     done: dict[Path, tuple[str, pd.DataFrame]] = {}
     for kind, parts in frames.items():
         frame = pd.concat(parts, ignore_index=True)
-        if kind == "catalog":  # one price per instance: the newest file's
-            frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last")
+        if kind == "catalog":  # one price per instance: the newest (by its snapshot time where known, else file)
+            if "_as_of" in frame:
+                frame = frame.sort_values("_as_of", kind="stable", na_position="first")
+            frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last").sort_index()
+            frame = frame.drop(columns="_as_of", errors="ignore")
         done[out / f"{kind.replace('-', '_')}.csv"] = (kind, frame)
     # one set, its folder made only once every file converted: a failure (a full disk)
     # leaves no folder, and never some kinds written without the others

@@ -57,6 +57,16 @@ def _num(values: pd.Series) -> pd.Series:
     return out
 
 
+def _ids(values: pd.Series) -> pd.Series:
+    """Identifiers as text as written (``1`` stays ``1``, never ``1.0``); a missing one is a
+    ValueError naming its line and column (a trailing partial line, say)."""
+    text = values.map(lambda v: None if pd.isna(v) else str(v).strip())
+    bad = text.isna() | (text == "")
+    if bad.any():
+        raise ValueError(f"{_line(values, bad)}: missing id ({int(bad.sum())} such row(s))")
+    return text.astype(str)
+
+
 class SidecarError(ValueError):
     """A file a converter reads beside the one it was given is not what it expects."""
 
@@ -165,6 +175,17 @@ AWS_SIZES = {
 def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
     """``on_demand_prices.csv`` -> public catalog rows, in vCPUs (or GPUs) per instance."""
     f = pd.read_csv(path)
+    if "product_description" in f.columns:  # the catalog prices Linux machines, as the spot prices are
+        products = f["product_description"].astype(str)
+        others = sorted(set(products) - {"Linux/UNIX", "Linux"})
+        if others:
+            log.warning("%s: %d row(s) of %s left out: the catalog holds the Linux/UNIX price", path,
+                        int((~products.isin(["Linux/UNIX", "Linux"])).sum()), ", ".join(others))
+        f = f[products.isin(["Linux/UNIX", "Linux"])]
+    twice = f.duplicated(["instance_type", "region"], keep=False)
+    if twice.any():
+        raise ValueError(f"{_line(f['instance_type'], twice)}: {f.loc[twice, 'instance_type'].iloc[0]} in "
+                         f"{f.loc[twice, 'region'].iloc[0]} has two on-demand prices")
     unknown = sorted(set(f["instance_type"]) - set(AWS_SIZES))
     if unknown:
         log.warning("%s: size of %s unknown (vCPUs, GPUs): left out of the catalog", path, ", ".join(unknown))
@@ -203,7 +224,9 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
         "price": spot["hour_spot"],
     })}
     specs_path = path.parent / "gcp_instance_specs_latest.csv"
-    if specs_path.is_file():
+    if not specs_path.is_file():
+        log.warning("%s: no %s beside it: spot prices only, no catalog", path, specs_path.name)
+    else:
         specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"]).set_index("instance_type")
         last = f.sort_values("snapshot_utc").groupby(["instance_type", "region"]).last().reset_index()
         last = last[(last["hour"] > 0) & last["instance_type"].isin(specs.index)]
@@ -223,6 +246,7 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
             "reserved_1y_price": _commitment(last["month_1y"], last["month"], hours_per_month),
             "reserved_3y_price": _commitment(last["month_3y"], last["month"], hours_per_month),
             "tflops": np.where(gpus > 0, tflops, np.nan),
+            "_as_of": _iso(last["snapshot_utc"]).to_numpy(),  # across files the newest price wins (then dropped)
         })
         out["catalog"] = out["catalog"][out["catalog"]["units"] > 0]
     return out
@@ -250,19 +274,32 @@ def _sidecar_iso(path: Path, ts: pd.Series) -> pd.Series:
         raise SidecarError(path, str(exc)) from exc
 
 
+def _sidecar_ids(path: Path, values: pd.Series) -> pd.Series:
+    """:func:`_ids` of a sidecar's column, its errors naming the sidecar."""
+    try:
+        return _ids(values)
+    except ValueError as exc:
+        raise SidecarError(path, str(exc)) from exc
+
+
 def _pdm_error_counters(f: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
     """Each error type of ``PdM_errors.csv`` as a counter metric (``error1`` ...: that
-    machine's errors of the type since the telemetry began) at every telemetry hour of the
+    machine's errors of the type since the error log began) at every telemetry hour of the
     machine: the contract's way to hold an error log, read by the fault predictor as events,
-    as ECC and Xid counters are (a metric named ``error...`` is an event counter)."""
+    as ECC and Xid counters are (a metric named ``error...`` is an event counter). Counted from
+    the log's start, not the telemetry's, so slices of one history, split or overlapping in
+    time, give the same counter at the same hour."""
     errors = errors.assign(_t=pd.to_datetime(errors["datetime"]))
     parts = []
-    for machine, hours in f.groupby("machineID", sort=True)["datetime"]:
+    by_machine = dict(tuple(f.groupby("machineID", sort=False)["datetime"]))
+    # machines in number order where their ids are numbers (ids are text: 2 before 10)
+    for machine in sorted(by_machine, key=lambda m: (0, int(m), "") if m.isdigit() else (1, 0, m)):
+        hours = by_machine[machine]
         t = pd.to_datetime(hours).to_numpy(dtype="datetime64[ns]")
         mine = errors[errors["machineID"] == machine]
         for kind, g in mine.groupby(mine["errorID"].astype(str), sort=True):
             at = np.sort(g["_t"].to_numpy(dtype="datetime64[ns]"))
-            count = np.searchsorted(at, t, side="right") - np.searchsorted(at, t.min(), side="left")
+            count = np.searchsorted(at, t, side="right")
             parts.append(pd.DataFrame({"ts": hours.to_numpy(), "device_id": f"machine{machine}",
                                        "node_id": f"machine{machine}", "metric": kind, "value": count.astype(float)}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TELEMETRY_OUT)
@@ -272,8 +309,9 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     """PdM telemetry (wide, hourly) -> telemetry; ``PdM_errors.csv`` beside it -> an error
     counter per type in that telemetry; ``PdM_failures.csv`` beside it -> failures (each
     limited to the machines and span of the telemetry)."""
-    f = pd.read_csv(path)
+    f = pd.read_csv(path, dtype={"machineID": str})
     f["datetime"] = _iso(f["datetime"])  # before the melt, so an error names the file's line
+    f["machineID"] = _ids(f["machineID"])
     long = f.melt(id_vars=["datetime", "machineID"], value_vars=list(PDM_METRICS), var_name="metric")
     telemetry = pd.DataFrame({
         "ts": long["datetime"], "device_id": "machine" + long["machineID"].astype(str),
@@ -281,16 +319,23 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     })
     err_path = path.parent / "PdM_errors.csv"
     if err_path.is_file():
-        errors = read_sidecar(err_path, ["datetime", "machineID", "errorID"])
-        counters = _pdm_error_counters(f, errors.assign(datetime=_sidecar_iso(err_path, errors["datetime"])))
+        errors = read_sidecar(err_path, ["datetime", "machineID", "errorID"], dtype={"machineID": str, "errorID": str})
+        counters = _pdm_error_counters(f, errors.assign(datetime=_sidecar_iso(err_path, errors["datetime"]),
+                                                        machineID=_sidecar_ids(err_path, errors["machineID"]),
+                                                        errorID=_sidecar_ids(err_path, errors["errorID"])))
         log.warning("%s: %d error counter reading(s) of %s added to the telemetry (metrics %s)", path, len(counters),
                     err_path.name, ", ".join(sorted(counters["metric"].unique())) or "none")
         telemetry = pd.concat([telemetry, counters], ignore_index=True)
+    else:
+        log.warning("%s: no %s beside it: the telemetry has no error counters", path, err_path.name)
     out = {"telemetry": telemetry}
     fail_path = path.parent / "PdM_failures.csv"
-    if fail_path.is_file():
-        fails = read_sidecar(fail_path, ["datetime", "machineID", "failure"])
+    if not fail_path.is_file():
+        log.warning("%s: no %s beside it: no failures written", path, fail_path.name)
+    else:
+        fails = read_sidecar(fail_path, ["datetime", "machineID", "failure"], dtype={"machineID": str})
         fails["datetime"] = _sidecar_iso(fail_path, fails["datetime"])  # an error names that file's line
+        fails["machineID"] = _sidecar_ids(fail_path, fails["machineID"])
         t = pd.to_datetime(fails["datetime"])
         span = pd.to_datetime(f["datetime"])
         keep = fails["machineID"].isin(f["machineID"].unique()) & (t >= span.min()) & (t <= span.max() + pd.Timedelta(hours=1))
@@ -306,10 +351,11 @@ def titan(path: Path) -> dict[str, pd.DataFrame]:
     """Titan ``gc_full.csv.gz`` (one row per GPU placement) -> failures: each removal whose
     event is a double-bit error (dbe) or off-the-bus (otb)."""
     f = pd.read_csv(path, dtype={"SN": str})
-    ev = f[f["event"].fillna("").str.lower().isin(["dbe", "otb"])]
+    event = f["event"].fillna("").astype(str).str.lower()  # a slice with no event reads as all-empty floats
+    ev = f[event.isin(["dbe", "otb"])]
     return {"failures": pd.DataFrame({
         "ts": _iso(ev["remove"]), "device_id": ev["SN"], "node_id": ev["location"],
-        "failure_type": ev["event"].str.lower(),
+        "failure_type": event[ev.index],
     })}
 
 
@@ -319,8 +365,9 @@ def nab(path: Path) -> dict[str, pd.DataFrame]:
     unrelated and cover different weeks, so summing them would make no series."""
     f = pd.read_csv(path)
     f["value"] = _num(f["value"])
+    name = nab_name(path.name)
     return {"utilization": pd.DataFrame({
-        "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": path.stem, "node_id": path.stem,
+        "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": name, "node_id": name,
         "resource": "cpu", "used": (f["value"] / 100).clip(upper=1.0).round(6), "capacity": 1.0,
     })}
 
@@ -334,7 +381,16 @@ ALIBABA_GPU_TFLOPS = {"A10": 125.0, "A100-SXM4-80GB": 312.0, "A800-SXM4-80GB": 3
 def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
     """Alibaba GPU node inventory -> private catalog offers, one per (gpu_model, gpus, cpus),
     with TFLOPS per machine where the GPU model is known (``ALIBABA_GPU_TFLOPS``)."""
-    f = pd.read_csv(path)
+    f = pd.read_csv(path, dtype={"gpu_model": str})
+    f["gpu_model"] = _ids(f["gpu_model"])
+    for col in ("gpu_capacity_num", "cpu_num"):  # whole counts, written as integers ("126", not "126.0")
+        n = _num(f[col])
+        bad = n.isna() | (n != n.round())
+        if bad.any():
+            shown = f[col][bad].iloc[0]
+            what = "missing count" if pd.isna(shown) else f"{str(shown)[:40]!r} is not a whole count"
+            raise ValueError(f"{_line(f[col], bad)}: {what} ({int(bad.sum())} such row(s))")
+        f[col] = n.astype("int64")
     g = f.groupby(["gpu_model", "gpu_capacity_num", "cpu_num"]).size().reset_index(name="nodes")
     return {"catalog": pd.DataFrame({
         "provider": "alibaba-fleet", "region": "private",
@@ -358,7 +414,16 @@ CONVERTERS: dict[str, Callable[[Path], dict[str, pd.DataFrame]]] = {
 }
 
 
+def nab_name(file_name: str) -> str:
+    """A NAB series' name from its file's: without folders, ``.gz`` and ``.csv`` (a gzipped copy
+    is the same series, and the windows file names it so)."""
+    name = Path(file_name).name
+    for suffix in (".gz", ".csv"):
+        name = name.removesuffix(suffix)
+    return name
+
+
 def nab_windows(path: Path) -> dict[str, list[list[str]]]:
-    """NAB ``combined_windows.json`` keyed by file stem (the node_id ``nab`` gives)."""
+    """NAB ``combined_windows.json`` keyed by series name (the node_id ``nab`` gives)."""
     doc = json.loads(path.read_text())
-    return {Path(k).stem: v for k, v in doc.items()}
+    return {nab_name(k): v for k, v in doc.items()}

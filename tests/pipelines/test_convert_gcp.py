@@ -132,8 +132,9 @@ def test_convert_errors_name_the_file_and_line_and_leave_nothing(tmp_path, capsy
 
 def test_azure_pdm_error_log_becomes_event_counters(tmp_path) -> None:
     """PdM errors beside the telemetry become a counter per error type at every hour of the
-    machine (errors so far since the telemetry began), which the fault features read as
-    events; an error before the telemetry began is not counted."""
+    machine (errors so far since the error log began, so that slices of one history give the
+    same counter at the same hour), which the fault features read as events: an error before
+    the telemetry began raises the counter but is no event in it."""
     from anomaly.fault_features import FaultPolicy, build_fault_features
 
     hours = pd.date_range("2015-01-01 06:00", periods=6, freq="h")
@@ -144,13 +145,13 @@ def test_azure_pdm_error_log_becomes_event_counters(tmp_path) -> None:
     tel.to_csv(given, index=False)
     (tmp_path / "PdM_errors.csv").write_text(
         "datetime,machineID,errorID\n"
-        "2014-12-31T06:00:00.000000,1,error1\n"  # before the telemetry: not counted
+        "2014-12-31T06:00:00.000000,1,error1\n"  # before the telemetry: counted, no event in it
         "2015-01-01T08:00:00.000000,1,error1\n2015-01-01T10:00:00.000000,1,error1\n"
         "2015-01-01T09:00:00.000000,2,error5\n")
     assert cli.main(["convert", "--from", "azure-pdm", "--out", str(tmp_path / "out"), str(given)]) == 0
     out = pd.read_csv(tmp_path / "out" / "telemetry.csv")
     e1 = out[(out["device_id"] == "machine1") & (out["metric"] == "error1")]
-    assert e1["value"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert e1["value"].tolist() == [1, 1, 2, 2, 3, 3]
     e5 = out[(out["device_id"] == "machine2") & (out["metric"] == "error5")]
     assert e5["value"].tolist() == [0, 0, 0, 1, 1, 1]
     assert set(out["metric"]) == {"volt", "rotate", "pressure", "vibration", "error1", "error5"}
@@ -158,6 +159,17 @@ def test_azure_pdm_error_log_becomes_event_counters(tmp_path) -> None:
     feats = build_fault_features(out, FaultPolicy(windows=("3h",))).set_index(["device_id", "ts"])
     assert feats.loc[("machine1", hours[4]), "ev_error1_count_3h"] == 2  # the errors at 08:00 and 10:00
     assert feats.loc[("machine2", hours[5]), "ev_error5_hours_since"] == 2
+    # the same hours in two overlapping slices: the same counters, so ingest sees one reading
+    tel.iloc[[0, 1, 2, 3, 6, 7, 8, 9]].to_csv(tmp_path / "a.csv", index=False)
+    tel.iloc[[2, 3, 4, 5, 8, 9, 10, 11]].to_csv(tmp_path / "b.csv", index=False)
+    assert cli.main(["convert", "--from", "azure-pdm", "--out", str(tmp_path / "ab"), str(tmp_path / "a.csv"),
+                     str(tmp_path / "b.csv")]) == 0
+    both = pd.read_csv(tmp_path / "ab" / "telemetry.csv").drop_duplicates()
+    key = ["ts", "device_id", "metric"]
+    assert not both.duplicated(key).any()
+    pd.testing.assert_frame_equal(both.sort_values(key).reset_index(drop=True),
+                                  out.assign(ts=out["ts"].dt.strftime("%Y-%m-%dT%H:%M:%S")).sort_values(key)
+                                  .reset_index(drop=True), check_dtype=False)
 
 
 def test_azure_pdm_bad_time_in_a_sidecar_names_that_file(tmp_path, capsys) -> None:
