@@ -123,13 +123,22 @@ def main(argv: list[str] | None = None) -> int:
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
+    import contextlib
+
     from pipelines.runtime.faults import EnvironmentFault
     from pipelines.runtime.outputs import OutputError
+    from pipelines.runtime.signals import isolate_ephemeral_api, terminate_as_interrupt
+
+    stopping = contextlib.nullcontext()
+    if args.command != "serve":  # serve runs and stops a server of its own (see commands/serve.py)
+        isolate_ephemeral_api()
+        stopping = terminate_as_interrupt()
     from pipelines.runtime.settings import SettingsError
     from pipelines.store.warehouse import NotAWarehouseError, WarehouseLockedError
 
     try:
-        return int(args.func(args) or 0)
+        with stopping:
+            return int(args.func(args) or 0)
     except (CliError, EnvironmentFault) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code

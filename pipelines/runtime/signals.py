@@ -1,0 +1,66 @@
+"""How a command stops when it is told to: Ctrl-C at a terminal, or SIGTERM (``kill``,
+``timeout``, systemd).
+
+Prefect's ephemeral API runs as a child process in our process group. A Ctrl-C (SIGINT to
+the whole group) killed it with us; the flow's crash handler then retried against the dead
+API for over a minute and ended in a long traceback. Started in a session of its own, the
+API lives until we stop it: the flow reports its crash at once and the API is stopped on
+exit. SIGTERM is taken as Ctrl-C, so Python's exit handlers run and stop the API too (the
+default SIGTERM ends the process at once and left the API running, orphaned).
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within it, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def isolate_ephemeral_api() -> None:
+    """Start Prefect's ephemeral API server, when one is started, in a session of its own.
+    Leaves Prefect as it is when its internals are not the ones this knows (another 3.x)."""
+    try:
+        from prefect.server.api import server
+    except ImportError:  # pragma: no cover - prefect is a core dependency
+        return
+    cls = getattr(server, "SubprocessASGIServer", None)
+    start = getattr(cls, "_run_uvicorn_command", None)
+    if start is None or getattr(start, "_own_session", False) or getattr(server, "subprocess", None) is not subprocess:
+        return
+
+    def run_in_own_session(self: object) -> subprocess.Popen:
+        popen = subprocess.Popen
+
+        def own_session(*args: object, **kwargs: object) -> subprocess.Popen:
+            kwargs.setdefault("start_new_session", True)
+            return popen(*args, **kwargs)
+
+        subprocess.Popen = own_session  # only for this call: it spawns the one uvicorn process
+        try:
+            return start(self)
+        finally:
+            subprocess.Popen = popen
+
+    run_in_own_session._own_session = True  # type: ignore[attr-defined]
+    cls._run_uvicorn_command = run_in_own_session

@@ -1,0 +1,56 @@
+"""Stopping a command: Ctrl-C (SIGINT to the process group) or SIGTERM ends it at once with
+one line, and leaves no Prefect API server behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.runtime.signals import terminate_as_interrupt
+
+
+def test_sigterm_is_an_interrupt_only_inside_the_block() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), terminate_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def _api_servers() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "prefect.server.api.server:create_app"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.Signals) -> None:
+    """As a terminal's Ctrl-C or `timeout` does: the ephemeral API, in a session of its own,
+    outlives the signal long enough for the flow to report its crash, then is stopped.
+    (It used to die with us: a minute of retries, then a 100-line traceback.)"""
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "HEADROOM_DATA_DIR": str(tmp_path / "demo"), "HEADROOM_REPORT_DIR": str(tmp_path / "reports"),
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("PREFECT_API_URL", None)  # the ephemeral API, as a user's shell has it
+    before = _api_servers()
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--nodes", "6", "--days", "28",
+                             "--stages", "train", "--db", str(tmp_path / "w.duckdb")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in proc.stdout:  # the ingest stage's summary: the train flow is starting
+        if line.startswith("ingest ("):
+            break
+    assert proc.poll() is None and _api_servers() - before, "no Prefect API, or the run ended early"
+    time.sleep(3)  # into the train flow's backtests
+    os.killpg(proc.pid, sig)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    assert time.monotonic() - sent < 30, err[-2000:]
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "headroom run: interrupted", err[-2000:]
+    time.sleep(1)
+    assert not (_api_servers() - before), "the Prefect API was left running"
