@@ -117,7 +117,7 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
             "payment_option": "no_upfront", "upfront_cost": 0.0,
             "recurring_monthly_cost": units * reserved * costs.hours_per_month,
             "reason": (f"{instances} x {offer.instance_type} reserved for {term} would run {used:.0%} of their hours, "
-                       f"above the {ratio:.0%} that breaks even, and save {savings:,.0f}/month "
+                       f"above the {ratio:.0%} that breaks even, and save ${savings:,.0f}/month "
                        f"({savings / baseline:.0%}) against running all of it on demand" if baseline > 0 else
                        f"{instances} x {offer.instance_type} reserved for {term} run {used:.0%} of their hours"),
         })

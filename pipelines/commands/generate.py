@@ -71,30 +71,46 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
             f"machine has {free:.1f} GiB free: use fewer --nodes or --days{hint}", 2)
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    """Generate and write the fleet, then print rows per file."""
+def write_fleet_or_fail(out: Path, what: str, **kwargs: object) -> dict[str, int]:
+    """:func:`write_fleet` into ``out``; a folder it cannot make or write is a one-line
+    CliError naming ``what`` (the option or setting that gave it)."""
     from pipelines.commands.errors import CliError
     from pipelines.runtime import faults
     from pipelines.synth.files import write_fleet
 
+    blocker = next((p for p in (out, *out.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise CliError(f"{what} {out}: {blocker} is a file, not a folder", 2)
+    try:
+        return write_fleet(out, **kwargs)
+    except OSError as exc:
+        fault = faults.environment_fault(exc, path=exc.filename or out)
+        raise CliError(str(fault) if fault else f"cannot write to {out}: {exc}", fault.code if fault else 2) from exc
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Generate and write the fleet, then print rows per file."""
+    from pipelines.commands.errors import CliError
+
     check_fleet_args(args.nodes, args.days, args.seed, telemetry=not args.no_telemetry)
-    if args.out.exists() and not args.out.is_dir():
-        raise CliError(f"--out {args.out} exists and is not a folder", 2)
     try:
         import pandas as pd
 
-        pd.Timestamp(args.start)
+        first = pd.Timestamp(args.start)
+        if pd.isna(first):
+            raise ValueError("no date")
     except (ValueError, TypeError) as exc:
         raise CliError(f"--start {args.start!r} is not a date: {exc}", 2) from exc
+    try:  # the whole span must be a time pandas can hold (years 1678-2261)
+        fits = pd.Timestamp("1678-01-01", tz=first.tz) <= first < pd.Timestamp("2262-01-01", tz=first.tz) \
+            - pd.Timedelta(days=args.days)
+    except (OverflowError, ValueError):
+        fits = False
+    if not fits:
+        raise CliError(f"--start {args.start}: {args.days} days from it leave the years 1678-2261", 2)
     began = time.perf_counter()
-    try:
-        rows = write_fleet(
-            args.out, nodes=args.nodes, days=args.days, seed=args.seed, start=args.start,
-            telemetry=not args.no_telemetry,
-        )
-    except OSError as exc:
-        fault = faults.environment_fault(exc, path=exc.filename or args.out)
-        raise CliError(str(fault) if fault else f"cannot write to {args.out}: {exc}", fault.code if fault else 2) from exc
+    rows = write_fleet_or_fail(args.out, "--out", nodes=args.nodes, days=args.days, seed=args.seed, start=args.start,
+                               telemetry=not args.no_telemetry)
     print(f"generated fleet in {args.out} (nodes={args.nodes}, days={args.days}, seed={args.seed}) "
           f"in {time.perf_counter() - began:.1f}s")
     for name, n in rows.items():

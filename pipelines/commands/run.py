@@ -56,18 +56,22 @@ def run_all(args: argparse.Namespace) -> int:
     unknown = sorted(set(stages or []) - set(STAGES) - {"none"})
     if unknown:
         raise CliError(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)} (or none)", 2)
+    if stages is not None and (not stages or ("none" in stages and len(set(stages)) > 1)):
+        raise CliError(f"--stages {args.stages!r}: name stages ({', '.join(STAGES)}), or none alone to stop "
+                       "after ingest", 2)
+    if stages is not None:  # in the pipeline's order, whatever order they were named in
+        stages = [s for s in STAGES if s in stages] or ["none"]
     if args.input:
         folder = Path(args.input)
         if not folder.is_dir():
             raise CliError(f"--input {folder} is not a folder", 2)
     else:
-        from pipelines.commands.generate import check_fleet_args
-        from pipelines.synth.files import write_fleet
+        from pipelines.commands.generate import check_fleet_args, write_fleet_or_fail
 
         check_fleet_args(args.nodes, args.days, args.seed, can_drop_telemetry=False)  # run has no --no-telemetry
         folder = settings.data_dir
         print(f"generating a synthetic fleet in {folder} (nodes={args.nodes}, days={args.days}, seed={args.seed})")
-        write_fleet(folder, nodes=args.nodes, days=args.days, seed=args.seed)
+        write_fleet_or_fail(folder, "HEADROOM_DATA_DIR", nodes=args.nodes, days=args.days, seed=args.seed)
     if not inputs_in(folder):
         raise CliError(f"no input files (utilization.csv, telemetry.csv, ...) in {folder}", 2)
     # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured

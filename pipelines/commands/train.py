@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     import forecasters
     from pipelines.commands.errors import CliError
     from pipelines.commands.plan import MAX_LOOKBACK_DAYS
-    from pipelines.flows.train import task_runner_for, train_flow
+    from pipelines.flows.train import check_scheduler, task_runner_for, train_flow
     from pipelines.runtime.settings import Settings
     from pipelines.store.warehouse import WarehouseLockedError
 
@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     try:
         runner = task_runner_for(settings)
+        if settings.dask_address:
+            check_scheduler(settings.dask_address)
     except RuntimeError as exc:
         raise CliError(str(exc), 2) from exc
     try:

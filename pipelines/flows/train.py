@@ -44,6 +44,29 @@ def task_runner_for(settings: Settings) -> object:
     return ThreadPoolTaskRunner(max_workers=settings.max_workers)
 
 
+def check_scheduler(address: str, timeout_s: float = 10.0) -> None:
+    """RuntimeError naming HEADROOM_DASK_ADDRESS when nothing accepts a connection there (a
+    TCP or TLS address; others are left to Dask): at once, not after the flow's 30 s timeout
+    and a Dask traceback."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise RuntimeError(f"HEADROOM_DASK_ADDRESS={address!r} is not a Dask address (tcp://host:port)") from exc
+    if scheme not in ("tcp", "tls"):
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise RuntimeError(f"HEADROOM_DASK_ADDRESS={address}: no Dask scheduler answers there ({exc}); start one "
+                           "(dask scheduler) or unset the setting to train on this machine") from exc
+
+
 @task(cache_policy=NO_CACHE)
 def load_demand_task(db_path: str, lookback_days: int | None) -> pd.DataFrame:
     """Hourly demand per cluster/pool/resource from the warehouse, without the series that

@@ -30,6 +30,7 @@ from pipelines.report.plots import (
 )
 from pipelines.report.text import GLOSSARY, GLOSSARY_ANCHORS, PRESCALE_SCOPE
 from pipelines.runtime.money import money
+from planner.allocation import RUNNING_FLEET
 
 MAX_TABLE_ROWS = 100
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -317,9 +318,19 @@ def summary_lines(data: ReportData) -> list[str]:
     if not alloc.empty and "headline" in alloc.columns:  # the recommended plan per pool comes first
         best = alloc[alloc["headline"].fillna("").astype(str) != ""]
         lines += [f"{_pool_of(r)}: {r['headline']}." for r in best.to_dict("records")]
+    # the pools whose recommended plan is a split (not the running fleet): only those buy public capacity
+    split_pools = None
+    if not alloc.empty and {"recommended", "plan"} <= set(alloc.columns):
+        chosen = alloc[alloc["recommended"].astype(str).str.lower() == "true"]
+        split_pools = {_pool_of(r) for r in chosen.to_dict("records")
+                       if r["plan"] != RUNNING_FLEET and float(r.get("public") or 0) > 0}
     if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns):
         tuned = alloc[alloc["plan"] == "tuned"]
         base = alloc[alloc["plan"] == "default_3_5_2"]
+        if split_pools is not None:  # a pool that keeps its running fleet: its headline says why
+            tuned = tuned[[_pool_of(r) in split_pools for r in tuned.to_dict("records")]]
+            base = base[[_pool_of(r) in split_pools for r in base.to_dict("records")]]
+    if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns) and not tuned.empty:
         saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
         who = ", ".join(
             f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
@@ -335,6 +346,12 @@ def summary_lines(data: ReportData) -> list[str]:
         lines.append(f"Split private/public/edge: {who}; {money(total)} per month for the forecast demand, "
                      f"{money(abs(saved))} {direction} than the default 3-5-2 split.{now}")
     res = recs.get("reservation", pd.DataFrame())
+    if not res.empty and "monthly_savings" in res and split_pools is not None:
+        mine = [str(p) in split_pools for p in (res["unique_id"] if "unique_id" in res else res["key"])]
+        if not any(mine):
+            lines.append(f"Reservations: none to buy while every pool keeps its running fleet (the {len(res)} "
+                         "option(s) below price the tuned split's public share).")
+        res = res[mine]
     if not res.empty and "monthly_savings" in res:
         pools = res["unique_id"] if "unique_id" in res else res["key"]
         best = pd.to_numeric(res["monthly_savings"]).groupby(pools.fillna("?"), dropna=False).max().sum()

@@ -41,8 +41,11 @@ def sources(con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict]:
 
 
 LAST_RUNS_SQL = {
-    "ingest": "SELECT max(finished_at), count(*) FILTER (WHERE finished_at = (SELECT max(finished_at) "
-              "FROM ingest_batches)) FROM ingest_batches",
+    # the last ingest: its files' batches follow each other within a minute (no run id is kept)
+    "ingest": "WITH b AS (SELECT started_at, finished_at, CASE WHEN started_at - lag(finished_at) OVER "
+              "(ORDER BY started_at, finished_at) > INTERVAL 60 SECOND THEN 1 ELSE 0 END AS new FROM ingest_batches), "
+              "s AS (SELECT finished_at, sum(new) OVER (ORDER BY started_at, finished_at) AS run FROM b) "
+              "SELECT max(finished_at), count(*) FILTER (WHERE run = (SELECT max(run) FROM s)) FROM s",
     "train": "SELECT max(created_at), count(*) FILTER (WHERE is_champion) FROM models WHERE kind NOT IN " + DETECTORS,
     "plan": "SELECT max(created_at), count(DISTINCT run_id) FROM recommendations",
     "detect": "SELECT (SELECT max(t) FROM (SELECT updated_at AS t FROM alerts UNION ALL SELECT updated_at "

@@ -346,6 +346,28 @@ def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
     assert "widen them in the plan config" in line
 
 
+def test_the_summary_speaks_of_the_recommended_plan_only() -> None:
+    """A pool that keeps its running fleet is not summed into a split it does not take, and
+    the reservations priced for that split's public share are not offered as savings."""
+    from pipelines.report.data import ReportData
+    from pipelines.report.html import summary_lines
+
+    alloc = pd.DataFrame({"unique_id": ["c/p/gpu"] * 3, "plan": ["default_3_5_2", "tuned", "running_fleet"],
+                          "private": [0.3, 0.7, 1.0], "public": [0.5, 0.3, 0.0], "edge": [0.2, 0.0, 0.0],
+                          "monthly_cost": [9000.0, 7000.0, 5000.0], "recommended": [False, False, True],
+                          "headline": ["", "", "keep the running fleet, $5,000/month"]})
+    res = pd.DataFrame({"unique_id": ["c/p/gpu"], "monthly_savings": [800.0]})
+    empty = pd.DataFrame()
+    data = ReportData(data_cutoff=None, counts={}, forecasts=empty, history=empty, heatmap=empty,
+                      heatmap_resource=None, alerts=empty, champions=empty, plan_run="p",
+                      recommendations={"allocation": alloc, "reservation": res})
+    lines = summary_lines(data)
+    assert lines[0] == "c/p/gpu: keep the running fleet, $5,000/month."
+    assert not any(line.startswith("Split private/public/edge") for line in lines)
+    assert "Reservations: none to buy while every pool keeps its running fleet" in lines[1]
+    assert not any("saves $800" in line for line in lines)
+
+
 def test_exports_never_show_negative_zero(tmp_path: Path) -> None:
     """A payload value that rounded to -0.0 (or any frame passed in) is written as 0.0."""
     payload = {"expected_savings": -0.0, "savings_vs_default": 0.0, "monthly_cost": 5.0}

@@ -38,6 +38,21 @@ def test_run_refuses_an_unknown_stage_before_any_work(tmp_path, db_path, capsys)
     assert "unknown stage(s) ['trian']" in capsys.readouterr().err and not db_path.exists()
 
 
+@pytest.mark.parametrize(("stages", "said"), [("", "name stages"), ("none,train", "or none alone")])
+def test_run_refuses_empty_or_contradictory_stages(tmp_path, db_path, capsys, stages, said):
+    assert cli.main(["run", "--db", str(db_path), "--input", str(tmp_path), "--stages", stages]) == 2
+    assert said in capsys.readouterr().err and not db_path.exists()
+
+
+def test_run_says_a_data_dir_that_is_a_file(tmp_path, db_path, monkeypatch, capsys):
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("HEADROOM_DATA_DIR", str(tmp_path / "afile" / "sub"))
+    assert cli.main(["run", "--db", str(db_path), "--nodes", "3", "--days", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1].endswith("HEADROOM_DATA_DIR " + str(tmp_path / "afile" / "sub") + ": "
+                                         + str(tmp_path / "afile") + " is a file, not a folder")
+
+
 def test_faults_score_refuses_a_jsonl_folder(tmp_path, db_path, capsys):
     from pipelines.cli import main
     from pipelines.store import warehouse
@@ -150,3 +165,18 @@ def test_run_input_takes_raw_exports_recognised_by_content(prefect_harness, tmp_
         assert util == [("exports", "rnd-2013-07", "vm1"), ("exports", "rnd-2013-07", "vm2")]
         assert con.execute("SELECT count(*) FROM spot_prices").fetchone()[0] == 1
         assert con.execute("SELECT metric FROM device_telemetry").fetchall() == [("gpu_temp",)]
+
+
+def test_generate_refuses_a_span_past_what_pandas_holds(tmp_path, capsys):
+    assert cli.main(["generate", "--out", str(tmp_path / "g"), "--start", "2262-04-10"]) == 2
+    assert "28 days from it leave the years 1678-2261" in capsys.readouterr().err
+    assert not (tmp_path / "g").exists()
+
+
+def test_train_names_a_dask_address_nothing_answers(db_path, monkeypatch, capsys):
+    with warehouse.open_warehouse(db_path):
+        pass
+    monkeypatch.setenv("HEADROOM_DASK_ADDRESS", "tcp://127.0.0.1:1")
+    assert cli.main(["train", "--db", str(db_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "HEADROOM_DASK_ADDRESS=tcp://127.0.0.1:1: no Dask scheduler answers" in err

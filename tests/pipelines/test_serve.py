@@ -67,6 +67,9 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     monkeypatch.delenv("HEADROOM_ALERT_WEBHOOK")
     assert main(["serve", "--list", "--db", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+    (tmp_path / "zero.duckdb").write_bytes(b"")  # no scheduled run could open it
+    assert main(["serve", "--list", "--db", str(tmp_path / "zero.duckdb")]) == 2
+    assert "is an empty file, not a DuckDB warehouse" in capsys.readouterr().err
 
 
 def test_serve_schedules_carry_the_time_zone_setting(tmp_path, monkeypatch, capsys) -> None:

@@ -60,3 +60,18 @@ def test_status_errors_are_one_line(tmp_path: Path, db_path: Path, capsys: pytes
     assert cli.main(["status", "--db", str(db_path), "--now", "yesterday"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "not an ISO time" in err
+
+
+def test_the_last_ingest_counts_every_file_it_loaded(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """An ingest of several files writes a batch each, seconds apart; an earlier ingest, an
+    hour before, is another."""
+    rows = [("b0", "2026-03-10 10:00:00", "2026-03-10 10:00:05"), ("b1", "2026-03-10 11:00:00", "2026-03-10 11:00:02"),
+            ("b2", "2026-03-10 11:00:02", "2026-03-10 11:00:04"), ("b3", "2026-03-10 11:00:04", "2026-03-10 11:00:09")]
+    with warehouse.open_warehouse(db_path) as con:
+        for bid, started, finished in rows:
+            con.execute("INSERT INTO ingest_batches (batch_id, kind, source_format, path, sha256, rows_read, "
+                        "rows_loaded, rows_rejected, status, started_at, finished_at) VALUES (?, 'utilization', "
+                        "'csv', ?, ?, 1, 1, 0, 'loaded', ?, ?)", [bid, f"/d/{bid}.csv", bid, started, finished])
+    cli.main(["status", "--db", str(db_path), "--now", NOW, "--json"])
+    runs = {r["flow"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs["ingest"]["count"] == 3
