@@ -31,6 +31,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADROOM = [sys.executable, "-m", "pipelines.cli"]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.public_files import union_csv  # noqa: E402
 
 
 def headroom(*args: str) -> str:
@@ -79,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         if "bitbrains" in suites:
-            src = args.datasets / "bitbrains-rnd-vm-utilization" / "rnd_cluster_5min_until_2013-08-01.csv.gz"
+            # every cluster file (our July copy, the whole trace, or both): one table, a bucket once
+            raw, files = union_csv(args.datasets / "bitbrains-rnd-vm-utilization", "rnd_cluster_5min*.csv.gz", [],
+                                   "bucket_start_utc")
+            src = Path(tmp) / "rnd_cluster_5min_union.csv"
+            raw.assign(bucket_start_utc=raw["bucket_start_utc"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")).to_csv(src, index=False)
+            print(f"bitbrains cluster: {', '.join(f.name for f in files)}")
             headroom("convert", "--from", "bitbrains-cluster", "--out", f"{tmp}/bb", str(src))
             t = replay(Path(tmp) / "bb" / "utilization.csv", args.out / "bitbrains.csv", args.days,
                        ["--instance-units", "8"])
