@@ -14,9 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", default=None, help="folder of files named for their kind (<kind>.csv, .csv.gz, .parquet "
                    "or .json) and raw exports recognised by content: GWA-T-12 folders, AWS and Prometheus JSON "
                    "(default: generate a fleet)")
-    p.add_argument("--nodes", type=int, default=12, help="generated fleet size")
-    p.add_argument("--days", type=int, default=28, help="generated days of history")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nodes", type=int, default=None, help="generated fleet size (default 12; not with --input)")
+    p.add_argument("--days", type=int, default=None, help="generated days of history (default 28; not with --input)")
+    p.add_argument("--seed", type=int, default=None, help="generated fleet's seed (default 0; not with --input)")
     p.add_argument("--stages", default=None, help="comma list of stages after ingest (default: all available)")
     p.add_argument("--strict", action="store_true")
     add_db_argument(p)
@@ -61,11 +61,17 @@ def run_all(args: argparse.Namespace) -> int:
                        "after ingest", 2)
     if stages is not None:  # in the pipeline's order, whatever order they were named in
         stages = [s for s in STAGES if s in stages] or ["none"]
+    fleet = {"nodes": args.nodes, "days": args.days, "seed": args.seed}
     if args.input:
         folder = Path(args.input)
         if not folder.is_dir():
             raise CliError(f"--input {folder} is not a folder", 2)
+        given = [f"--{k}" for k, v in fleet.items() if v is not None]
+        if given:
+            raise CliError(f"{', '.join(given)} shape a generated fleet; with --input the files are the fleet", 2)
     else:
+        fleet = {k: ({"nodes": 12, "days": 28, "seed": 0}[k] if v is None else v) for k, v in fleet.items()}
+        args.nodes, args.days, args.seed = fleet["nodes"], fleet["days"], fleet["seed"]
         from pipelines.commands.generate import check_fleet_args, write_fleet_or_fail
 
         check_fleet_args(args.nodes, args.days, args.seed, can_drop_telemetry=False)  # run has no --no-telemetry

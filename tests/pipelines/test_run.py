@@ -180,3 +180,8 @@ def test_train_names_a_dask_address_nothing_answers(db_path, monkeypatch, capsys
     assert cli.main(["train", "--db", str(db_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "HEADROOM_DASK_ADDRESS=tcp://127.0.0.1:1: no Dask scheduler answers" in err
+
+
+def test_run_refuses_fleet_options_beside_input(tmp_path, db_path, capsys):
+    assert cli.main(["run", "--db", str(db_path), "--input", str(tmp_path), "--nodes", "5"]) == 2
+    assert "--nodes shape a generated fleet; with --input the files are the fleet" in capsys.readouterr().err
