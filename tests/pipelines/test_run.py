@@ -12,7 +12,7 @@ from pipelines.store import warehouse
 @pytest.mark.slow
 def test_run_generates_ingests_and_is_idempotent(prefect_harness, tmp_path, db_path, monkeypatch, capsys):
     monkeypatch.setenv("HEADROOM_DATA_DIR", str(tmp_path / "fleet"))
-    args = ["run", "--db", str(db_path), "--nodes", "3", "--days", "2", "--stages", ""]
+    args = ["run", "--db", str(db_path), "--nodes", "3", "--days", "2", "--stages", "none"]
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert "warehouse:" in out and "ingest (" in out and "the warehouse holds " in out
