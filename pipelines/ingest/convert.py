@@ -10,11 +10,10 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pandas as pd
 
-from pipelines.ingest.validate import TS_MAX, TS_MIN, parse_timestamp_sql
+from pipelines.ingest.tables import parse_like_ingest
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +30,8 @@ def _iso(ts: pd.Series) -> pd.Series:
     """Timestamps -> naive UTC ISO text, parsed as ``headroom ingest`` parses them (an offset
     or zone name converts to UTC, a naive time is UTC, a number is epoch seconds or ms); a
     missing or unparseable one is a ValueError that names its line and column."""
-    text = pd.DataFrame({"v": ts.map(lambda v: None if pd.isna(v) else str(v)).astype(object)})
-    with duckdb.connect() as con:
-        con.register("t", text)
-        out = con.execute(
-            f"SELECT strftime(p, '%Y-%m-%dT%H:%M:%S') AS iso, p < TIMESTAMP '{TS_MIN}' OR p >= TIMESTAMP '{TS_MAX}' "
-            f"AS far FROM (SELECT {parse_timestamp_sql('trim(v)')} AS p FROM t)"
-        ).df()
-    iso = pd.Series(out["iso"].to_numpy(), index=ts.index, name=ts.name)
-    bad = iso.isna() | out["far"].fillna(False).astype(bool).to_numpy()
+    iso = parse_like_ingest(ts, as_text=True)
+    bad = iso.isna()
     if bad.any():
         shown = ts[bad].iloc[0]
         what = "missing timestamp" if pd.isna(shown) else f"unparseable timestamp {str(shown)[:40]!r}"

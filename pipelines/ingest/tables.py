@@ -85,22 +85,26 @@ def _first_bad(bad: pd.Series | np.ndarray) -> int:
     return int(np.flatnonzero(np.asarray(bad))[0])
 
 
-def _parse_like_ingest(text: pd.Series) -> pd.Series:
-    """Naive UTC times of ``text`` as ``headroom ingest`` reads them (its SQL, in DuckDB): a
-    time with no offset is UTC whatever the rows before it hold (pandas' ISO8601 parse gives
-    it the offset of the first row that has one), zone names such as CET are read; NaT where
-    unparseable or outside the years pandas can hold."""
+def parse_like_ingest(values: pd.Series, as_text: bool = False) -> pd.Series:
+    """Naive UTC times of ``values`` as ``headroom ingest`` reads them (its SQL, in DuckDB): an
+    offset or zone name (CET) converts to UTC, a time without one is UTC whatever the rows
+    before it hold (pandas' ISO8601 parse gives it the offset of the first row that has one),
+    a number is epoch seconds or ms. Missing where empty, unparseable or outside the years
+    pandas can hold; as ISO text (``2026-01-05T13:00:00``) with ``as_text``. Index kept."""
     import duckdb
 
     from pipelines.ingest.validate import TS_MAX, TS_MIN, parse_timestamp_sql
 
-    frame = pd.DataFrame({"i": np.arange(len(text)), "v": text.astype(object).where(text.notna(), None)})
+    text = values.astype("string")
+    frame = pd.DataFrame({"i": np.arange(len(values)), "v": text.astype(object).where(text.notna(), None).to_numpy()})
+    kept = f"CASE WHEN p >= TIMESTAMP '{TS_MIN}' AND p < TIMESTAMP '{TS_MAX}' THEN p END"
+    pick = f"strftime({kept}, '%Y-%m-%dT%H:%M:%S')" if as_text else kept
     with duckdb.connect() as con:
         con.register("_ts", frame)
-        got = con.execute(
-            f"SELECT CASE WHEN t >= TIMESTAMP '{TS_MIN}' AND t < TIMESTAMP '{TS_MAX}' THEN t END AS t "
-            f"FROM (SELECT i, {parse_timestamp_sql('v')} AS t FROM _ts) ORDER BY i").df()["t"]
-    return pd.Series(pd.to_datetime(got).astype("datetime64[ns]").to_numpy())
+        got = con.execute(f"SELECT {pick} AS t FROM (SELECT i, {parse_timestamp_sql('trim(v)')} AS p FROM _ts) "
+                          "ORDER BY i").df()["t"]
+    out = got.to_numpy(dtype=object) if as_text else pd.to_datetime(got).astype("datetime64[ns]").to_numpy()
+    return pd.Series(out, index=values.index, name=values.name)
 
 
 def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd.Series:
@@ -116,8 +120,7 @@ def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd
                              f"({int(bad.sum())} such value(s))")
         unit = "ms" if v.abs().max() > 1e11 else "s"
         return pd.to_datetime(v, unit=unit)
-    text = values.astype("string").str.strip()
-    out = _parse_like_ingest(text.where(text.notna() & (text != ""), None))
+    out = parse_like_ingest(values)
     bad = out.isna().to_numpy()
     if bad.any():
         i = _first_bad(bad)
