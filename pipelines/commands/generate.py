@@ -101,13 +101,16 @@ def run_generate(args: argparse.Namespace) -> int:
             raise ValueError("no date")
     except (ValueError, TypeError) as exc:
         raise CliError(f"--start {args.start!r} is not a date: {exc}", 2) from exc
-    try:  # the whole span must be a time pandas can hold (years 1678-2261)
-        fits = pd.Timestamp("1678-01-01", tz=first.tz) <= first < pd.Timestamp("2262-01-01", tz=first.tz) \
+    from pipelines.ingest.validate import TS_MAX, TS_MIN
+
+    try:  # the whole span must be a time the warehouse (and pandas) can hold
+        fits = pd.Timestamp(TS_MIN, tz=first.tz) <= first < pd.Timestamp(TS_MAX, tz=first.tz) \
             - pd.Timedelta(days=args.days)
     except (OverflowError, ValueError):
         fits = False
     if not fits:
-        raise CliError(f"--start {args.start}: {args.days} days from it leave the years 1678-2261", 2)
+        raise CliError(f"--start {args.start}: {args.days} days from it leave the years {TS_MIN[:4]}-"
+                       f"{int(TS_MAX[:4]) - 1}", 2)
     began = time.perf_counter()
     rows = write_fleet_or_fail(args.out, "--out", nodes=args.nodes, days=args.days, seed=args.seed, start=args.start,
                                telemetry=not args.no_telemetry)

@@ -43,6 +43,9 @@ def _stage_printer():
     return on_stage
 
 
+FLEET_DEFAULTS = {"nodes": 12, "days": 28, "seed": 0}  # the generated fleet without --input
+
+
 def run_all(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
     from pipelines.commands.plan import require_plan_config
@@ -61,7 +64,7 @@ def run_all(args: argparse.Namespace) -> int:
                        "after ingest", 2)
     if stages is not None:  # in the pipeline's order, whatever order they were named in
         stages = [s for s in STAGES if s in stages] or ["none"]
-    fleet = {"nodes": args.nodes, "days": args.days, "seed": args.seed}
+    fleet = {"nodes": args.nodes, "days": args.days, "seed": args.seed}  # None: not given
     if args.input:
         folder = Path(args.input)
         if not folder.is_dir():
@@ -70,14 +73,14 @@ def run_all(args: argparse.Namespace) -> int:
         if given:
             raise CliError(f"{', '.join(given)} shape a generated fleet; with --input the files are the fleet", 2)
     else:
-        fleet = {k: ({"nodes": 12, "days": 28, "seed": 0}[k] if v is None else v) for k, v in fleet.items()}
-        args.nodes, args.days, args.seed = fleet["nodes"], fleet["days"], fleet["seed"]
         from pipelines.commands.generate import check_fleet_args, write_fleet_or_fail
 
-        check_fleet_args(args.nodes, args.days, args.seed, can_drop_telemetry=False)  # run has no --no-telemetry
+        fleet = {k: FLEET_DEFAULTS[k] if v is None else v for k, v in fleet.items()}
+        check_fleet_args(**fleet, can_drop_telemetry=False)  # run has no --no-telemetry
         folder = settings.data_dir
-        print(f"generating a synthetic fleet in {folder} (nodes={args.nodes}, days={args.days}, seed={args.seed})")
-        write_fleet_or_fail(folder, "HEADROOM_DATA_DIR", nodes=args.nodes, days=args.days, seed=args.seed)
+        print(f"generating a synthetic fleet in {folder} (nodes={fleet['nodes']}, days={fleet['days']}, "
+              f"seed={fleet['seed']})")
+        write_fleet_or_fail(folder, "HEADROOM_DATA_DIR", **fleet)
     if not inputs_in(folder):
         raise CliError(f"no input files (utilization.csv, telemetry.csv, ...) in {folder}", 2)
     # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured

@@ -43,10 +43,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if input_dir and not Path(input_dir).is_dir():
         raise CliError(f"--input (HEADROOM_INPUT_DIR) {input_dir} is not a folder", 2)
     # what every scheduled run needs, checked once here rather than failing every run
-    check_is_warehouse(Path(settings.db_path))
-    if Path(settings.db_path).is_file() and Path(settings.db_path).stat().st_size == 0:  # no run could open it
-        raise CliError(f"{settings.db_path} is an empty file, not a DuckDB warehouse: remove it (the first run "
-                       "creates the warehouse) or point HEADROOM_DB elsewhere", 2)
+    check_is_warehouse(Path(settings.db_path), allow_empty=False)
     try:
         configured_sinks()
     except ValueError as exc:

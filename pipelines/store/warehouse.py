@@ -67,10 +67,12 @@ def _is_lock_error(exc: Exception) -> bool:
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 
 
-def check_is_warehouse(path: Path) -> None:
+def check_is_warehouse(path: Path, allow_empty: bool = True) -> None:
     """A folder, or an existing non-empty file that is not a DuckDB database, is refused
     before DuckDB sees it: some DuckDB versions open a CSV as a throwaway in-memory database
-    without a word, and a folder fails with a raw IOException."""
+    without a word, and a folder fails with a raw IOException. An empty file passes (another
+    process may be creating the warehouse right now) unless ``allow_empty`` is False: a
+    check made once, ahead of runs that would all fail on it (``serve``)."""
     if path.is_dir():
         raise NotAWarehouseError(f"{path} is a folder, not a DuckDB warehouse file")
     try:
@@ -83,6 +85,9 @@ def check_is_warehouse(path: Path) -> None:
         if fault is not None:  # no permission: the machine's setup, not the file
             raise fault from exc
         raise NotAWarehouseError(f"{path} cannot be read as a warehouse ({exc})") from exc
+    if not head and not allow_empty:
+        raise NotAWarehouseError(f"{path} is an empty file, not a DuckDB warehouse: remove it (the first run "
+                                 "creates the warehouse) or point HEADROOM_DB elsewhere")
     if head and head[8:12] != DUCKDB_MAGIC:
         raise NotAWarehouseError(f"{path} is not a DuckDB warehouse file (it starts {head[:12]!r})")
 
