@@ -122,17 +122,26 @@ def demand_path(history: pd.DataFrame, forecast: pd.DataFrame, uid: str) -> np.n
     return np.concatenate([h[np.isfinite(h)], f])
 
 
-def _why_no_offer(catalog: pd.DataFrame, resource: str, pool: str) -> str:
-    """What keeps the public offers out, for the warning."""
+CATALOG_REMEDY = "ingest a catalog with one: headroom ingest --kind catalog"
+
+
+def _why_no_offer(catalog: pd.DataFrame, resource: str, pool: str, fit: tuple,
+                  regions: tuple[str, ...] | None) -> tuple[str, str]:
+    """What keeps the public offers out, and what to do about it, for the warning; ``fit`` is
+    :func:`select_offers`'s arguments after ``pool``."""
     if catalog.empty:
-        return " (the catalog is empty)"
+        return " (the catalog is empty)", CATALOG_REMEDY
     ref = reference_offer(catalog, resource, pool)
     if ref is None:
-        return f" (the catalog has no priced {resource} offer)"
+        return f" (the catalog has no priced {resource} offer)", CATALOG_REMEDY
     if resource == "gpu" and not (float(ref.get("tflops", np.nan) or np.nan) > 0):
         return (f" (the pool's machine {ref['instance_type']} has no TFLOPS in the catalog, so no other GPU can be "
-                "compared with it)")
-    return ""
+                "compared with it)"), CATALOG_REMEDY
+    anywhere = (*fit[:2], None, fit[3], True, *fit[5:])
+    if regions is not None and "public" in select_offers(catalog, resource, pool, *anywhere):
+        return (f" in the regions the planner config allows ({', '.join(regions)}), though the catalog has one "
+                "elsewhere"), "widen [offers] regions"
+    return "", CATALOG_REMEDY
 
 
 def make_plan(
@@ -246,15 +255,10 @@ def make_plan(
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
                 out["reservation"].append(res)
-        elif policy.offers.regions is not None and "public" in select_offers(
-                catalog, resource, pool, fit[0], fit[1], None, fit[3], True, fit[5]):
-            log.warning("%s: no public %s offer that can run it in the regions the planner config allows (%s), "
-                        "though the catalog has one elsewhere: no allocation or reservation (widen [offers] regions)",
-                        uid, resource, ", ".join(policy.offers.regions))
         else:
+            why, remedy = _why_no_offer(catalog, resource, pool, fit, policy.offers.regions)
             log.warning("%s: no priced public %s offer in the instance catalog that can run it%s: no allocation "
-                        "or reservation (ingest a catalog with one: headroom ingest --kind catalog)", uid, resource,
-                        _why_no_offer(catalog, resource, pool))
+                        "or reservation (%s)", uid, resource, why, remedy)
         fc = future_forecast(history, forecast, uid)
         units = instance_units(catalog, resource, pool, row.units_per_node, policy.prescale)
         if fc.empty:

@@ -324,13 +324,13 @@ def summary_lines(data: ReportData) -> list[str]:
         chosen = alloc[alloc["recommended"].astype(str).str.lower() == "true"]
         split_pools = {_pool_of(r) for r in chosen.to_dict("records")
                        if r["plan"] != RUNNING_FLEET and float(r.get("public") or 0) > 0}
+    tuned = base = pd.DataFrame()
     if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns):
-        tuned = alloc[alloc["plan"] == "tuned"]
-        base = alloc[alloc["plan"] == "default_3_5_2"]
-        if split_pools is not None:  # a pool that keeps its running fleet: its headline says why
-            tuned = tuned[[_pool_of(r) in split_pools for r in tuned.to_dict("records")]]
-            base = base[[_pool_of(r) in split_pools for r in base.to_dict("records")]]
-    if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns) and not tuned.empty:
+        # a pool that keeps its running fleet is left out: its headline says why
+        taken = np.array([split_pools is None or _pool_of(r) in split_pools for r in alloc.to_dict("records")])
+        tuned = alloc[(alloc["plan"] == "tuned") & taken]
+        base = alloc[(alloc["plan"] == "default_3_5_2") & taken]
+    if not tuned.empty:
         saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
         who = ", ".join(
             f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
