@@ -22,7 +22,7 @@ def run_convert(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from pipelines.commands.errors import CliError
-    from pipelines.ingest.convert import CONVERTERS, SidecarError
+    from pipelines.ingest.convert import CONVERTERS, RecordError, SidecarError
     from pipelines.runtime.outputs import write_set
 
     out = Path(args.out)
@@ -47,6 +47,8 @@ def run_convert(args: argparse.Namespace) -> int:
             raise CliError(f"{path}: not {what} ({detail})", 2) from exc
         except (OSError, EOFError, UnicodeDecodeError) as exc:  # truncated or not-really gzip, unreadable
             raise CliError(f"{path}: unreadable ({exc})", 2) from exc
+        except RecordError as exc:  # a bad value: its line in the file
+            raise CliError(f"{path}: not {what} ({exc.at(path)})", 2) from exc
         except (ValueError, TypeError, pd.errors.ParserError) as exc:
             detail = " ".join(str(exc).split())[:300]  # one line, whatever the parser said
             raise CliError(f"{path}: not {what} ({detail})", 2) from exc

@@ -13,17 +13,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines.ingest.tables import parse_like_ingest
+from pipelines.ingest.tables import parse_like_ingest, row_label
 
 log = logging.getLogger(__name__)
 
 GIB_PER_KB = 1.0 / 1048576.0
 
 
-def _line(ts: pd.Series, bad: pd.Series) -> str:
-    """'line N, column C' of the first flagged row (read_csv's index is the record, so the
-    line is index + 2 after the header, for files without quoted newlines)."""
-    return f"line {int(bad[bad].index[0]) + 2}, column {ts.name!r}"
+class RecordError(ValueError):
+    """A bad value in record ``record`` (read_csv's index: 0 is the first after the header)
+    of column ``column``; :meth:`at` words it with the file's own line."""
+
+    def __init__(self, record: int, column: object, problem: str) -> None:
+        super().__init__(f"line {record + 2}, column {column!r}: {problem}")  # the line when no line is blank
+        self.record, self.column, self.problem = record, column, problem
+
+    def at(self, path: Path) -> str:
+        return f"{row_label(path, self.record)}, column {self.column!r}: {self.problem}"
+
+
+def _bad(values: pd.Series, bad: pd.Series, problem: str) -> RecordError:
+    """The error of the first flagged row of ``values``, counting the rows flagged."""
+    return RecordError(int(bad[bad].index[0]), values.name, f"{problem} ({int(bad.sum())} such row(s))")
 
 
 def _iso(ts: pd.Series) -> pd.Series:
@@ -35,7 +46,7 @@ def _iso(ts: pd.Series) -> pd.Series:
     if bad.any():
         shown = ts[bad].iloc[0]
         what = "missing timestamp" if pd.isna(shown) else f"unparseable timestamp {str(shown)[:40]!r}"
-        raise ValueError(f"{_line(ts, bad)}: {what} ({int(bad.sum())} such row(s))")
+        raise _bad(ts, bad, what)
     return iso
 
 
@@ -44,8 +55,7 @@ def _num(values: pd.Series) -> pd.Series:
     out = pd.to_numeric(values, errors="coerce").astype(float)
     bad = out.isna() & values.notna() & (values.astype(str).str.strip() != "")
     if bad.any():
-        raise ValueError(f"{_line(values, bad)}: {str(values[bad].iloc[0])[:40]!r} is not a number "
-                         f"({int(bad.sum())} such row(s))")
+        raise _bad(values, bad, f"{str(values[bad].iloc[0])[:40]!r} is not a number")
     return out
 
 
@@ -55,7 +65,7 @@ def _ids(values: pd.Series) -> pd.Series:
     text = values.map(lambda v: None if pd.isna(v) else str(v).strip())
     bad = text.isna() | (text == "")
     if bad.any():
-        raise ValueError(f"{_line(values, bad)}: missing id ({int(bad.sum())} such row(s))")
+        raise _bad(values, bad, "missing id")
     return text.astype(str)
 
 
@@ -176,8 +186,9 @@ def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
         f = f[products.isin(["Linux/UNIX", "Linux"])]
     twice = f.duplicated(["instance_type", "region"], keep=False)
     if twice.any():
-        raise ValueError(f"{_line(f['instance_type'], twice)}: {f.loc[twice, 'instance_type'].iloc[0]} in "
-                         f"{f.loc[twice, 'region'].iloc[0]} has two on-demand prices")
+        first = twice[twice].index[0]
+        raise RecordError(int(first), "instance_type", f"{f.at[first, 'instance_type']} in {f.at[first, 'region']} "
+                          "has two on-demand prices")
     unknown = sorted(set(f["instance_type"]) - set(AWS_SIZES))
     if unknown:
         log.warning("%s: size of %s unknown (vCPUs, GPUs): left out of the catalog", path, ", ".join(unknown))
@@ -262,16 +273,16 @@ def _sidecar_iso(path: Path, ts: pd.Series) -> pd.Series:
     """:func:`_iso` of a sidecar's column: a bad timestamp names the sidecar, not the input."""
     try:
         return _iso(ts)
-    except ValueError as exc:
-        raise SidecarError(path, str(exc)) from exc
+    except RecordError as exc:
+        raise SidecarError(path, exc.at(path)) from exc
 
 
 def _sidecar_ids(path: Path, values: pd.Series) -> pd.Series:
     """:func:`_ids` of a sidecar's column, its errors naming the sidecar."""
     try:
         return _ids(values)
-    except ValueError as exc:
-        raise SidecarError(path, str(exc)) from exc
+    except RecordError as exc:
+        raise SidecarError(path, exc.at(path)) from exc
 
 
 def _pdm_error_counters(f: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
@@ -381,7 +392,7 @@ def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
         if bad.any():
             shown = f[col][bad].iloc[0]
             what = "missing count" if pd.isna(shown) else f"{str(shown)[:40]!r} is not a whole count"
-            raise ValueError(f"{_line(f[col], bad)}: {what} ({int(bad.sum())} such row(s))")
+            raise _bad(f[col], bad, what)
         f[col] = n.astype("int64")
     g = f.groupby(["gpu_model", "gpu_capacity_num", "cpu_num"]).size().reset_index(name="nodes")
     return {"catalog": pd.DataFrame({

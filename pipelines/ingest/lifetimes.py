@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines.ingest.tables import InputError, read_table, row_label, to_utc_naive
+from pipelines.ingest.tables import InputError, read_table, row_label, row_numbers, to_utc_naive
 
 TITAN = {"SN", "insert", "remove", "event"}
 CONTRACT = ["device_id", "install", "remove", "failed"]
@@ -54,7 +54,7 @@ def read_lifetimes(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     sorted by device and install; rejects ``line, device_id, reason``."""
     p = Path(path)
     f = read_table(p, text=("SN", "device_id", "event", "failure_type", "failed", "insert", "install", "remove"))
-    line = np.array([int(row_label(p, i).split()[1]) for i in range(len(f))])
+    line = row_numbers(p, len(f))
     if set(f.columns) >= TITAN:
         device, ins_col = f["SN"].astype(str).str.strip(), "insert"
         kind = f["event"].fillna("").astype(str).str.strip()

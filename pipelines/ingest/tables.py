@@ -13,6 +13,7 @@ naive UTC. Azure PdM files are recognised by their columns and mapped onto the c
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -74,7 +75,53 @@ def read_table(path: str | Path, allow_empty: bool = False, text: tuple[str, ...
 def row_label(path: str | Path, i: int) -> str:
     """Where row ``i`` (0-based, after the header) of a file is: ``line N`` of a CSV, or
     ``row N`` of a Parquet file."""
-    return f"row {i + 1}" if Path(path).suffix.lower() in (".parquet", ".pq") else f"line {i + 2}"
+    if Path(path).suffix.lower() in (".parquet", ".pq"):
+        return f"row {i + 1}"
+    return f"line {int(row_numbers(path, i + 1)[i])}"
+
+
+def row_numbers(path: str | Path, n: int) -> np.ndarray:
+    """The numbers :func:`row_label` gives rows ``0 .. n-1`` of a file."""
+    if Path(path).suffix.lower() in (".parquet", ".pq"):
+        return np.arange(1, n + 1)
+    out, lines = np.arange(2, n + 2), record_lines(path)
+    k = min(n, len(lines))
+    out[:k] = lines[:k]
+    return out
+
+
+def record_lines(path: str | Path) -> np.ndarray:
+    """The line each record of a CSV (optionally .gz) starts on, as pandas reads it: blank
+    lines skipped, a quoted field may span lines. Read only to name a bad row."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return np.array([], dtype=np.int64)
+    return _record_lines(str(p), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _record_lines(path: str, mtime_ns: int, size: int) -> np.ndarray:
+    """:func:`record_lines`, kept for a file as long as it is unchanged."""
+    import csv
+    import gzip
+
+    starts: list[int] = []
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
+            reader = csv.reader(fh)
+            before, header = 0, False
+            for row in reader:
+                if row and (len(row) > 1 or row[0].strip()):  # pandas skips empty and blank lines
+                    if header:
+                        starts.append(before + 1)
+                    header = True
+                before = reader.line_num
+    except (OSError, EOFError, csv.Error):
+        pass  # what was read so far; past it, the plain record + 2
+    return np.asarray(starts, dtype=np.int64)
 
 
 def _at(path: str | Path, i: int) -> str:

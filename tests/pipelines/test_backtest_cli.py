@@ -79,6 +79,15 @@ def test_backtest_bad_cells_name_line_and_column(tmp_path: Path, capsys, frame, 
     assert message in capsys.readouterr().err
 
 
+def test_a_bad_cell_after_blank_lines_or_a_quoted_newline_names_its_line(tmp_path: Path, capsys) -> None:
+    for body in ("a,1,1\n\n  \na,2,zz\n", 'a,1,1\n"a\nb",2,1\na,2,zz\n'):
+        path = tmp_path / "s.csv"
+        path.write_text("unique_id,ds,y\n" + body)
+        assert main(["backtest", "--input", str(path), "--models", "seasonal_naive", "--horizon", "1",
+                     "--season-length", "1"]) == 2
+        assert "s.csv: line 5, column y: 'zz' is not a number" in capsys.readouterr().err
+
+
 def test_backtest_timestamps_need_freq_and_step_must_be_positive(tmp_path: Path, capsys) -> None:
     src = tmp_path / "series.parquet"
     make_panel(length=24 * 10).to_parquet(src)  # datetime64 ds: not to be read as nanoseconds

@@ -81,3 +81,20 @@ def test_a_gzipped_nab_series_keeps_its_name_and_a_folder_is_said(tmp_path, caps
     capsys.readouterr()
     assert cli.main(["convert", "--from", "nab", "--out", str(tmp_path / "o"), str(tmp_path / "gz")]) == 2
     assert "is a folder; give the files in it" in capsys.readouterr().err
+
+
+def test_a_bad_value_after_blank_lines_names_its_own_line(tmp_path, capsys) -> None:
+    """pandas skips blank lines, so its record number is not the file's line; the error must be."""
+    nab = tmp_path / "s.csv"
+    nab.write_text("timestamp,value\n2014-01-01 00:00:00,1\n\n2014-01-01 00:05:00,2\n  \n\n2014-01-01 00:10:00,x\n")
+    assert cli.main(["convert", "--from", "nab", "--out", str(tmp_path / "o"), str(nab)]) == 2
+    assert "line 7, column 'value': 'x' is not a number" in capsys.readouterr().err
+    pdm = tmp_path / "pdm"
+    pdm.mkdir()
+    (pdm / "PdM_telemetry.csv").write_text("datetime,machineID,volt,rotate,pressure,vibration\n"
+                                           "2015-01-01 06:00:00,1,1,1,1,1\n")
+    (pdm / "PdM_errors.csv").write_text("datetime,machineID,errorID\n\n2015-01-01 06:00:00,1,error1\n\n"
+                                        "2015-01-01 07:00:00,,error1\n")
+    assert cli.main(["convert", "--from", "azure-pdm", "--out", str(tmp_path / "o2"),
+                     str(pdm / "PdM_telemetry.csv")]) == 2
+    assert "PdM_errors.csv: line 5, column 'machineID': missing id" in capsys.readouterr().err
