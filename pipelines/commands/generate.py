@@ -99,12 +99,16 @@ def run_generate(args: argparse.Namespace) -> int:
         first = pd.Timestamp(args.start)
         if pd.isna(first):
             raise ValueError("no date")
-    except (ValueError, TypeError) as exc:
+        if first.tz is not None:
+            first = first.tz_convert("UTC").tz_localize(None)
+    except (ValueError, TypeError, OverflowError) as exc:
         raise CliError(f"--start {args.start!r} is not a date: {exc}", 2) from exc
+    if first != first.normalize():  # the fleet's days, and its daily pattern, start at 00:00 UTC
+        raise CliError(f"--start {args.start!r}: give a day (YYYY-MM-DD, UTC), not a time within one", 2)
     from pipelines.ingest.validate import TS_MAX, TS_MIN
 
     try:  # the whole span must be a time the warehouse (and pandas) can hold
-        fits = pd.Timestamp(TS_MIN, tz=first.tz) <= first < pd.Timestamp(TS_MAX, tz=first.tz) \
+        fits = pd.Timestamp(TS_MIN) <= first < pd.Timestamp(TS_MAX) \
             - pd.Timedelta(days=args.days)
     except (OverflowError, ValueError):
         fits = False
@@ -112,7 +116,8 @@ def run_generate(args: argparse.Namespace) -> int:
         raise CliError(f"--start {args.start}: {args.days} days from it leave the years {TS_MIN[:4]}-"
                        f"{int(TS_MAX[:4]) - 1}", 2)
     began = time.perf_counter()
-    rows = write_fleet_or_fail(args.out, "--out", nodes=args.nodes, days=args.days, seed=args.seed, start=args.start,
+    rows = write_fleet_or_fail(args.out, "--out", nodes=args.nodes, days=args.days, seed=args.seed,
+                               start=first.strftime("%Y-%m-%d"),
                                telemetry=not args.no_telemetry)
     print(f"generated fleet in {args.out} (nodes={args.nodes}, days={args.days}, seed={args.seed}) "
           f"in {time.perf_counter() - began:.1f}s")

@@ -209,3 +209,14 @@ def test_utilization_only_fleet_keeps_everything_else(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(full[key], lean[key])
     assert main(["generate", "--out", str(tmp_path), "--nodes", "3", "--days", "2", "--no-telemetry"]) == 0
     assert (tmp_path / "telemetry.csv").read_text() == HEADERS["telemetry.csv"] + "\n"
+
+
+def test_start_is_a_day_in_utc(tmp_path: Path, capsys) -> None:
+    """A time within a day would start the fleet's days (and daily pattern) mid-day, off its grid."""
+    for start in ("2026-01-05 13:37", "2026-01-05T00:00:00+02:00"):
+        assert main(["generate", "--out", str(tmp_path / "x"), "--nodes", "3", "--days", "2", "--no-telemetry",
+                     "--start", start]) == 2
+        assert "give a day (YYYY-MM-DD, UTC)" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main(["generate", "--out", str(tmp_path / "z"), "--nodes", "3", "--days", "2", "--no-telemetry",
+                 "--start", "2026-01-05T00:00:00Z"]) == 0
+    assert (tmp_path / "z" / "utilization.csv").read_text().splitlines()[1].startswith("2026-01-05T00:00:00,")
