@@ -147,17 +147,14 @@ def backtest_models(
 
 def run(args: argparse.Namespace) -> int:
     import forecasters
-    from pipelines.commands.errors import CliError
+    from pipelines.commands.errors import CliError, model_names
 
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
         if args.out.resolve() == args.input.resolve():
             raise CliError(f"{args.out}: --out is the --input file; give another path for the metrics", 2)
 
-    names = [n.strip() for n in (args.models or DEFAULT_MODELS).split(",") if n.strip()]
-    unknown = [n for n in names if n not in forecasters.available()]
-    if unknown or not names:
-        raise CliError(f"unknown model(s) {unknown}; choose from {','.join(forecasters.available())}", 2)
+    names = model_names(args.models, DEFAULT_MODELS.split(","))
     if args.horizon < 1 or args.season_length < 1 or args.windows < 1:
         raise CliError("--horizon, --season-length and --windows must be >= 1", 2)
     if args.step is not None and args.step < 1:

@@ -14,3 +14,18 @@ def check_fraction(value: float, option: str, meaning: str) -> None:
     """A share given on the command line must lie strictly between 0 and 1."""
     if not 0 < value < 1:
         raise CliError(f"{option} must be between 0 and 1 ({meaning}), got {value}", 2)
+
+
+def model_names(text: str | None, default: list[str] | None) -> list[str] | None:
+    """The models of a ``--models`` list (comma-separated), ``default`` when none is given; an
+    unknown name, or a list with no name, is an error naming the models there are."""
+    import forecasters
+
+    if text is None:
+        return default
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in forecasters.available()]
+    if unknown or not names:
+        what = f"unknown model(s) {', '.join(unknown)}" if unknown else f"no model named in {text!r}"
+        raise CliError(f"--models: {what}; choose from {','.join(forecasters.available())}", 2)
+    return names

@@ -94,7 +94,7 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from pipelines.commands.errors import CliError
+    from pipelines.commands.errors import CliError, model_names
     from pipelines.plan import replay as plan_replay
     from pipelines.plan.config import PlanConfigError, load_plan_policy
     from pipelines.runtime.outputs import check_writable, write_csv
@@ -117,13 +117,7 @@ def run_replay(args: argparse.Namespace) -> int:
         raise CliError(f"--lead: not a duration: {args.lead!r}", 2) from exc
     if args.out is not None:
         check_writable(args.out)
-    models = [m for m in (args.models or "").split(",") if m] or list(plan_replay.DEFAULT_MODELS)
-    import forecasters
-
-    unknown = [m for m in models if m not in forecasters.available()]
-    if unknown:
-        raise CliError(f"--models: unknown forecaster(s) {', '.join(unknown)}; choose from "
-                       f"{', '.join(forecasters.available())}", 2)
+    models = model_names(args.models, list(plan_replay.DEFAULT_MODELS))
     settings = Settings.from_env(db_path=args.db)
     stack = contextlib.ExitStack()  # holds the source open until the replay is done
     con = _replay_source(args, settings, stack)

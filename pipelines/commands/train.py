@@ -20,20 +20,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import forecasters
-    from pipelines.commands.errors import CliError
+    from pipelines.commands.errors import CliError, model_names
     from pipelines.commands.plan import MAX_LOOKBACK_DAYS
     from pipelines.flows.train import check_scheduler, task_runner_for, train_flow
     from pipelines.runtime.settings import Settings
     from pipelines.store.warehouse import WarehouseLockedError
 
     settings = Settings.from_env(db_path=args.db)
-    names = None
-    if args.models is not None:
-        names = [n.strip() for n in args.models.split(",") if n.strip()]
-        unknown = [n for n in names if n not in forecasters.available()]
-        if unknown or not names:
-            raise CliError(f"unknown model(s) {unknown or args.models!r}; choose from "
-                           f"{','.join(forecasters.available())}", 2)
+    names = model_names(args.models, None)
     if args.horizon < 1 or args.windows < 1:
         raise CliError("--horizon and --windows must be >= 1", 2)
     if not 1 <= args.lookback_days <= MAX_LOOKBACK_DAYS:  # beyond, a time span overflows

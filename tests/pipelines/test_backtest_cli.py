@@ -40,7 +40,8 @@ def test_backtest_parquet_integer_steps(tmp_path: Path) -> None:
     ("frame", "args", "message"),
     [
         (pd.DataFrame({"unique_id": ["a"], "y": [1.0]}), [], "missing column"),
-        (None, ["--models", "nope"], "unknown model"),
+        (None, ["--models", "nope"], "--models: unknown model"),
+        (None, ["--models", ""], "--models: no model named in ''"),
         (make_panel(length=20), [], "too short|at least"),
     ],
 )

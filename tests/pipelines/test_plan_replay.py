@@ -105,7 +105,8 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     ("instance size 0", ["--instance-units", "0"], "must be a finite number > 0"),
     ("instance size inf", ["--instance-units", "inf"], "must be a finite number > 0, got inf"),
     ("price inf", ["--unit-price", "inf"], "--unit-price must be a finite number > 0"),
-    ("unknown model", ["--models", "nope"], "--models: unknown forecaster(s) nope; choose from"),
+    ("unknown model", ["--models", "nope"], "--models: unknown model(s) nope; choose from"),
+    ("no model", ["--models", ","], "--models: no model named in ','; choose from"),
     ("span outside the data", ["--start", "2027-01-01"], "is not before"),
 ])
 def test_bad_replay_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,

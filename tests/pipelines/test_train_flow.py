@@ -304,7 +304,7 @@ def test_train_cli_refuses_settings_that_cannot_mean_anything(tmp_path, capsys) 
     from pipelines.cli import main
 
     db = tmp_path / "none.duckdb"
-    for argv, said in ((["--models", ","], "unknown model(s) ','"),
+    for argv, said in ((["--models", ","], "--models: no model named in ','"),
                        (["--lookback-days", "1000000"], "--lookback-days must be between 1 and 36500"),
                        (["--lookback-days", "-1"], "--lookback-days must be between 1 and 36500")):
         assert main(["train", "--db", str(db), *argv]) == 2
