@@ -302,11 +302,12 @@ def expand_paths(patterns: list[str], kind: str | None = None) -> list[Path]:
     return out
 
 
-def inputs_in(folder: Path) -> list[dict]:
+def inputs_in(folder: Path, warn: bool = True) -> list[dict]:
     """The ingest inputs of a fleet folder, catalog first, then by name: its files named for a
     kind (``<kind>.csv``, ``<kind>-<anything>.csv.gz``, ``.parquet`` or ``.json``), and the
     raw exports ``ingest`` recognises by content anywhere under it (:func:`raw_input`): a
-    GWA-T-12 folder, AWS spot-price JSON, Prometheus JSON. Other files are named in a warning."""
+    GWA-T-12 folder, AWS spot-price JSON, Prometheus JSON. Other data files (``DATA_SUFFIXES``)
+    are named in a warning (``warn``); the rest (notes, READMEs) are left alone."""
     order = list(KIND_FILES)
     found, unknown = [], []
     for p in sorted(q for q in folder.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES)):
@@ -317,7 +318,7 @@ def inputs_in(folder: Path) -> list[dict]:
             found.append(raw)
         elif p.name not in GENERATED_EXTRAS:
             unknown.append(p)
-    if unknown:
+    if unknown and warn:
         log.warning("%s: %d file(s) neither named for a kind nor a recognised export, not read: %s", folder,
                     len(unknown), ", ".join(str(q.relative_to(folder)) for q in unknown[:5]))
     return sorted(found, key=lambda f: (order.index(f["kind"]), f["path"]))
