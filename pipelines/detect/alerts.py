@@ -153,8 +153,8 @@ def sync_alerts(
     if any(a.kind != kind for a in [*current, *ended]):
         raise ValueError(f"sync_alerts({kind!r}) got alerts of another kind")
     names = list(sink_names)
-    existing = query(con, "SELECT fingerprint, status, starts_at, severity, probability, summary FROM alerts "
-                          "WHERE kind = ?", [kind])
+    existing = query(con, "SELECT fingerprint, status, starts_at, ends_at, severity, probability, summary "
+                          "FROM alerts WHERE kind = ?", [kind])
     known = {r.fingerprint: r for r in existing.itertuples(index=False)}
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
                       "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
@@ -179,6 +179,8 @@ def sync_alerts(
         was_firing = old is not None and old.status == "firing"
         if old is not None and not was_firing and is_ended:
             continue  # already fired and resolved: nothing new to say
+        if old is not None and not was_firing and pd.notna(old.ends_at) and pd.Timestamp(old.ends_at) > pd.Timestamp(now):
+            continue  # resolved by a run whose clock is ahead of this one's (a replay behind it): left so
         if was_firing:
             starts = old.starts_at
             updated += 1

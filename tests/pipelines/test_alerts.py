@@ -39,6 +39,19 @@ def test_a_replay_behind_a_later_run_leaves_that_runs_alerts_alone(con):
     assert rows["status"].tolist() == ["resolved", "firing"]
 
 
+def test_a_replay_behind_the_run_that_resolved_an_alert_leaves_it_resolved(con):
+    """Fired as of T0, resolved by a live run as of T2: a replay as of T1 that still sees the
+    condition does not fire it again (nor queue a second firing), while a run after T2 does."""
+    al.sync_alerts(con, "hardware_fault", [fault()], T0, ["jsonl"])
+    al.sync_alerts(con, "hardware_fault", [], T2, ["jsonl"])
+    assert al.sync_alerts(con, "hardware_fault", [fault()], T1, ["jsonl"]) == {"fired": 0, "updated": 0,
+                                                                                "resolved": 0}
+    assert query(con, "SELECT status FROM alerts")["status"].tolist() == ["resolved"]
+    assert len(query(con, "SELECT * FROM alert_deliveries")) == 2
+    later = T2 + (T2 - T1)
+    assert al.sync_alerts(con, "hardware_fault", [fault()], later, ["jsonl"])["fired"] == 1
+
+
 def test_other_kinds_are_left_alone(con):
     al.sync_alerts(con, "hardware_fault", [fault()], T0, [])
     al.sync_alerts(con, "price_spike", [], T1, [])
