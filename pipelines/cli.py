@@ -134,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         isolate_ephemeral_api()
         stopping = terminate_as_interrupt()
     from pipelines.runtime.settings import SettingsError
-    from pipelines.store.warehouse import NotAWarehouseError, WarehouseLockedError
+    from pipelines.store.warehouse import READ_BEHIND, NotAWarehouseError, WarehouseLockedError
 
+    READ_BEHIND.clear()  # this command's reads only
     try:
         with stopping:
             return int(args.func(args) or 0)
@@ -166,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
             print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
             return 130
+        if READ_BEHIND and type(exc).__name__ in ("CatalogException", "BinderException"):
+            lacks = " ".join(str(exc).split("\n")[0].split())[:200]
+            print(f"headroom {args.command}: error: warehouse {sorted(READ_BEHIND)[0]} is behind this headroom's "
+                  f"schema and lacks what this command reads ({lacks}); a writing command (headroom ingest or run) "
+                  "brings it up to date", file=sys.stderr)
+            return 2
         if isinstance(exc, RuntimeError) and "ephemeral Prefect API" in str(exc):
             wait = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_WAIT_S)
             print(f"headroom {args.command}: error: Prefect's ephemeral API did not start within {wait} s (a busy "

@@ -121,6 +121,10 @@ def default_lock_timeout() -> float:
     return Settings.from_env().lock_timeout_s
 
 
+# warehouses this process reads behind the schema: a table or column they lack is that, not a bug
+READ_BEHIND: set[str] = set()
+
+
 def connect(
     path: str | Path = ":memory:",
     *,
@@ -176,6 +180,7 @@ def connect(
             # command (ingest, run) migrates it; until then the tables are read as they are
             log.warning("warehouse %s is behind this headroom's schema; reading it as it is (a writing command, "
                         "headroom ingest or run, brings it up to date)", target)
+            READ_BEHIND.add(target)
     except BaseException:
         con.close()
         raise

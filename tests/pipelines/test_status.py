@@ -75,3 +75,22 @@ def test_the_last_ingest_counts_every_file_it_loaded(db_path: Path, capsys: pyte
     cli.main(["status", "--db", str(db_path), "--now", NOW, "--json"])
     runs = {r["flow"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
     assert runs["ingest"]["count"] == 3
+
+
+def test_a_warehouse_behind_the_schema_is_one_line_for_a_reader(tmp_path: Path, capsys) -> None:
+    """A warehouse made by an older headroom (only the first migrations): status and report,
+    which never migrate, name what it lacks instead of a DuckDB traceback."""
+    import duckdb
+
+    old = tmp_path / "schema"
+    old.mkdir()
+    for sql in sorted(warehouse.SCHEMA_DIR.glob("00[01]_*.sql")):
+        (old / sql.name).write_text(sql.read_text())
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    warehouse.migrate(con, old)
+    con.close()
+    for argv in (["status"], ["report", "--out", str(tmp_path / "r")]):
+        assert cli.main([*argv, "--db", str(db)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "is behind this headroom's schema and lacks what this command reads" in err, argv
