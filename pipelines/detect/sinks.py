@@ -69,10 +69,13 @@ def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: flo
     shown = redact(url)
     for attempt in range(retries + 1):
         try:
-            resp = httpx.post(url, json=body, timeout=timeout_s)
-            if resp.status_code < 300:
-                return
-            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            # the status is the answer: the body is not read on success, and on an error only
+            # its start, within the timeout (a receiver that trickles its body must not hold
+            # the run, whose claim on these alerts lapses, past the timeout)
+            with httpx.stream("POST", url, json=body, timeout=timeout_s) as resp:
+                if resp.status_code < 300:
+                    return
+                last = f"HTTP {resp.status_code}: {_start_of(resp, timeout_s)}"
             if resp.status_code < 500 and resp.status_code != 429:
                 break  # a client error will not fix itself by retrying
         except httpx.HTTPError as exc:
@@ -80,6 +83,16 @@ def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: flo
         if attempt < retries:
             time.sleep(backoff_s * 2**attempt)
     raise RuntimeError(f"delivery to {shown} failed: {last.replace(url, shown)}")
+
+
+def _start_of(resp: httpx.Response, timeout_s: float, limit: int = 200) -> str:
+    """Up to ``limit`` characters of a response's body, as much as arrives within ``timeout_s``."""
+    deadline, got = time.monotonic() + timeout_s, b""
+    for chunk in resp.iter_bytes():
+        got += chunk
+        if len(got) >= limit or time.monotonic() > deadline:
+            break
+    return got.decode("utf-8", "replace")[:limit]
 
 
 @dataclass(frozen=True)

@@ -384,3 +384,49 @@ def test_a_clock_behind_the_firing_run_never_ends_an_alert_before_it_started(con
     al.deliver_pending(con, [sink], T0)
     posted = [a for _, body in server.bodies for a in body]
     assert all(a["endsAt"] >= a["startsAt"] for a in posted if "endsAt" in a)
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_a_receiver_that_trickles_its_answer_does_not_hold_the_send(status: int) -> None:
+    """The status is the answer: a 2xx returns at once, an error's body is read for at most the
+    timeout; a body sent a byte a second must not keep the run (and its claim) waiting."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Length: 1000\r\n\r\n".encode())
+                for _ in range(60):
+                    if stop.wait(0.5):
+                        break
+                    try:
+                        conn.sendall(b"x")
+                    except OSError:
+                        break
+
+    threading.Thread(target=serve, daemon=True).start()
+    sink = al.WebhookSink(f"http://127.0.0.1:{listener.getsockname()[1]}/x", timeout_s=1.0, retries=1,
+                          backoff_s=0.0)
+    began = time.monotonic()
+    try:
+        if status == 200:
+            sink.send([{"a": 1}])
+        else:
+            with pytest.raises(RuntimeError, match="HTTP 503"):
+                sink.send([{"a": 1}])
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - began < 6
