@@ -46,6 +46,27 @@ def _stage_printer():
 FLEET_DEFAULTS = {"nodes": 12, "days": 28, "seed": 0}  # the generated fleet without --input
 
 
+def check_outputs(stages: list[str] | None) -> None:
+    """The report folder and the alert sinks the chosen stages write to, checked before any
+    work (as report, detect and serve check theirs), not after the ingest and the models."""
+    from pipelines.commands.errors import CliError
+    from pipelines.detect.jobs import SINK_SETTINGS, configured_sinks
+    from pipelines.report.data import check_out_dir
+    from pipelines.runtime.settings import Settings
+
+    settings = Settings.from_env()
+    if stages is None or "report" in stages:
+        try:
+            check_out_dir(settings.report_dir)
+        except OSError as exc:
+            raise CliError(f"HEADROOM_REPORT_DIR: {exc}", 2) from exc
+    if stages is None or "detect" in stages:
+        try:
+            configured_sinks()
+        except ValueError as exc:
+            raise CliError(f"{SINK_SETTINGS}: {exc}", 2) from exc
+
+
 def run_all(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
     from pipelines.commands.plan import require_plan_config
@@ -64,6 +85,9 @@ def run_all(args: argparse.Namespace) -> int:
                        "after ingest", 2)
     if stages is not None:  # in the pipeline's order, whatever order they were named in
         stages = [s for s in STAGES if s in stages] or ["none"]
+    # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
+    os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
+    check_outputs(stages)
     fleet = {"nodes": args.nodes, "days": args.days, "seed": args.seed}  # None: not given
     if args.input:
         folder = Path(args.input)
@@ -83,8 +107,6 @@ def run_all(args: argparse.Namespace) -> int:
         write_fleet_or_fail(folder, "HEADROOM_DATA_DIR", **fleet)
     if not inputs_in(folder, warn=False):  # the flow's own look names what it leaves out
         raise CliError(f"no input files (utilization.csv, telemetry.csv, ...) in {folder}", 2)
-    # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
-    os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
     print(f"running the pipeline into {settings.db_path}")
     if not os.environ.get("PREFECT_API_URL"):
         print("starting Prefect's ephemeral API (no PREFECT_API_URL set), about 15 s", flush=True)

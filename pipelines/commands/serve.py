@@ -32,7 +32,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from pipelines.commands.errors import CliError
     from pipelines.commands.plan import require_plan_config
-    from pipelines.detect.jobs import configured_sinks
+    from pipelines.detect.jobs import SINK_SETTINGS, configured_sinks
     from pipelines.flows.deployments import SCHEDULES, build_deployments, deployment_name
     from pipelines.runtime.settings import Settings
     from pipelines.store.warehouse import check_is_warehouse
@@ -47,8 +47,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         configured_sinks()
     except ValueError as exc:
-        raise CliError(f"alert sink setting (HEADROOM_ALERT_JSONL, HEADROOM_ALERT_WEBHOOK or "
-                       f"HEADROOM_ALERTMANAGER_URL): {exc}", 2) from exc
+        raise CliError(f"{SINK_SETTINGS}: {exc}", 2) from exc
     deployments = build_deployments(str(settings.db_path), input_dir, settings.schedule_timezone)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)

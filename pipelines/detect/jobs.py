@@ -141,6 +141,9 @@ def deliver(db_path: str, now: datetime, sinks: list[alerts.Sink]) -> dict[str, 
     return {"delivered": delivered, "failed": {b.sink.name: b.error for b in batches if b.error is not None}}
 
 
+SINK_SETTINGS = "alert sink setting (HEADROOM_ALERT_JSONL, HEADROOM_ALERT_WEBHOOK or HEADROOM_ALERTMANAGER_URL)"
+
+
 def configured_sinks(
     jsonl_path: str | None = None, webhook_url: str | None = None, alertmanager_url: str | None = None
 ) -> list[alerts.Sink]:

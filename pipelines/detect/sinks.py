@@ -174,6 +174,9 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
             check_url(what, url)
     if jsonl and Path(jsonl).is_dir():
         raise ValueError(f"alert JSONL path {jsonl} is a folder; name a file")
+    for parent in Path(jsonl).parents if jsonl else ():
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"alert JSONL path {jsonl}: {parent} is a file, not a folder")
     sinks: list[Sink] = []
     if jsonl:
         sinks.append(JsonlSink(Path(jsonl), name=f"jsonl:{Path(jsonl).resolve()}"))

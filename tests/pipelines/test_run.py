@@ -53,6 +53,24 @@ def test_run_says_a_data_dir_that_is_a_file(tmp_path, db_path, monkeypatch, caps
                                          + str(tmp_path / "afile") + " is a file, not a folder")
 
 
+@pytest.mark.parametrize(("env", "stages", "said"), [
+    ({"HEADROOM_ALERT_WEBHOOK": "ftp://h/x"}, "detect", "webhook URL ftp://h/... must start with http"),
+    ({"HEADROOM_REPORT_DIR": "afile"}, "report", "HEADROOM_REPORT_DIR: report folder"),
+    ({"HEADROOM_REPORT_DIR": "afile"}, "detect", "alerts.jsonl: {tmp}/afile is a file, not a folder"),
+])
+def test_run_checks_where_its_stages_write_before_any_work(tmp_path, db_path, monkeypatch, capsys, env, stages,
+                                                            said):
+    """A sink or report folder that cannot work stops run at once, not after ingest and models."""
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "utilization.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n")
+    monkeypatch.delenv("HEADROOM_ALERT_JSONL", raising=False)  # run sets its default; restored after
+    for key, value in env.items():
+        monkeypatch.setenv(key, str(tmp_path / value) if key == "HEADROOM_REPORT_DIR" else value)
+    assert cli.main(["run", "--db", str(db_path), "--input", str(tmp_path / "in"), "--stages", stages]) == 2
+    assert said.format(tmp=tmp_path) in capsys.readouterr().err and not db_path.exists()
+
+
 def test_faults_score_refuses_a_jsonl_folder(tmp_path, db_path, capsys):
     from pipelines.cli import main
     from pipelines.store import warehouse
@@ -61,6 +79,10 @@ def test_faults_score_refuses_a_jsonl_folder(tmp_path, db_path, capsys):
         pass
     assert main(["faults", "score", "--db", str(db_path), "--jsonl", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("")
+    for command in (["faults", "score"], ["detect"]):
+        assert main([*command, "--db", str(db_path), "--jsonl", str(tmp_path / "afile" / "x.jsonl")]) == 2
+        assert f"{tmp_path / 'afile'} is a file, not a folder" in capsys.readouterr().err
 
 
 def test_serve_lists_deployments(tmp_path, db_path, capsys):
