@@ -338,8 +338,8 @@ def _claim(con: duckdb.DuckDBPyConnection, names: list[str], claim: Claim) -> No
         WHERE sink IN (SELECT unnest(?)) AND state = 'pending' AND claimed_by <> ? GROUP BY sink ORDER BY sink
     """, [names, claim.run_id]).fetchall()
     for sink, n, until in busy:
-        log.info("sink %s: %d pending deliveries are being sent by another run (claimed until %s); left to it",
-                 sink, n, until)
+        log.warning("sink %s: %d pending deliveries are being sent by another run (claimed until %s); left to it",
+                    sink, n, until)
 
 
 def pending_batches(con: duckdb.DuckDBPyConnection, sinks: Sequence[Sink], now: datetime,

@@ -135,7 +135,15 @@ def deliver(db_path: str, now: datetime, sinks: list[alerts.Sink]) -> dict[str, 
     ``{"delivered": {sink: n}, "failed": {sink: error}}``."""
     with open_warehouse(db_path) as con:
         batches = alerts.pending_batches(con, sinks, now)
-    alerts.send_batches(batches)
+    try:
+        alerts.send_batches(batches)
+    except BaseException:  # Ctrl-C, SIGTERM: what went is recorded, the rest released for the next run
+        for b in batches:
+            if not b.sent and b.error is None:
+                b.error = "interrupted before the receiver answered"
+        with open_warehouse(db_path) as con:
+            alerts.record_batches(con, batches, now)
+        raise
     with open_warehouse(db_path) as con:
         delivered = alerts.record_batches(con, batches, now)
     return {"delivered": delivered, "failed": {b.sink.name: b.error for b in batches if b.error is not None}}

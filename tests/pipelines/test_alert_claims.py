@@ -200,3 +200,28 @@ def test_a_claim_outlasts_the_sinks_slowest_send():
     slow = al.WebhookSink("http://127.0.0.1:9", timeout_s=60, retries=4)
     assert al.claim_lease([], 0) == al.CLAIM_LEASE_MIN
     assert al.claim_lease([slow], 30) > pd.Timedelta(seconds=5 * 60 + 30)
+
+
+def test_an_interrupted_send_releases_its_claim_for_the_next_run(tmp_path):
+    """Ctrl-C while a receiver is being sent to: the next run sends the alerts at once, not
+    after the claim's lease (at least once: the receiver may see them twice)."""
+    import pytest
+
+    from pipelines.detect import jobs
+    from pipelines.store.warehouse import open_warehouse
+
+    class Interrupted(al.JsonlSink):
+        def send(self, alerts: list) -> None:
+            raise KeyboardInterrupt
+
+    db = str(tmp_path / "w.duckdb")
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    with open_warehouse(db) as con:
+        al.sync_alerts(con, "hardware_fault", [fault("a"), fault("b")], T0, [jl.name])
+    with pytest.raises(KeyboardInterrupt):
+        jobs.deliver(db, T0, [Interrupted(jl.path)])
+    with open_warehouse(db) as con:
+        left = query(con, "SELECT state, claimed_by, last_error FROM alert_deliveries")
+    assert set(left["state"]) == {"pending"} and left["claimed_by"].isna().all()
+    assert set(left["last_error"]) == {"interrupted before the receiver answered"}
+    assert jobs.deliver(db, T1, [jl])["delivered"] == {"jsonl": 2}
