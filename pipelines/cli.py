@@ -123,23 +123,34 @@ def main(argv: list[str] | None = None) -> int:
         for run_logger in ("FLOW_RUNS", "TASK_RUNS"):
             os.environ.setdefault(f"PREFECT_LOGGING_LOGGERS_PREFECT_{run_logger}_LEVEL", "CRITICAL")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # a local Dask cluster's start-up chatter
+    import atexit
     import contextlib
 
     from pipelines.runtime.faults import EnvironmentFault
     from pipelines.runtime.outputs import OutputError
-    from pipelines.runtime.signals import isolate_ephemeral_api, terminate_as_interrupt
+    from pipelines.runtime.signals import (
+        ignore_late_signals,
+        isolate_ephemeral_api,
+        quiet_shutdown,
+        terminate_as_interrupt,
+    )
 
     stopping = contextlib.nullcontext()
     if args.command != "serve":  # serve runs and stops a server of its own (see commands/serve.py)
         isolate_ephemeral_api()
         stopping = terminate_as_interrupt()
+        if argv is None:  # a process of its own: last at its exit, after Prefect's API stop
+            atexit.register(ignore_late_signals)
     from pipelines.runtime.settings import SettingsError
     from pipelines.store.warehouse import READ_BEHIND, NotAWarehouseError, WarehouseLockedError
 
     READ_BEHIND.clear()  # this command's reads only
     try:
         with stopping:
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+        if args.command != "serve" and argv is None:  # the process exits next: its work is done
+            quiet_shutdown()
+        return code
     except (CliError, EnvironmentFault) as exc:
         print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
         return exc.code

@@ -37,6 +37,32 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def quiet_shutdown() -> None:
+    """Once a command's work is done and its process is about to exit (Prefect stops its
+    ephemeral API then): a first Ctrl-C or SIGTERM is let pass, as the work is done and the
+    stop takes a moment (it printed an exit handler's traceback, or made a finished command
+    exit 130); a second one stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _interrupt)
+
+    signal.signal(signal.SIGINT, first)
+    signal.signal(signal.SIGTERM, first)
+
+
+def ignore_late_signals() -> None:
+    """Registered before anything else, so run last at exit, once every other exit handler
+    (Prefect's API stop) is done: a signal in the interpreter's final teardown would kill a
+    process whose work is over (exit 130, no word); it is ignored (Python leaves an ignored
+    signal ignored through its teardown)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def isolate_ephemeral_api() -> None:
     """Start Prefect's ephemeral API server, when one is started, in a session of its own.
     Leaves Prefect as it is when its internals are not the ones this knows (another 3.x)."""

@@ -27,6 +27,28 @@ def _api_servers() -> set[int]:
     return {int(p) for p in out.stdout.split()}
 
 
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
+def test_at_exit_a_first_signal_is_let_pass_and_a_second_stops(second: signal.Signals) -> None:
+    """After the command, while Prefect's API stops: the work is done, so one Ctrl-C or SIGTERM
+    must not print a traceback or turn a finished command into a failure; two still stop it."""
+    code = ("import os, signal, time\nfrom pipelines.runtime.signals import quiet_shutdown\nquiet_shutdown()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(0.2)\nprint('done', flush=True)\n"
+            f"os.kill(os.getpid(), {int(second)})\ntime.sleep(0.2)\nprint('not reached')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout == "done\n" and proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
+
+
+def test_a_signal_in_the_last_teardown_leaves_a_finished_command_exit_0() -> None:
+    code = ("import atexit, os, signal, time\nfrom pipelines.runtime.signals import ignore_late_signals\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), os.kill(os.getpid(), signal.SIGTERM),"
+            " time.sleep(0.2), print('after', flush=True)))\n"
+            "atexit.register(ignore_late_signals)\n")  # at exit: ignore, then the signals
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "after\n", "")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.Signals) -> None:
