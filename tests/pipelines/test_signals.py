@@ -22,9 +22,19 @@ def test_sigterm_is_an_interrupt_only_inside_the_block() -> None:
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def _api_servers() -> set[int]:
+def _api_servers(home: Path) -> set[int]:
+    """Prefect API servers started with ``PREFECT_HOME=home``: this test's, not another
+    session's running beside it."""
     out = subprocess.run(["pgrep", "-f", "prefect.server.api.server:create_app"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
+    mine = set()
+    for pid in map(int, out.stdout.split()):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if f"PREFECT_HOME={home}".encode() in environ:
+            mine.add(pid)
+    return mine
 
 
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
@@ -59,14 +69,13 @@ def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.S
            "HEADROOM_DATA_DIR": str(tmp_path / "demo"), "HEADROOM_REPORT_DIR": str(tmp_path / "reports"),
            "PYTHONUNBUFFERED": "1"}
     env.pop("PREFECT_API_URL", None)  # the ephemeral API, as a user's shell has it
-    before = _api_servers()
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--nodes", "6", "--days", "28",
                              "--stages", "train", "--db", str(tmp_path / "w.duckdb")], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     for line in proc.stdout:  # the ingest stage's summary: the train flow is starting
         if line.startswith("ingest ("):
             break
-    assert proc.poll() is None and _api_servers() - before, "no Prefect API, or the run ended early"
+    assert proc.poll() is None and _api_servers(tmp_path / "prefect"), "no Prefect API, or the run ended early"
     time.sleep(3)  # into the train flow's backtests
     os.killpg(proc.pid, sig)
     sent = time.monotonic()
@@ -75,4 +84,4 @@ def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.S
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "headroom run: interrupted", err[-2000:]
     time.sleep(1)
-    assert not (_api_servers() - before), "the Prefect API was left running"
+    assert not _api_servers(tmp_path / "prefect"), "the Prefect API was left running"
