@@ -278,10 +278,17 @@ class BaseForecaster(BaseEstimator):
             errs.append(np.abs(np.vstack(truths) - calib._predict_points(ctx, self.horizon)))
             blocks.append(block)
             ages.append(np.tile(span - block, len(ys)))  # steps from each origin to the end of history
-        self.scale_floor_ = max(float(np.nanmean(np.abs(np.concatenate(ys)))) * 1e-9, 1e-12)
-        local = np.concatenate([self._local_scale(y, len(y) - span + block) for block in blocks for y in ys])
-        self.conformal_scores_ = (np.vstack(errs) / local[:, None]).astype(np.float64)
+        known = [(y, len(y) - span + block) for block in blocks for y in ys]
+        local = np.concatenate([self._local_scale(y, k) for y, k in known])
+        scores = (np.vstack(errs) / local[:, None]).astype(np.float64)
         age = np.concatenate(ages).astype(np.float64)
+        # an origin before which its series' volatility cannot be measured (all zeros so far, or
+        # not one season of differences yet) gives a normalised error of any size: left out, as
+        # the pooled quantiles would otherwise widen every series' band by it
+        measured = np.concatenate([self._measured(y, k) for y, k in known])
+        if measured.any() and not measured.all():
+            scores, age = scores[measured], age[measured]
+        self.conformal_scores_ = scores
         half_life = max(HALF_LIFE_SHARE * n_cal, MIN_HALF_LIFE)
         self.conformal_weights_ = 0.5 ** ((age - age.min()) / half_life)
         self.conformal_scale_ = {u: float(self._local_scale(y, [len(y)])[0]) for u, y in zip(uids.tolist(), ys)}
@@ -290,7 +297,23 @@ class BaseForecaster(BaseEstimator):
         """How volatile each series is just before an origin: the mean absolute seasonal
         difference over the last ``LOCAL_SEASONS`` seasons of ``y[:k]`` for each ``k`` in
         ``known``, at least ``LONGRUN_SHARE`` of its mean over all of ``y[:k]``, and at least
-        ``LEVEL_SHARE`` of the mean absolute level of ``y[:k]``."""
+        ``LEVEL_SHARE`` of the mean absolute level of ``y[:k]`` (and above 0: a billionth of the
+        series' own mean level, so that one series' units never set another's floor)."""
+        local, longrun, level = self._scale_parts(y, known)
+        floor = max(float(np.mean(np.abs(y))) * 1e-9 if len(y) else 0.0, 1e-12)
+        return np.maximum(np.maximum(np.maximum(local, LONGRUN_SHARE * longrun), LEVEL_SHARE * level), floor)
+
+    def _measured(self, y: np.ndarray, known: np.ndarray | list[int]) -> np.ndarray:
+        """Whether :meth:`_local_scale` measured each origin's volatility: a season of
+        differences before it, and a difference or level that is not 0."""
+        local, longrun, level = self._scale_parts(y, known)
+        s = max(int(getattr(self, "season_length", 1)), 1)
+        return (np.asarray(known) > s) & (np.maximum(np.maximum(local, longrun), level) > 0)
+
+    def _scale_parts(self, y: np.ndarray, known: np.ndarray | list[int]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(recent mean absolute seasonal difference, its mean since the start, the mean
+        absolute level) of ``y[:k]`` for each ``k`` in ``known``."""
         s = max(int(getattr(self, "season_length", 1)), 1)
         csum = np.zeros(len(y) + 1)
         if len(y) > s:
@@ -299,11 +322,10 @@ class BaseForecaster(BaseEstimator):
         lo = np.clip(known - LOCAL_SEASONS * s, s, None)
         local = (csum[known] - csum[np.minimum(lo, known)]) / np.maximum(known - lo, 1)
         longrun = (csum[known] - csum[np.minimum(s, known)]) / np.maximum(known - s, 1)
-        # and never below a thousandth of the series' level: a stretch of idle zeros would
-        # otherwise turn any small error into an enormous normalised one
+        # (the scale is never below a thousandth of the series' level: a stretch of idle zeros
+        # would otherwise turn any small error into an enormous normalised one)
         level = np.concatenate([[0.0], np.cumsum(np.abs(y))])[known] / np.maximum(known, 1)
-        floor = np.maximum(LEVEL_SHARE * level, self.scale_floor_)
-        return np.maximum(np.maximum(local, LONGRUN_SHARE * longrun), floor)
+        return local, longrun, level
 
     def _check_fitted(self) -> None:
         check_is_fitted(self, "history_", msg=f"{self.name} is not fitted yet: call fit(history) before predict")

@@ -56,3 +56,33 @@ def test_the_row_median_is_numpys_nanmedian() -> None:
         expected = np.full(len(a), np.nan)
         expected[some] = np.nanmedian(a[some], axis=1)
         np.testing.assert_array_equal(row_nanmedian(a), expected)
+
+
+@pytest.mark.parametrize("name", ["seasonal_naive", "lgbm"])
+def test_one_odd_series_leaves_the_other_series_bands_alone(name: str) -> None:
+    """The conformal quantiles are pooled over the series: a series idle until its last day
+    (its volatility unmeasurable before), one in other units (x 1e10) or one at its minimum
+    length must not widen the bands of the others (was 3.4e8 instead of 2.6 for the idle one)."""
+    import forecasters
+    from tests.forecasters.conftest import make_panel
+
+    n = 504
+    base = make_panel(2, n, seed=1)
+    late = make_panel(1, n, seed=7)["y"].to_numpy()
+    odd = {
+        "idle": pd.DataFrame({"unique_id": "x", "ds": base["ds"][:n].to_numpy(),
+                              "y": np.r_[np.zeros(n - 24), late[-24:]]}),
+        "bytes": base[base["unique_id"] == "s0"].assign(unique_id="x", y=lambda d: d["y"] * 1e10),
+        "short": make_panel(1, 49, seed=3).assign(unique_id="x"),
+    }
+
+    def widths(frame: pd.DataFrame) -> pd.Series:
+        f = forecasters.create(name).fit(frame).predict()
+        return (f["hi_95"] - f["lo_95"]).groupby(f["unique_id"]).mean()
+
+    alone = widths(base)
+    for what, extra in odd.items():
+        if what == "short" and name != "seasonal_naive":
+            continue  # below lgbm's minimum
+        got = widths(pd.concat([base, extra], ignore_index=True)).drop("x")
+        assert (got / alone).between(0.8, 1.3).all(), (what, got.to_dict(), alone.to_dict())
