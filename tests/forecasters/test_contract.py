@@ -429,3 +429,22 @@ def test_hybrid_mixes_its_booster_with_one_that_never_saw_prophet(panel: pd.Data
     assert not np.allclose(fed, plain)
     with pytest.raises(ValueError, match="plain_share must be in"):
         make_model("prophet_lgbm").set_params(plain_share=1.0).fit(panel)
+
+
+def test_an_artifact_cut_short_or_altered_is_refused_in_one_line(panel: pd.DataFrame) -> None:
+    """Checked before unpickling: a flipped byte in a booster's text loaded as wrong forecasts
+    or aborted the process inside LightGBM; a cut one was a raw pickle error."""
+    import pickle
+
+    from forecasters import serialize
+
+    good = forecasters.dumps(forecasters.create("lgbm").fit(panel))
+    at = good.find(b"tree_sizes=")
+    for bad in (good[:-100], good[:at] + b"tree_sizes=x" + good[at + 12:], good[:40]):
+        with pytest.raises(ValueError, match="corrupt or truncated forecaster artifact"):
+            forecasters.loads(bad)
+    legacy = serialize.MAGIC_V1 + good[len(serialize.MAGIC) + serialize.DIGEST_LEN + 1:]  # before the digest
+    pd.testing.assert_frame_equal(forecasters.loads(legacy).predict(), forecasters.loads(good).predict())
+    gone = pickle.dumps(forecasters.create("lgbm")).replace(b"forecasters.lgbm", b"forecasters.gone")
+    with pytest.raises(ValueError, match="a model this headroom does not have"):
+        forecasters.loads(serialize.MAGIC_V1 + gone)
