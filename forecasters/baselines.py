@@ -102,10 +102,18 @@ class ETS(BaseForecaster):
                 fewer.append(str(uid))
             models[str(uid)] = AutoETS(model="ZZN").fit(seasonally_adjusted(tail, periods)[0])
         if fewer:
-            log.warning("ets: %d series (%s) are shorter than two cycles of season(s) %s: fit on fewer seasons",
-                        len(fewer), ", ".join(fewer[:3]) + (", ..." if len(fewer) > 3 else ""),
-                        [p for p in self._seasons() if p not in mstl_periods(self._seasons(), min(map(len, ys)))])
+            # the copy that calibrates the intervals fits on less history: said only with -v
+            say = log.info if getattr(self, "_calibrating", False) else log.warning
+            say("ets%s: %d series (%s) are shorter than two cycles of season(s) %s: fit on fewer seasons",
+                " (the copy that calibrates the intervals)" if getattr(self, "_calibrating", False) else "",
+                len(fewer), ", ".join(fewer[:3]) + (", ..." if len(fewer) > 3 else ""),
+                [p for p in self._seasons() if p not in mstl_periods(self._seasons(), min(map(len, ys)))])
         self.models_ = models
+
+    def _calibration_copy(self) -> ETS:
+        copy = self.clone()
+        copy._calibrating = True
+        return copy
 
     def _predict_points(self, ctx: Context, h: int) -> np.ndarray:
         out = np.empty((len(ctx.uids), h))

@@ -180,6 +180,15 @@ class LSTMForecaster(BaseForecaster):
     def _min_length(self) -> int:
         return self.input_length + self.horizon + self._val_points()
 
+    def min_points(self) -> int:
+        """As every model's; but before a fit chose the validation stretch, the shortest series
+        :meth:`fit` takes: one that leaves a horizon to validate on once halved for the
+        calibration copy (fit then validates on a shorter stretch, and says so)."""
+        full = super().min_points()
+        if self.val_points is not None or getattr(self, "_short_val", None) is not None:
+            return full
+        return min(full, 2 * (self.input_length + 2 * self.horizon) - 1)
+
     def _val_points(self) -> int:
         short = getattr(self, "_short_val", None)  # set by fit for short series (see fit)
         if short is not None:

@@ -41,6 +41,22 @@ def test_a_series_too_short_even_for_that_is_still_refused() -> None:
         _lstm().fit(_ten_minute(2))
 
 
+def test_the_lstm_minimum_is_the_shortest_series_its_fit_takes() -> None:
+    """min_points (what backtests and the train flow check) counts the shorter validation
+    stretch fit falls back to: it refused 250 hourly points that fit takes, asking for 264."""
+    from tests.forecasters.conftest import make_panel
+
+    def lstm() -> forecasters.BaseForecaster:
+        return forecasters.create("lstm").set_params(max_epochs=1, n_networks=1, hidden_size=8,
+                                                     samples_per_epoch=128)
+
+    n = lstm().min_points()
+    assert n < 264
+    with pytest.raises(forecasters.HistoryError, match=f"need at least {n}"):
+        lstm().fit(make_panel(2, n - 1))
+    assert len(forecasters.cross_validation(lstm(), make_panel(2, n + 24), h=24, n_windows=1)) == 48
+
+
 def test_an_untrained_lstm_on_the_last_season_anchor_is_seasonal_naive() -> None:
     """``anchor="last"``: the network corrects the value one season back, so with no epoch
     trained (the head starts at zero) its forecast is exactly seasonal naive's, one and two
@@ -77,3 +93,15 @@ def test_the_automatic_anchor_is_each_series_own_better_one() -> None:
     naive = forecasters.create("seasonal_naive", horizon=24).fit(frame).predict()
     a = model.predict()["unique_id"] == "a"
     np.testing.assert_allclose(model.predict()["mean"][a], naive["mean"][a], rtol=1e-5)  # untrained: the anchor
+
+
+def test_ets_warns_of_fewer_seasons_only_when_the_model_itself_has_them(caplog: pytest.LogCaptureFixture) -> None:
+    """Three weeks hold two weekly cycles: the fit is quiet, though the copy that calibrates
+    the intervals (fit on less) drops the weekly season; ten days warn once."""
+    from tests.forecasters.conftest import make_panel
+
+    with caplog.at_level(logging.WARNING, logger="forecasters.baselines"):
+        forecasters.create("ets").fit(make_panel(2, 504))
+        assert "shorter than two cycles" not in caplog.text
+        forecasters.create("ets").fit(make_panel(2, 240))
+    assert caplog.text.count("shorter than two cycles") == 1

@@ -114,9 +114,9 @@ def test_python_dash_m_reports_errors_without_a_traceback(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_default_models_too_long_for_the_data_are_left_out(tmp_path: Path, capsys, caplog) -> None:
-    """9 days of hourly data: lstm needs more, so with the default model list it is left out
-    (and said); named with --models it is an error, exit 2."""
-    n = 24 * 9
+    """8 days of hourly data: lstm needs more (191 points before a 24-hour window), so with
+    the default model list it is left out (and said); named with --models it is an error, exit 2."""
+    n = 24 * 8
     ds = pd.date_range("2026-01-01", periods=n, freq="h")
     y = 10 + 3 * np.sin(2 * np.pi * np.arange(n) / 24) + np.random.default_rng(0).normal(0, 0.3, n)
     pd.DataFrame({"unique_id": "a", "ds": ds, "y": y}).to_csv(tmp_path / "s.csv", index=False)
