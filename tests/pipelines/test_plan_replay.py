@@ -170,3 +170,19 @@ def test_a_replay_of_the_warehouse_is_stored_and_reported(tmp_path: Path, capsys
     assert main(["report", "--db", str(db), "--out", str(report)]) == 0
     page = (report / "report.html").read_text()
     assert "Pre-scaling replayed" in page and 'alt="replay of c1/train/cpu"' in page
+
+
+@pytest.mark.parametrize("order", [(2, 3), (3, 2)])
+def test_the_report_picks_one_replay_of_spans_that_end_together(order: tuple[int, int]) -> None:
+    """The run's week and a longer replay by hand end at the data's end: the page showed
+    whichever was stored first. Now the longest, whatever the order."""
+    from pipelines.store import replays, warehouse
+
+    with warehouse.open_warehouse(":memory:") as con:
+        end = pd.Timestamp("2026-01-18")
+        for days in order:
+            start = end - pd.Timedelta(days=days)
+            con.execute("INSERT INTO replays VALUES (?, 'p', ?, ?, 300, 1, 'm', 'planned', '{}', ?)",
+                        [replays.replay_id("p", start, end), start, end, end])
+        rows, _ = replays.latest_replays(con)
+    assert rows["span_start"].tolist() == [end - pd.Timedelta(days=3)]
