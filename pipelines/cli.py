@@ -113,6 +113,14 @@ def _fault(exc: BaseException, args: argparse.Namespace) -> Exception | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before the command began (its imports take seconds)
+        print("headroom: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(_verbose_first(list(sys.argv[1:] if argv is None else argv)))
     level = logging.WARNING - 10 * min(args.verbose, 2)

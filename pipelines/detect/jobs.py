@@ -133,19 +133,23 @@ def deliver(db_path: str, now: datetime, sinks: list[alerts.Sink]) -> dict[str, 
     are sent: reading them claims them for this run (:class:`alerts.Claim`), and that run
     leaves them alone until this one records the outcome or its claim lapses. Returns
     ``{"delivered": {sink: n}, "failed": {sink: error}}``."""
-    with open_warehouse(db_path) as con:
-        batches = alerts.pending_batches(con, sinks, now)
+    batches: list[alerts.Batch] = []
+    recorded = False
     try:
-        alerts.send_batches(batches)
-    except BaseException:  # Ctrl-C, SIGTERM: what went is recorded, the rest released for the next run
-        for b in batches:
-            if not b.sent and b.error is None:
-                b.error = "interrupted before the receiver answered"
         with open_warehouse(db_path) as con:
-            alerts.record_batches(con, batches, now)
+            batches = alerts.pending_batches(con, sinks, now)
+        alerts.send_batches(batches)
+        with open_warehouse(db_path) as con:
+            delivered = alerts.record_batches(con, batches, now)
+            recorded = True
+    except BaseException:  # Ctrl-C, SIGTERM: what went is recorded, the rest released for the next run
+        if batches and not recorded:
+            for b in batches:
+                if not b.sent and b.error is None:
+                    b.error = "interrupted before the receiver answered"
+            with open_warehouse(db_path) as con:
+                alerts.record_batches(con, batches, now)
         raise
-    with open_warehouse(db_path) as con:
-        delivered = alerts.record_batches(con, batches, now)
     return {"delivered": delivered, "failed": {b.sink.name: b.error for b in batches if b.error is not None}}
 
 

@@ -86,6 +86,8 @@ def run_flow(db_path: str | None = None, input_dir: str | None = None, stages: l
             extra = {"now": data_end_task(db_path)} if stage == "detect" else {}
             out[stage] = fn(db_path=db_path, **extra)
         except Exception as exc:  # any stage's failure: the others still run, the caller reports it
+            if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+                raise  # Ctrl-C inside a DuckDB query: the run stops, as on any other interrupt
             log.error("stage %s failed: %s: %s", stage, type(exc).__name__, exc)
             log.info("stage %s failed", stage, exc_info=True)  # the traceback, with -v
             out[stage] = {"failed": f"{type(exc).__name__}: {exc}"}

@@ -121,6 +121,29 @@ def test_a_failing_stage_is_reported_and_the_others_still_run(prefect_harness, t
     assert re.search(r"^plan \(\d+\.\d s\): run plan-", captured.out, re.M)
 
 
+def test_ctrl_c_inside_a_stage_query_stops_the_run(prefect_harness, tmp_path, db_path, monkeypatch, capsys):
+    """DuckDB turns Ctrl-C into RuntimeError('Query interrupted'): that is the run's interrupt,
+    not a stage failure after which plan and report go on."""
+    from pipelines.flows import run as run_module
+    from pipelines.synth.files import write_fleet
+
+    write_fleet(tmp_path / "fleet", nodes=3, days=2, seed=0, telemetry=False)
+    ran = []
+
+    def fake(stage: str):
+        def flow(db_path: str, **_: object) -> dict:
+            ran.append(stage)
+            if stage == "train":
+                raise RuntimeError("Query interrupted")
+            return {}
+        return flow
+
+    monkeypatch.setattr(run_module, "stage_flow", fake)
+    rc = cli.main(["run", "--db", str(db_path), "--input", str(tmp_path / "fleet"), "--stages", "train,plan"])
+    assert (rc, ran) == (130, ["train"])
+    assert "interrupted" in capsys.readouterr().err
+
+
 def test_run_reports_an_unusable_input_file_like_ingest(prefect_harness, tmp_path, db_path, capsys):
     """A utilization.csv without its capacity column: exit 2 and the file and problem named,
     as `headroom ingest` says it, not a traceback; -v may follow the subcommand."""
