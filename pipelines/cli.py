@@ -138,6 +138,7 @@ def _main(argv: list[str] | None) -> int:
     from pipelines.runtime.outputs import OutputError
     from pipelines.runtime.signals import (
         ignore_late_signals,
+        is_interrupt,
         isolate_ephemeral_api,
         quiet_shutdown,
         terminate_as_interrupt,
@@ -183,7 +184,7 @@ def _main(argv: list[str] | None) -> int:
         if fault is not None:  # a full disk, a read-only file system, a corrupt warehouse...
             print(f"headroom {args.command}: error: {fault}", file=sys.stderr)
             return fault.code
-        if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+        if is_interrupt(exc):
             print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
             return 130
         if READ_BEHIND and type(exc).__name__ in ("CatalogException", "BinderException"):

@@ -16,6 +16,7 @@ from pipelines.ingest.loading import inputs_in
 from pipelines.runtime import progress
 from pipelines.runtime.run_logs import info_in_deployed_runs
 from pipelines.runtime.settings import Settings
+from pipelines.runtime.signals import is_interrupt
 from pipelines.store import detection, warehouse
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def run_flow(db_path: str | None = None, input_dir: str | None = None, stages: l
             extra = {"now": data_end_task(db_path)} if stage == "detect" else {}
             out[stage] = fn(db_path=db_path, **extra)
         except Exception as exc:  # any stage's failure: the others still run, the caller reports it
-            if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+            if is_interrupt(exc):
                 raise  # Ctrl-C inside a DuckDB query: the run stops, as on any other interrupt
             log.error("stage %s failed: %s: %s", stage, type(exc).__name__, exc)
             log.info("stage %s failed", stage, exc_info=True)  # the traceback, with -v

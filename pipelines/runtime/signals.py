@@ -37,6 +37,12 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C inside a DuckDB query: its InterruptException, or through a worker thread a
+    RuntimeError "Query interrupted"."""
+    return type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc)
+
+
 def quiet_shutdown() -> None:
     """Once a command's work is done and its process is about to exit (Prefect stops its
     ephemeral API then): a first Ctrl-C or SIGTERM is let pass, as the work is done and the
