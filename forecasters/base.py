@@ -278,14 +278,14 @@ class BaseForecaster(BaseEstimator):
             errs.append(np.abs(np.vstack(truths) - calib._predict_points(ctx, self.horizon)))
             blocks.append(block)
             ages.append(np.tile(span - block, len(ys)))  # steps from each origin to the end of history
-        known = [(y, len(y) - span + block) for block in blocks for y in ys]
-        local = np.concatenate([self._local_scale(y, k) for y, k in known])
+        scaled = [self._scale_at(y, len(y) - span + block) for block in blocks for y in ys]
+        local = np.concatenate([s for s, _ in scaled])
         scores = (np.vstack(errs) / local[:, None]).astype(np.float64)
         age = np.concatenate(ages).astype(np.float64)
         # an origin before which its series' volatility cannot be measured (all zeros so far, or
         # not one season of differences yet) gives a normalised error of any size: left out, as
         # the pooled quantiles would otherwise widen every series' band by it
-        measured = np.concatenate([self._measured(y, k) for y, k in known])
+        measured = np.concatenate([m for _, m in scaled])
         if measured.any() and not measured.all():
             scores, age = scores[measured], age[measured]
         self.conformal_scores_ = scores
@@ -299,21 +299,11 @@ class BaseForecaster(BaseEstimator):
         ``known``, at least ``LONGRUN_SHARE`` of its mean over all of ``y[:k]``, and at least
         ``LEVEL_SHARE`` of the mean absolute level of ``y[:k]`` (and above 0: a billionth of the
         series' own mean level, so that one series' units never set another's floor)."""
-        local, longrun, level = self._scale_parts(y, known)
-        floor = max(float(np.mean(np.abs(y))) * 1e-9 if len(y) else 0.0, 1e-12)
-        return np.maximum(np.maximum(np.maximum(local, LONGRUN_SHARE * longrun), LEVEL_SHARE * level), floor)
+        return self._scale_at(y, known)[0]
 
-    def _measured(self, y: np.ndarray, known: np.ndarray | list[int]) -> np.ndarray:
-        """Whether :meth:`_local_scale` measured each origin's volatility: a season of
-        differences before it, and a difference or level that is not 0."""
-        local, longrun, level = self._scale_parts(y, known)
-        s = max(int(getattr(self, "season_length", 1)), 1)
-        return (np.asarray(known) > s) & (np.maximum(np.maximum(local, longrun), level) > 0)
-
-    def _scale_parts(self, y: np.ndarray, known: np.ndarray | list[int]
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(recent mean absolute seasonal difference, its mean since the start, the mean
-        absolute level) of ``y[:k]`` for each ``k`` in ``known``."""
+    def _scale_at(self, y: np.ndarray, known: np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_local_scale` at each ``k`` in ``known``, and whether it was measured there: a
+        season of differences before it, and a difference or level that is not 0."""
         s = max(int(getattr(self, "season_length", 1)), 1)
         csum = np.zeros(len(y) + 1)
         if len(y) > s:
@@ -322,10 +312,12 @@ class BaseForecaster(BaseEstimator):
         lo = np.clip(known - LOCAL_SEASONS * s, s, None)
         local = (csum[known] - csum[np.minimum(lo, known)]) / np.maximum(known - lo, 1)
         longrun = (csum[known] - csum[np.minimum(s, known)]) / np.maximum(known - s, 1)
-        # (the scale is never below a thousandth of the series' level: a stretch of idle zeros
-        # would otherwise turn any small error into an enormous normalised one)
+        # and never below a thousandth of the series' level: a stretch of idle zeros would
+        # otherwise turn any small error into an enormous normalised one
         level = np.concatenate([[0.0], np.cumsum(np.abs(y))])[known] / np.maximum(known, 1)
-        return local, longrun, level
+        floor = max(float(np.mean(np.abs(y))) * 1e-9 if len(y) else 0.0, 1e-12)
+        scale = np.maximum(np.maximum(np.maximum(local, LONGRUN_SHARE * longrun), LEVEL_SHARE * level), floor)
+        return scale, (known > s) & (np.maximum(np.maximum(local, longrun), level) > 0)
 
     def _check_fitted(self) -> None:
         check_is_fitted(self, "history_", msg=f"{self.name} is not fitted yet: call fit(history) before predict")

@@ -103,10 +103,11 @@ class ETS(BaseForecaster):
             models[str(uid)] = AutoETS(model="ZZN").fit(seasonally_adjusted(tail, periods)[0])
         if fewer:
             # the copy that calibrates the intervals fits on less history: said only with -v
-            say = log.info if getattr(self, "_calibrating", False) else log.warning
-            say("ets%s: %d series (%s) are shorter than two cycles of season(s) %s: fit on fewer seasons",
-                " (the copy that calibrates the intervals)" if getattr(self, "_calibrating", False) else "",
-                len(fewer), ", ".join(fewer[:3]) + (", ..." if len(fewer) > 3 else ""),
+            copy = getattr(self, "_calibrating", False)
+            (log.info if copy else log.warning)(
+                "ets%s: %d series (%s) are shorter than two cycles of season(s) %s: fit on fewer seasons",
+                " (the copy that calibrates the intervals)" if copy else "", len(fewer),
+                ", ".join(fewer[:3]) + (", ..." if len(fewer) > 3 else ""),
                 [p for p in self._seasons() if p not in mstl_periods(self._seasons(), min(map(len, ys)))])
         self.models_ = models
 
