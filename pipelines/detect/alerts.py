@@ -177,10 +177,10 @@ def sync_alerts(
         is_ended = fp not in current_fps
         old = known.get(fp)
         was_firing = old is not None and old.status == "firing"
-        if old is not None and not was_firing and is_ended:
-            continue  # already fired and resolved: nothing new to say
-        if old is not None and not was_firing and pd.notna(old.ends_at) and pd.Timestamp(old.ends_at) > pd.Timestamp(now):
-            continue  # resolved by a run whose clock is ahead of this one's (a replay behind it): left so
+        if old is not None and not was_firing and (is_ended or pd.Timestamp(old.ends_at) > pd.Timestamp(now)):
+            # already fired and resolved: nothing new to say; or resolved by a run whose clock is
+            # ahead of this one's (a replay behind it): left so
+            continue
         if was_firing:
             starts = old.starts_at
             updated += 1

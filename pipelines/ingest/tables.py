@@ -77,7 +77,8 @@ def row_label(path: str | Path, i: int) -> str:
     ``row N`` of a Parquet file."""
     if Path(path).suffix.lower() in (".parquet", ".pq"):
         return f"row {i + 1}"
-    return f"line {int(row_numbers(path, i + 1)[i])}"
+    lines = record_lines(path)
+    return f"line {int(lines[i]) if 0 <= i < len(lines) else i + 2}"
 
 
 def row_numbers(path: str | Path, n: int) -> np.ndarray:
