@@ -49,6 +49,7 @@ import pandas as pd
 
 from anomaly.alert import SEVERITIES, Alert
 from pipelines.detect.sinks import (  # noqa: F401 - the sinks are part of this module's API
+    ATTEMPT_TIMEOUTS,
     AlertmanagerSink,
     JsonlSink,
     Sink,
@@ -296,14 +297,14 @@ class Claim:
 
 def claim_lease(sinks: Sequence[Sink], lock_timeout_s: float | None = None) -> pd.Timedelta:
     """How long a run's claim holds: twice the worst case of one run's sends (each sink's
-    attempts, each allowed its timeout for connect, write and read, and the backoffs between)
+    attempts, each cut off after ``ATTEMPT_TIMEOUTS`` timeouts, and the backoffs between)
     plus the wait for the warehouse to record them, and at least ``CLAIM_LEASE_MIN``. A
     claim left by a run that died holds its deliveries back that long, no longer."""
     worst = default_lock_timeout() if lock_timeout_s is None else lock_timeout_s
     for sink in sinks:
         tries = int(getattr(sink, "retries", 0)) + 1
         timeout_s, backoff_s = float(getattr(sink, "timeout_s", 10.0)), float(getattr(sink, "backoff_s", 0.0))
-        worst += tries * 3 * timeout_s + backoff_s * 2**tries
+        worst += tries * ATTEMPT_TIMEOUTS * timeout_s + backoff_s * 2**tries
     return max(CLAIM_LEASE_MIN, pd.Timedelta(seconds=2 * worst))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,9 @@ def redact(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}/..."
 
 
+ATTEMPT_TIMEOUTS = 3  # one attempt's whole exchange (connect, send, answer) in timeouts at most
+
+
 def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: float) -> None:
     """POST JSON, retrying transport errors and 5xx/429; raise after the last attempt.
     The error names the URL redacted, never whole."""
@@ -69,20 +73,42 @@ def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: flo
     shown = redact(url)
     for attempt in range(retries + 1):
         try:
-            # the status is the answer: the body is not read on success, and on an error only
-            # its start, within the timeout (a receiver that trickles its body must not hold
-            # the run, whose claim on these alerts lapses, past the timeout)
-            with httpx.stream("POST", url, json=body, timeout=timeout_s) as resp:
-                if resp.status_code < 300:
-                    return
-                last = f"HTTP {resp.status_code}: {_start_of(resp, timeout_s)}"
-            if resp.status_code < 500 and resp.status_code != 429:
+            status, text = _exchange(url, body, timeout_s)
+            if status < 300:
+                return
+            last = f"HTTP {status}: {text}"
+            if status < 500 and status != 429:
                 break  # a client error will not fix itself by retrying
         except httpx.HTTPError as exc:
             last = f"{type(exc).__name__}: {exc}"
         if attempt < retries:
             time.sleep(backoff_s * 2**attempt)
     raise RuntimeError(f"delivery to {shown} failed: {last.replace(url, shown)}")
+
+
+def _exchange(url: str, body: object, timeout_s: float) -> tuple[int, str]:
+    """One POST: its status, and the start of the body when it is an error. The status is the
+    answer: a success's body is not read. httpx's timeouts are per read, so a receiver that
+    trickles its headers or body could hold the run, and its claim on these alerts, for ever;
+    the whole exchange gets ``ATTEMPT_TIMEOUTS`` timeouts, after which it is abandoned (a late
+    answer from an abandoned send is never read; the alerts stay pending and go again)."""
+    out: dict[str, object] = {}
+
+    def go() -> None:
+        try:
+            with httpx.stream("POST", url, json=body, timeout=timeout_s) as resp:
+                out["answer"] = (resp.status_code, "" if resp.status_code < 300 else _start_of(resp, timeout_s))
+        except Exception as exc:  # handed to the caller's thread
+            out["error"] = exc
+
+    worker = threading.Thread(target=go, name="headroom-alert-send", daemon=True)
+    worker.start()
+    worker.join(ATTEMPT_TIMEOUTS * timeout_s)
+    if worker.is_alive():
+        raise httpx.TimeoutException(f"no whole answer within {ATTEMPT_TIMEOUTS * timeout_s:g} s")
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    return out["answer"]  # type: ignore[return-value]
 
 
 def _start_of(resp: httpx.Response, timeout_s: float, limit: int = 200) -> str:
