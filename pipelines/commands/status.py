@@ -50,7 +50,8 @@ def _text(doc: dict) -> list[str]:
         flag = "  STALE" if s["stale"] else ""
         lines.append(f"  {s['kind']:<12} {s['rows']:>10,} rows  {_iso(s['first'])} .. {_iso(s['last'])}  "
                      f"age {_age(s['age_hours'])}{flag}")
-    lines.append("last written by each flow:")
+    lines.append("last written by each flow (plan, detect, replay: the clock they decided at, the data's end "
+                 "on a replay):")
     for r in doc["runs"]:
         when = _iso(r["last_written"]) or "never"
         extra = {"ingest": "file(s) in the last ingest", "train": "champion(s)", "plan": "plan run(s) kept",

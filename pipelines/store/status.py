@@ -54,12 +54,19 @@ LAST_RUNS_SQL = {
 }
 
 
+# plan, detect and replay stamp their rows with the clock they decided on (the data's end when
+# replaying old data), so that a rerun on the same input writes the same rows; ingest and
+# train stamp the wall clock
+CLOCK = {"ingest": "wall", "train": "wall", "plan": "decision", "detect": "decision", "replay": "decision"}
+
+
 def last_runs(con: duckdb.DuckDBPyConnection) -> list[dict]:
-    """When each flow last wrote, from what it writes (none: it has not run on this warehouse)."""
+    """When each flow last wrote, from what it writes (none: it has not run on this warehouse),
+    and on which clock (``CLOCK``)."""
     out = []
     for flow, sql in LAST_RUNS_SQL.items():
         at, count = con.execute(sql).fetchone()
-        out.append({"flow": flow, "last_written": _ts(at), "count": int(count or 0)})
+        out.append({"flow": flow, "last_written": _ts(at), "clock": CLOCK[flow], "count": int(count or 0)})
     batches = warehouse.query(con, "SELECT status, count(*) AS n, sum(rows_loaded) AS loaded, sum(rows_rejected) "
                                    "AS rejected FROM ingest_batches GROUP BY status ORDER BY status")
     out[0]["batches"] = {r["status"]: {"batches": int(r["n"]), "rows_loaded": int(r["loaded"] or 0),

@@ -41,6 +41,7 @@ def test_status_says_what_is_held_and_fails_on_a_stale_source(db_path: Path, cap
     assert "firing alerts: 1" in out and "critical" in out
     assert "latest plan: plan-1" in out and "c/h100/gpu: run 40% private" in out
     assert "2026-03-10T11:00:00+00:00" in out  # times in UTC with their offset
+    assert "the clock they decided at" in out
     # a looser freshness: nothing is stale, exit 0; the same in JSON
     assert cli.main(["status", "--db", str(db_path), "--now", NOW, "--max-age-hours", "240", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -48,6 +49,9 @@ def test_status_says_what_is_held_and_fails_on_a_stale_source(db_path: Path, cap
     assert kinds["spot_prices"]["stale"] is False and kinds["telemetry"]["rows"] == 0
     assert [c["model_id"] for c in doc["champions"]] == ["m1"]
     assert {r["flow"]: r["count"] for r in doc["runs"]}["detect"] == 1
+    # plan, detect and replay stamp the clock they decided at, ingest and train the wall clock
+    assert {r["flow"]: r["clock"] for r in doc["runs"]} == {
+        "ingest": "wall", "train": "wall", "plan": "decision", "detect": "decision", "replay": "decision"}
     assert doc["plan"]["headline"][0]["text"] == "run 40% private"
 
 
