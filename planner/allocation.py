@@ -164,16 +164,31 @@ def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[s
     if offer is None or not capacity_units > 0:
         return None
     instances = float(np.ceil(capacity_units / offer.units - 1e-9))
-    served = np.minimum(d, instances * offer.units)
-    c = provisioned_cost(np.full(d.size, instances), served, offer, costs.private)
+    spill = fleet_spill(d, capacity_units, offers)
+    c = provisioned_cost(np.full(d.size, instances), d - spill, offer, costs.private)
     total = c["compute"] + c["idle_penalty"]
-    spill = d - served
     if spill.sum() > 0:
         if "public" not in offers:
             return None
         p = _elastic_cost(spill, offers["public"], costs)
         total += p["compute"] + p["idle_penalty"]
     return total * costs.hours_per_month / d.size
+
+
+def fleet_spill(demand: np.ndarray, capacity_units: float, offers: dict[str, Offer]) -> np.ndarray:
+    """Units per hour the running fleet cannot carry (whole private machines of at least
+    ``capacity_units``), which public on-demand carries; all of it without a private offer."""
+    d = _demand(demand)
+    offer = offers.get("private")
+    if offer is None or not capacity_units > 0:
+        return d
+    return d - np.minimum(d, float(np.ceil(capacity_units / offer.units - 1e-9)) * offer.units)
+
+
+def allowed(split: Split, policy: AllocationPolicy, available: tuple[str, ...] = LOCATIONS) -> bool:
+    """Whether ``split`` is one of the policy's candidates (its grid and bounds)."""
+    return any(all(abs(c.share(loc) - split.share(loc)) < 1e-6 for loc in LOCATIONS)
+               for c in candidate_splits(policy, available))
 
 
 def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCATIONS) -> list[Split]:
@@ -291,7 +306,7 @@ def binding_bounds(policy: AllocationPolicy, offers: dict[str, Offer]) -> str:
     if hi < 1:
         parts.append(f"at most {hi:.0%} on private")
     why = "the allocation bounds keep " + ", ".join(parts) if parts else ""
-    missing = [loc for loc in LOCATIONS if loc not in offers]
+    missing = [loc for loc in LOCATIONS if loc not in offers and policy.bounds[loc][0] > 0]
     if missing:
         why += ("; " if why else "") + " and ".join(missing) + " has no offer that fits the pool"
     return why or "the split's fixed capacity is sized for its peak share"
@@ -312,9 +327,11 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
     tuned, fleet = by.get("tuned"), by.get(RUNNING_FLEET)
     if best["plan"] == RUNNING_FLEET:
         text = f"keep the running fleet, {_usd(best['monthly_cost'])}/month for this demand"
-        if tuned is not None:
-            text += (f"; the tuned split {_shares(tuned)} would cost "
-                     f"{_usd(float(tuned['monthly_cost']) - float(best['monthly_cost']))}/month more, as {why}")
+        more = float(tuned["monthly_cost"]) - float(best["monthly_cost"]) if tuned is not None else 0.0
+        if tuned is not None and round(more) == 0:  # a tie: nothing keeps the split dearer
+            text += f"; the tuned split {_shares(tuned)} would cost the same"
+        elif tuned is not None:
+            text += f"; the tuned split {_shares(tuned)} would cost {_usd(more)}/month more, as {why}"
     else:
         name = "the default 3-5-2 split" if best["plan"] == "default_3_5_2" else f"the split {_shares(best)}"
         text = f"{name}, {_usd(best['monthly_cost'])}/month"
@@ -350,8 +367,12 @@ def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, O
                            "this demand")
         else:
             more = float(r.monthly_cost) - float(chosen["monthly_cost"])
+            name = str(chosen["plan"]).replace("_", " ")
+            if round(more) == 0:  # as _usd rounds it: never "$0/month more", nor a reason for it
+                reasons.append(f"costs the same as the {name}")
+                continue
             tail = f": {why}" if chosen["plan"] == RUNNING_FLEET else ""
-            reasons.append(f"costs {_usd(more)}/month more than the {str(chosen['plan']).replace('_', ' ')}{tail}")
+            reasons.append(f"costs {_usd(more)}/month more than the {name}{tail}")
     out["reason"] = reasons
     out["headline"] = [headline(chosen.to_dict(), out.to_dict("records"), why) if i == best else ""
                        for i in out.index]

@@ -19,7 +19,9 @@ from planner.allocation import (
     RUNNING_FLEET,
     AllocationPolicy,
     Split,
+    allowed,
     current_fleet_cost,
+    fleet_spill,
     kept_plans,
     out_of_sample,
     public_load,
@@ -144,6 +146,30 @@ def _why_no_offer(catalog: pd.DataFrame, resource: str, pool: str, fit: tuple,
     return "", CATALOG_REMEDY
 
 
+def own_machine_priced(catalog: pd.DataFrame, resource: str, pool: str, uid: str) -> bool:
+    """Whether the pool's running machines can be priced. Warns when the catalog names no
+    private machine for the pool (an instance type starting with its name), as they are then
+    priced as another machine, and returns False when it names one without a price."""
+    ref = None if catalog.empty else reference_offer(catalog, resource, pool)
+    if ref is None:  # no offer at all: the no-offer warning says so
+        return True
+    if ref["location"] == "private" and str(ref["instance_type"]).lower().startswith(pool.lower()):
+        if float(ref["on_demand_price"]) > 0:
+            return True
+        log.warning("%s: the pool's own machine %s has no price in the instance catalog (0 or none reads as "
+                    "unknown), so neither the running fleet nor a private share can be priced: no allocation or "
+                    "reservation (give its amortised price per hour; %s)", uid, ref["instance_type"], CATALOG_REMEDY)
+        return False
+    instead = "the cheapest private offer" if ref["location"] == "private" else "the cheapest offer, as none is private"
+    log.warning("%s: the instance catalog names no private machine for pool %r (an instance type starting with it): "
+                "its machines are priced as %s/%s/%s, %s", uid, pool, ref["provider"], ref["region"],
+                ref["instance_type"], instead)
+    return True
+
+
+SHORT_HISTORY_HOURS = 24 * 7
+
+
 def make_plan(
     history: pd.DataFrame,
     forecast: pd.DataFrame,
@@ -200,8 +226,16 @@ def make_plan(
                memory_per_vcpu(capacity, row.pool_id) if resource == "cpu" else None, policy.offers.any_region,
                None if ratio is None else ratio * max(float(np.nanmax(path)), 0.0))
         offers = select_offers(catalog, resource, pool, *fit)
-        if "public" in offers:
+        seen = int(np.isfinite(history.loc[history["unique_id"] == uid, "y"].to_numpy(dtype=float)).sum())
+        if seen < SHORT_HISTORY_HOURS:
+            log.warning("%s: %d hour(s) of demand history: its monthly costs extrapolate from them", uid, seen)
+        priced = own_machine_priced(catalog, resource, pool, uid)
+        if priced and "public" in offers:
             kept = splits.get(uid)
+            if kept is not None and not allowed(kept, policy.allocation, tuple(offers)):
+                log.warning("%s: this month's split %s is not one the plan config allows now (its bounds or step "
+                            "changed): re-tuned", uid, kept.label())
+                kept = None
             if kept is None:
                 alloc = tune_split(path, offers, policy.costs, policy.allocation, policy.default_split)
             else:  # this month's split stands (re-tuning is monthly): price it on today's demand
@@ -238,10 +272,14 @@ def make_plan(
                 alloc.loc[alloc["plan"] == "tuned", k] = v
             alloc = recommend(alloc, policy.allocation, offers)
             out["allocation"].append(alloc)
-            t = alloc.loc[alloc["plan"] == "tuned"].iloc[0]
-            tuned = Split(float(t["private"]), float(t["public"]), float(t["edge"]))
-            # reserve for what public really carries: its share plus the fixed locations' spill
-            load = public_load(path, tuned, offers, policy.allocation)
+            # reservations and spot cover what the recommended plan runs on public: a split's share
+            # plus what private and edge spill, or what exceeds the running fleet
+            best = alloc.loc[alloc["recommended"]].iloc[0]
+            if best["plan"] == RUNNING_FLEET:
+                load = fleet_spill(path, float(row.capacity), offers)
+            else:
+                load = public_load(path, Split(float(best["private"]), float(best["public"]), float(best["edge"])),
+                                   offers, policy.allocation)
             if with_spot:
                 public_rows = qualifying_offers(catalog, resource, pool, *fit)
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
@@ -254,8 +292,9 @@ def make_plan(
             if not res.empty:
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
+                res.insert(2, "plan", best["plan"])  # the allocation plan whose public load it covers
                 out["reservation"].append(res)
-        else:
+        elif priced:
             why, remedy = _why_no_offer(catalog, resource, pool, fit, policy.offers.regions)
             log.warning("%s: no priced public %s offer in the instance catalog that can run it%s: no allocation "
                         "or reservation (%s)", uid, resource, why, remedy)

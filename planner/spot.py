@@ -145,7 +145,7 @@ def recommend_spot(
                spot_load_mean=float(share * load.mean()) if load.size else 0.0,
                on_demand_unit_price=od_unit, action="on_demand", expected_monthly_saving=0.0)
     if share == 0 or not load.size or float(load.mean()) <= 0:
-        row["reason"] = "no interruptible public load"
+        row["reason"] = "no interruptible public load (the recommended plan runs nothing on public)"
         return row
     if not od_unit > 0:
         row["reason"] = "no on-demand price to compare spot with"

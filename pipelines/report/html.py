@@ -255,8 +255,10 @@ def tables_section(data: ReportData) -> str:
                  table(res, [c for c in RESERVATION_TABLE_COLUMNS if c in res.columns]
                        + [c for c in res.columns if c not in RESERVATION_TABLE_COLUMNS
                           and c not in ("run_id", "model_id", "data_cutoff", "key")])
-                 if not res.empty else _none_in_plan(data, "no reservation pays (or the catalog has no reserved "
-                                                           "prices for the pools' public offers)")),
+                 if not res.empty else _none_in_plan(data, "no reservation pays for what the recommended plans run "
+                                                           "on public (a running fleet that carries its demand runs "
+                                                           "nothing there), or the catalog has no reserved prices "
+                                                           "for the pools' public offers")),
         _section("spot", "Spot for the interruptible load",
                  spot_table(data.recommendations.get("spot", pd.DataFrame())) if "spot" in data.recommendations
                  else _none_in_plan(data, "no pool has a public offer to compare spot prices with"
@@ -346,7 +348,9 @@ def summary_lines(data: ReportData) -> list[str]:
         lines.append(f"Split private/public/edge: {who}; {money(total)} per month for the forecast demand, "
                      f"{money(abs(saved))} {direction} than the default 3-5-2 split.{now}")
     res = recs.get("reservation", pd.DataFrame())
-    if not res.empty and "monthly_savings" in res and split_pools is not None:
+    # rows that name their plan cover the recommended plan's public load; older rows priced the
+    # tuned split's whatever was recommended, and count only for the pools that take a split
+    if not res.empty and "monthly_savings" in res and split_pools is not None and "plan" not in res:
         mine = [str(p) in split_pools for p in (res["unique_id"] if "unique_id" in res else res["key"])]
         if not any(mine):
             lines.append(f"Reservations: none to buy while every pool keeps its running fleet (the {len(res)} "

@@ -50,6 +50,22 @@ def test_the_headline_is_never_dearer_than_the_running_fleet() -> None:
     assert np.isfinite(plan.loc["tuned", "out_of_sample_savings"])
 
 
+def test_a_tie_with_the_running_fleet_gives_no_reason_for_a_zero_difference() -> None:
+    """Wide bounds: the tuned split is all private and costs what the fleet does. The headline
+    says so, not "$0/month more, as ..." with a bound or a missing offer that binds nothing."""
+    offers = {"private": Offer("private", "o", "dc", "p", 4.0, 2.0),
+              "public": Offer("public", "c", "r", "od", 4.0, 4.0)}
+    wide = P.AllocationPolicy(bounds={"private": (0.0, 1.0), "public": (0.0, 1.0), "edge": (0.0, 1.0)})
+    alloc = pd.DataFrame({"plan": ["default_3_5_2", "tuned", "running_fleet"], "private": [0.3, 1.0, 1.0],
+                          "public": [0.5, 0.0, 0.0], "edge": [0.2, 0.0, 0.0], "monthly_cost": [900.0, 500.0, 500.0]})
+    out = P.allocation.recommend(alloc, wide, offers).set_index("plan")
+    assert out.loc["running_fleet", "recommended"]
+    assert out.loc["running_fleet", "headline"] == ("keep the running fleet, $500/month for this demand; the tuned "
+                                                    "split 100%/0%/0% would cost the same")
+    assert out.loc["tuned", "reason"] == "costs the same as the running fleet"
+    assert "edge has no offer" not in out.loc["default_3_5_2", "reason"]  # edge is not asked for here
+
+
 def test_out_of_sample_savings_price_the_earlier_months_split_on_the_last() -> None:
     offers = {"private": Offer("private", "o", "dc", "p", 4.0, 2.0),
               "public": Offer("public", "c", "r", "od", 4.0, 4.0)}

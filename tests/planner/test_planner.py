@@ -274,7 +274,8 @@ def test_make_plan_reserves_only_what_stays_off_spot() -> None:
     history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": 400.0})
     forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
                              "mean": 400.0, "hi_80": 420.0})
-    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [400.0], "units_per_node": [4.0]})
+    # the running fleet carries half the demand: public carries the rest, whichever plan is recommended
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [200.0], "units_per_node": [4.0]})
     cat = catalog()
     markets = P.market_stats(_spot_prices(), "7D", on_demand=cat)
     without = P.make_plan(history, forecast, capacity, cat)
