@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(_verbose_first(list(sys.argv[1:] if argv is None else argv)))
+    # errors name the command as argparse does: "headroom plan replay", not "headroom plan"
+    action = getattr(args, f"{args.command}_command", None)
+    name = f"{args.command} {action}" if action else args.command
     level = logging.WARNING - 10 * min(args.verbose, 2)
     _configure_logging(level)
     if not args.verbose and args.command != "serve":  # served runs have no command to report their errors
@@ -161,16 +164,16 @@ def _main(argv: list[str] | None) -> int:
             quiet_shutdown()
         return code
     except (CliError, EnvironmentFault) as exc:
-        print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
+        print(f"headroom {name}: error: {exc}", file=sys.stderr)
         return exc.code
     except WarehouseLockedError as exc:  # every command, whether or not it words it itself
-        print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
+        print(f"headroom {name}: error: {exc}", file=sys.stderr)
         return 1
     except (SettingsError, NotAWarehouseError, OutputError) as exc:
-        print(f"headroom {args.command}: error: {exc}", file=sys.stderr)
+        print(f"headroom {name}: error: {exc}", file=sys.stderr)
         return getattr(exc, "code", 2)
     except KeyboardInterrupt:
-        print(f"headroom {args.command}: interrupted", file=sys.stderr)
+        print(f"headroom {name}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `headroom ... | head` closed the pipe: stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -182,20 +185,20 @@ def _main(argv: list[str] | None) -> int:
         # the transaction it was in is rolled back, so nothing half-written stays
         fault = _fault(exc, args)
         if fault is not None:  # a full disk, a read-only file system, a corrupt warehouse...
-            print(f"headroom {args.command}: error: {fault}", file=sys.stderr)
+            print(f"headroom {name}: error: {fault}", file=sys.stderr)
             return fault.code
         if is_interrupt(exc):
-            print(f"headroom {args.command}: interrupted (the step in progress was rolled back)", file=sys.stderr)
+            print(f"headroom {name}: interrupted (the step in progress was rolled back)", file=sys.stderr)
             return 130
         if READ_BEHIND and type(exc).__name__ in ("CatalogException", "BinderException"):
             lacks = " ".join(str(exc).split("\n")[0].split())[:200]
-            print(f"headroom {args.command}: error: warehouse {sorted(READ_BEHIND)[0]} is behind this headroom's "
+            print(f"headroom {name}: error: warehouse {sorted(READ_BEHIND)[0]} is behind this headroom's "
                   f"schema and lacks what this command reads ({lacks}); a writing command (headroom ingest or run) "
                   "brings it up to date", file=sys.stderr)
             return 2
         if isinstance(exc, RuntimeError) and "ephemeral Prefect API" in str(exc):
             wait = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_WAIT_S)
-            print(f"headroom {args.command}: error: Prefect's ephemeral API did not start within {wait} s (a busy "
+            print(f"headroom {name}: error: Prefect's ephemeral API did not start within {wait} s (a busy "
                   "machine); raise PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or point PREFECT_API_URL at a "
                   "running server (prefect server start)", file=sys.stderr)
             return 1

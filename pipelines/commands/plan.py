@@ -7,8 +7,6 @@ import dataclasses
 import math
 from pathlib import Path
 
-import pandas as pd
-
 from pipelines.commands.ingest import add_db_argument
 
 MAX_LOOKBACK_DAYS = 36500
@@ -88,7 +86,8 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
                    help="price of one unit-hour, for cost_usd (default: the pool's machine in the catalog)")
     r.add_argument("--lead", default=None, help="how late demand is seen and capacity serves (default 5m)")
     r.add_argument("--models", default=None, help="models to choose from (default: the train flow's)")
-    r.add_argument("--config", default=None, help="TOML policy file ([prescale] sets the rule)")
+    r.add_argument("--config", default=None,
+                   help="TOML policy file ([prescale] sets the rule; default: $HEADROOM_PLAN_CONFIG)")
     r.add_argument("--out", type=Path, default=None, help="write the table as CSV here")
     r.set_defaults(func=run_replay)
 
@@ -96,7 +95,7 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
 def run_replay(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError, model_names
     from pipelines.plan import replay as plan_replay
-    from pipelines.plan.config import PlanConfigError, load_plan_policy
+    from pipelines.plan.config import MAX_LEAD, PlanConfigError, load_plan_policy, parse_duration
     from pipelines.runtime.outputs import check_writable, write_csv
     from pipelines.runtime.progress import progress_bar
     from pipelines.runtime.settings import Settings
@@ -106,24 +105,24 @@ def run_replay(args: argparse.Namespace) -> int:
         raise CliError(f"--instance-units must be a finite number > 0, got {args.instance_units:g}", 2)
     if args.unit_price is not None and not 0 < args.unit_price < math.inf:
         raise CliError(f"--unit-price must be a finite number > 0, got {args.unit_price:g}", 2)
-    try:
-        plan_policy = load_plan_policy(args.config)
+    settings = Settings.from_env(db_path=args.db)
+    try:  # --config, else HEADROOM_PLAN_CONFIG, as plan and run read it
+        plan_policy = load_plan_policy(args.config or (str(settings.plan_config) if settings.plan_config else None))
         policy = plan_policy.prescale
         if args.lead is not None:
-            policy = dataclasses.replace(policy, lead=str(pd.Timedelta(args.lead)))
+            policy = dataclasses.replace(policy, lead=str(parse_duration(args.lead, MAX_LEAD)))
     except PlanConfigError as exc:
         raise CliError(str(exc), 2) from exc
     except ValueError as exc:
-        raise CliError(f"--lead: not a duration: {args.lead!r}", 2) from exc
+        raise CliError(f"--lead: {exc}", 2) from exc
     if args.out is not None:
         check_writable(args.out)
     models = model_names(args.models, list(plan_replay.DEFAULT_MODELS))
-    settings = Settings.from_env(db_path=args.db)
     stack = contextlib.ExitStack()  # holds the source open until the replay is done
     con = _replay_source(args, settings, stack)
     try:
         series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
-        start, end = plan_replay.span_of(series, args.start, args.end)
+        series, start, end = plan_replay.prepare(series, args.start, args.end)
         units, price = plan_replay.sizing(con, str(series.name), node_units, plan_policy, args.instance_units,
                                           args.unit_price)
         with progress_bar("replay", "days") as bar:

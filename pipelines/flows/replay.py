@@ -29,7 +29,7 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
         try:
             series, node_units = plan_replay.pick_series(con, pool, None)
             end = series.index[-1] + (series.index[1] - series.index[0])
-            start, end = plan_replay.span_of(series, str(end - pd.Timedelta(days=days)), None)
+            series, start, end = plan_replay.prepare(series, str(end - pd.Timedelta(days=days)), None)
             units, price = plan_replay.sizing(con, str(series.name), node_units, policy)
         except plan_replay.ReplayError as exc:
             log.warning("replay %s: %s", pool, exc)

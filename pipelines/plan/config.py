@@ -3,6 +3,7 @@
 error that names it. ``data/samples/plan.toml`` lists every key with its default."""
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -92,7 +93,7 @@ class _Offers(_Strict):
     min_tflops_ratio: Num | None = Field(default=None, ge=0)
     min_memory_ratio: Num | None = Field(default=None, ge=0)
     regions: tuple[str, ...] | None = Field(default=None, min_length=1)
-    any_region: bool | None = None
+    any_region: Annotated[bool, Field(strict=True)] | None = None  # true or false, not 1 nor "yes"
     max_size_ratio: Num | None = Field(default=None, gt=0)
 
 
@@ -101,15 +102,43 @@ class _Reservations(_Strict):
     min_monthly_savings: Num | None = Field(default=None, ge=0, le=1e12)
 
 
+MAX_DURATION = pd.Timedelta(days=366)
+MAX_LEAD = pd.Timedelta(days=1)  # the forecasts pre-scaling reads look 24 hours ahead
+
+
+def parse_duration(value: object, most: pd.Timedelta = MAX_DURATION) -> pd.Timedelta:
+    """A positive duration with a unit (``5min``, ``2h``, ``7D``) of at most ``most``; a
+    ValueError that says which of those it is not (a bare ``5`` would be 5 nanoseconds)."""
+    text = str(value).strip()
+    if not re.search(r"[A-Za-z]", text):
+        raise ValueError(f"{value!r} has no unit (e.g. 5min, 2h, 7D)")
+    try:
+        span = pd.Timedelta(text)
+    except (pd.errors.OutOfBoundsTimedelta, pd.errors.OutOfBoundsDatetime):  # past pandas' ~292 years
+        raise ValueError(f"{value!r} is longer than {_days(most)}") from None
+    except ValueError:
+        raise ValueError(f"{value!r} is not a duration (e.g. 5min, 2h, 7D)") from None
+    if pd.isna(span) or span <= pd.Timedelta(0):
+        raise ValueError(f"{value!r} is not a positive duration (e.g. 5min, 2h, 7D)")
+    if span > most:
+        raise ValueError(f"{value!r} is longer than {_days(most)}")
+    return span
+
+
+def _days(span: pd.Timedelta) -> str:
+    return f"{span.days} day{'s' * (span.days != 1)}"
+
+
 def _positive_duration(value: str | None) -> str | None:
-    """A duration option: None, or text pandas reads as a positive span."""
+    """A duration option: None, or a positive duration with a unit (:func:`parse_duration`)."""
     if value is not None:
-        try:
-            ok = pd.Timedelta(value) > pd.Timedelta(0)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(f"{value!r} is not a positive duration (e.g. 7D, 72h)")
+        parse_duration(value)
+    return value
+
+
+def _lead(value: str | None) -> str | None:
+    if value is not None:
+        parse_duration(value, MAX_LEAD)
     return value
 
 
@@ -123,7 +152,8 @@ class _Prescale(_Strict):
     min_instances: Int | None = Field(default=None, ge=0)
     instance_units: Num | None = Field(default=None, gt=0, le=1e9)
 
-    _durations = field_validator("lead", "stabilization", "refresh", "calibration")(_positive_duration)
+    _durations = field_validator("stabilization", "refresh", "calibration")(_positive_duration)
+    _lead = field_validator("lead")(_lead)
 
 
 class _Spot(_Strict):
@@ -190,7 +220,8 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             default_split=default_split,
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in exc.errors())
         raise PlanConfigError(f"{source}: {problems}") from None
     except ValueError as exc:
         raise PlanConfigError(f"{source}: {exc}") from None

@@ -29,6 +29,7 @@ DEFAULT_MODELS = ("seasonal_naive", "lgbm", "prophet_lgbm")  # the train flow's
 RESELECT_DAYS = 7  # the champion is chosen again by backtest this often; refit every day
 LOOKBACK = pd.Timedelta(days=56)  # what a fit sees, as the train flow's --lookback-days
 MAX_GAP = pd.Timedelta(days=1)  # one daily season: a longer silence is not replayed through
+HISTORY = pd.Timedelta(days=60)  # the most a decision reads before its step (a forecast's history)
 
 
 class ReplayError(ValueError):
@@ -206,26 +207,43 @@ def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str 
         raise ReplayError(f"{uid}: readings every {step} but one at {ts[int(off[0])]} is off that grid; "
                           "replay needs a regular series")
     series = pd.Series(rows["y"].to_numpy(dtype=float), index=ts, name=uid)
-    series = series.reindex(pd.date_range(ts[0], ts[-1], freq=step))
-    _check_gaps(series, step)
-    return series, float(rows["node_capacity"].median())
+    return series.reindex(pd.date_range(ts[0], ts[-1], freq=step)), float(rows["node_capacity"].median())
 
 
-def _check_gaps(series: pd.Series, step: pd.Timedelta) -> None:
-    """Gaps up to ``MAX_GAP`` are not scored (warned); a longer one is a ReplayError."""
+def _gaps(series: pd.Series, step: pd.Timedelta) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """The series' runs of steps without a reading, as ``[first, end)`` spans."""
     missing = series.isna().to_numpy()
-    if not missing.any():
-        return
     edges = np.flatnonzero(np.diff(np.concatenate([[0], missing.astype(np.int8), [0]])))
-    runs = list(zip(edges[::2], edges[1::2]))
-    a, b = max(runs, key=lambda r: r[1] - r[0])
-    longest = (b - a) * step
-    where = f"{series.index[a]} to {series.index[b - 1] + step}"
-    if longest > MAX_GAP:
-        raise ReplayError(f"{series.name}: no readings from {where} ({longest}), longer than one day; replay a "
-                          "span without it (--start/--end)")
-    log.warning("%s: %d step(s) without readings in %d gap(s), the longest %s (%s): not scored, and the rules hold "
-                "what they last saw through them", series.name, int(missing.sum()), len(runs), longest, where)
+    return [(series.index[a], series.index[b - 1] + step) for a, b in zip(edges[::2], edges[1::2])]
+
+
+def prepare(series: pd.Series, start: str | None, end: str | None
+            ) -> tuple[pd.Series, pd.Timestamp, pd.Timestamp]:
+    """The span to replay (:func:`span_of`) and the series it reads. Gaps matter only where
+    the replay reads: one over ``MAX_GAP`` inside the span is a ReplayError; in the
+    ``HISTORY`` before it, the history before the gap is not used (warned), as the forecasters
+    would read it filled; shorter gaps in the span are not scored (warned)."""
+    begin, stop = span_of(series, start, end)
+    step = series.index[1] - series.index[0]
+    long = [(a, b) for a, b in _gaps(series, step) if b - a > MAX_GAP and b > begin - HISTORY and a < stop]
+    inside = [(a, b) for a, b in long if b > begin]
+    if inside:
+        a, b = max(inside, key=lambda g: g[1] - g[0])
+        raise ReplayError(f"{series.name}: no readings from {a} to {b} ({b - a}), longer than one day; replay a span "
+                          "without it (--start/--end)")
+    if long:
+        a, b = long[-1]
+        log.warning("%s: no readings from %s to %s (%s), longer than one day: the replay reads the data after it only",
+                    series.name, a, b, b - a)
+        series = series[series.index >= b]
+    scored = series[(series.index >= begin) & (series.index < stop)]
+    short = _gaps(scored, step)
+    if short:
+        a, b = max(short, key=lambda g: g[1] - g[0])
+        steps = int(scored.isna().sum())
+        log.warning("%s: %d step(s) without readings in %d gap(s), the longest %s (%s to %s): not scored, and the "
+                    "rules hold what they last saw through them", series.name, steps, len(short), b - a, a, b)
+    return series, begin, stop
 
 
 def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.Timestamp, pd.Timestamp]:
@@ -241,6 +259,9 @@ def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.T
         if not start and not end:  # the defaults: the first day is history the rules start from
             raise ReplayError(f"{series.name}: {series.index[0]} to {last} is too short to replay: the first day of the "
                               "data is the history the first decisions are made on; give more than a day")
+        if not start:  # the default start: never name a --start the user did not give
+            raise ReplayError(f"--end {stop} leaves nothing to replay: the default start is {begin}, 30 days before "
+                              "it or after the data's first day, the history the first decisions are made on")
         raise ReplayError(f"--start {begin} is not before --end {stop}")
     return begin, stop
 

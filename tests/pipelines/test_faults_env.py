@@ -432,7 +432,7 @@ def test_real_read_only_file_system_writers_stop_readers_read(tmp_path):
     assert "utilization           2 rows" in (tmp_path / "status.out").read_text()
     assert (tmp_path / "replay.rc").read_text().strip() == "1"
     assert one_line((tmp_path / "replay.err").read_text()) == (
-        f"headroom plan: error: {mnt}/table.csv: read-only file system; nothing was written (what was there is "
+        f"headroom plan replay: error: {mnt}/table.csv: read-only file system; nothing was written (what was there is "
         "unchanged): remount the file system read-write, or write elsewhere")
     assert fingerprint(tmp_path / "after" / "wh.duckdb")["files"] == {"wh.duckdb": before["files"]["wh.duckdb"]}
 

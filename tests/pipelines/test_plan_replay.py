@@ -108,6 +108,10 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     ("unknown model", ["--models", "nope"], "--models: unknown model(s) nope; choose from"),
     ("no model", ["--models", ","], "--models: no model named in ','; choose from"),
     ("span outside the data", ["--start", "2027-01-01"], "is not before"),
+    ("end before the data", ["--end", "2025-01-01"], "--end 2025-01-01 00:00:00 leaves nothing to replay"),
+    ("lead without a unit", ["--lead", "5"], "--lead: '5' has no unit"),
+    ("lead 0", ["--lead", "0s"], "--lead: '0s' is not a positive duration"),
+    ("lead past the forecasts", ["--lead", "100000D"], "--lead: '100000D' is longer than 1 day"),
 ])
 def test_bad_replay_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
                                                  args: list[str], needle: str) -> None:
@@ -124,6 +128,10 @@ def test_a_gap_longer_than_a_day_is_one_line_with_exit_2(tmp_path: Path, capsys:
     src = utilization_csv(tmp_path / "u.csv", s)
     assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive"]) == 2
     _one_line_error(capsys, "2026-01-03", "longer than one day")
+    # a span after the gap replays: what came before the gap is not read (the error's advice works)
+    assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive", "--start",
+                 "2026-01-05 12:00", "--instance-units", "8"]) == 0, capsys.readouterr().err
+    assert "reactive frontier" in capsys.readouterr().out
 
 
 def test_a_pool_with_too_few_readings_is_one_line_with_exit_2(tmp_path: Path,
@@ -186,3 +194,17 @@ def test_the_report_picks_one_replay_of_spans_that_end_together(order: tuple[int
                         [replays.replay_id("p", start, end), start, end, end])
         rows, _ = replays.latest_replays(con)
     assert rows["span_start"].tolist() == [end - pd.Timedelta(days=3)]
+
+
+def test_replay_reads_the_configured_plan_policy(tmp_path: Path, monkeypatch, capsys) -> None:
+    """HEADROOM_PLAN_CONFIG sets replay's rule as it sets plan's and run's: a bad one stops it."""
+    src = utilization_csv(tmp_path / "u.csv", tide(3))
+    policy = tmp_path / "plan.toml"
+    policy.write_text("[prescale]\nlead = '5'\n")
+    monkeypatch.setenv("HEADROOM_PLAN_CONFIG", str(policy))
+    assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive"]) == 2
+    _one_line_error(capsys, "plan.toml: prescale.lead: '5' has no unit")
+    policy.write_text("[prescale]\nshortage_cost = 1.0\n")  # the 50% quantile, as its header says
+    assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive",
+                 "--instance-units", "8"]) == 0
+    assert "50% quantile" in capsys.readouterr().out
