@@ -77,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "decisions")
     args = ap.parse_args(argv)
+    suites = {s.strip() for s in args.suites.split(",") if s.strip()}
+    if suites - {"bitbrains", "synthetic"}:
+        ap.error(f"unknown suite(s) in {args.suites!r}; choose from bitbrains, synthetic")
     args.out.mkdir(parents=True, exist_ok=True)
-    suites = set(args.suites.split(","))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         if "bitbrains" in suites:

@@ -63,6 +63,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+SUITES = ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-converted", "pdm-curve", "pdm-devices",
+          "spot", "synthetic", "synthetic-devices")
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.public_files import aws_spot, pdm_telemetry  # noqa: E402
@@ -386,7 +388,8 @@ def synthetic(tmp: Path, out: Path, nodes: int, days: int, seed: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datasets", type=Path, default=os.environ.get("HEADROOM_DATASETS"))
+    ap.add_argument("--datasets", type=Path,
+                    default=os.environ.get("HEADROOM_DATASETS", ROOT.parent / "shared" / "datasets"))
     ap.add_argument("--suites", default="nab,nab-tuned,nab-heldout,pdm,pdm-splits,spot,synthetic")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "detection")
     ap.add_argument("--nodes", type=int, default=12)
@@ -408,6 +411,9 @@ def main() -> int:
     if not finals or set(finals) - {"folds", "refit"}:
         ap.error(f"--final-models takes folds and/or refit, got {args.final_models!r}")
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:  # before any suite runs, not after the ones listed first
+        ap.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}")
     args.out.mkdir(parents=True, exist_ok=True)
     public = [s for s in suites if s in ("nab", "nab-tuned", "nab-heldout", "pdm", "pdm-splits", "pdm-converted",
                                           "pdm-curve", "pdm-devices", "spot")]

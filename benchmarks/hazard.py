@@ -100,7 +100,8 @@ def summarise(periods: pd.DataFrame) -> pd.DataFrame:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--datasets", type=Path, default=os.environ.get("HEADROOM_DATASETS"))
+    ap.add_argument("--datasets", type=Path,
+                    default=os.environ.get("HEADROOM_DATASETS", ROOT.parent / "shared" / "datasets"))
     ap.add_argument("--cutoffs", default=CUTOFFS)
     ap.add_argument("--months", type=int, default=12)
     ap.add_argument("--level", type=float, default=0.9)

@@ -203,7 +203,14 @@ def main() -> int:
     ap.add_argument("--duckdb-memory-limit", default=None,
                     help="DuckDB memory_limit in the ingest process, e.g. 1GB (default: DuckDB's, 80%% of RAM)")
     args = ap.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="headroom-bench-"))
+    if args.workdir is None:  # a scratch folder, removed after: the 5M-row CSV is hundreds of MB
+        with tempfile.TemporaryDirectory(prefix="headroom-bench-") as tmp:
+            return run(Path(tmp), args)
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    return run(Path(args.workdir), args)
+
+
+def run(work: Path, args: argparse.Namespace) -> int:
     if args.prometheus_hosts:
         return prometheus(work, args.prometheus_hosts, args.prometheus_steps, args.prometheus_source,
                           args.prometheus_kind, args.gzip, args.duckdb_memory_limit)

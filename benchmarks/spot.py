@@ -128,7 +128,8 @@ def replay(prices: pd.DataFrame, on_demand: pd.DataFrame, decide_every: str, p_m
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datasets", type=Path, default=os.environ.get("HEADROOM_DATASETS"))
+    ap.add_argument("--datasets", type=Path,
+                    default=os.environ.get("HEADROOM_DATASETS", ROOT.parent / "shared" / "datasets"))
     ap.add_argument("--suites", default="aws,synthetic")
     ap.add_argument("--decide-every", default="24h")
     ap.add_argument("--nodes", type=int, default=12)
@@ -136,8 +137,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "spot")
     args = ap.parse_args()
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    if set(suites) - {"aws", "synthetic"}:  # before any suite runs
+        ap.error(f"unknown suite(s) in {args.suites!r}; choose from aws, synthetic")
     args.out.mkdir(parents=True, exist_ok=True)
-    for suite in [s.strip() for s in args.suites.split(",") if s.strip()]:
+    for suite in suites:
         if suite == "aws":
             if args.datasets is None or not Path(args.datasets).is_dir():
                 print("skipping aws: pass --datasets or set HEADROOM_DATASETS", file=sys.stderr)
