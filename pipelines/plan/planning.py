@@ -189,7 +189,8 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
         {"unique_id": r["unique_id"], "plan": r["plan"], "monthly_cost": r["monthly_cost"],
          "text": r["headline"]}
         for r in alloc[alloc["recommended"].astype(bool)].to_dict("records")]
-    spot_cols = ["unique_id", "action", "zone", "instance_type", "discount", "p_spike", "expected_monthly_saving"]
+    spot_cols = ["unique_id", "action", "zone", "instance_type", "discount", "p_spike", "expected_monthly_saving",
+                 "reason"]
     return {
         "run_id": inputs.run_id,
         "data_cutoff": str(inputs.data_cutoff),
@@ -220,7 +221,7 @@ def saving_text(savings: float) -> str:
 def spot_text(spot: dict) -> str:
     """A pool's spot recommendation (a ``summarize`` row), in words."""
     if spot["action"] != "use_spot":
-        return "interruptible share stays on on-demand"
+        return "interruptible share stays on on-demand" + (f": {spot['reason']}" if spot.get("reason") else "")
     p = "not rated for spikes" if pd.isna(spot["p_spike"]) else f"p(spike) {spot['p_spike']:.2f}"
     return (f"interruptible share on spot {spot['instance_type']} in {spot['zone']}, {spot['discount']:.0%} "
             f"below on-demand, {p}, saves {money(spot['expected_monthly_saving'])}/month")

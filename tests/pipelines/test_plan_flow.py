@@ -178,6 +178,7 @@ def test_run_every_stage_writes_plan_and_report(prefect_harness, tmp_path, db_pa
     out = capsys.readouterr().out
     assert "s): run plan-" in out and "split private/public/edge" in out and "\nreport (" in out
     assert "interruptible share" in out  # the generated fleet has spot prices: a spot line per pool
+    assert "stays on on-demand: " in out or "interruptible share on spot" in out  # and why
     html = (tmp_path / "reports" / "report.html").read_text()
     assert "data:image/png;base64" in html
     assert 'id="spot"' in html and "Spot:" in html
