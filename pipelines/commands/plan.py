@@ -110,7 +110,8 @@ def run_replay(args: argparse.Namespace) -> int:
         plan_policy = load_plan_policy(args.config or (str(settings.plan_config) if settings.plan_config else None))
         policy = plan_policy.prescale
         if args.lead is not None:
-            policy = dataclasses.replace(policy, lead=str(parse_duration(args.lead, MAX_LEAD)))
+            parse_duration(args.lead, MAX_LEAD)  # checked; kept as written, as the report shows it
+            policy = dataclasses.replace(policy, lead=args.lead.strip())
     except PlanConfigError as exc:
         raise CliError(str(exc), 2) from exc
     except ValueError as exc:
@@ -134,11 +135,11 @@ def run_replay(args: argparse.Namespace) -> int:
         stack.close()
     if args.utilization is None:  # the warehouse's own data: stored for the report
         with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
-            rid = plan_replay.store(w, series, start, end, units, models, result)
+            rid = plan_replay.store(w, series, start, end, units, models, result, policy)
         print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
     table = result.table
     print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "
-          f"{series.index[1] - series.index[0]}, instances of {units:g} units, {policy.quantile:.0%} quantile):")
+          f"{series.index[1] - series.index[0]}, instances of {units:g} units; {plan_replay.rule_text(policy)}):")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     beaten = plan_replay.frontier_verdict(table)
     print("planned is beyond the reactive frontier" if not beaten else

@@ -40,7 +40,7 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
         log.warning("replay %s: %s", pool, exc)
         return None
     with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
-        plan_replay.store(con, series, start, end, units, models, result)
+        plan_replay.store(con, series, start, end, units, models, result, policy.prescale)
     t = result.table.set_index("strategy")
     return {"unique_id": str(series.name), "start": str(start), "end": str(end),
             **{f"{k}_{m}": float(t.loc[k, m]) for k in ("planned", "reactive_80")

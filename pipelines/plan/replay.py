@@ -167,12 +167,18 @@ def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, po
     return units, price or unit_price(catalog, unique_id, policy.costs)
 
 
+def rule_text(policy: PrescalePolicy) -> str:
+    """The pre-scaling rule in a line, as a replay stores it."""
+    return (f"lead {policy.lead}, {policy.quantile:.0%} quantile of misses over {policy.calibration}, refreshed "
+            f"every {policy.refresh}, scale-in after {policy.stabilization}")
+
+
 def store(con: duckdb.DuckDBPyConnection, series: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
-          units: float, models: Sequence[str], result: ReplayResult) -> str:
+          units: float, models: Sequence[str], result: ReplayResult, policy: PrescalePolicy) -> str:
     """Save a replay in the warehouse for the report (the same span again replaces it)."""
     return replays.save_replay(con, str(series.name), start, end, series.index[1] - series.index[0], units,
                                ",".join(models), result.table, result.ts, result.demand, result.capacities,
-                               created_at=end)
+                               created_at=end, rule=rule_text(policy))
 
 
 def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str | None) -> tuple[pd.Series, float]:

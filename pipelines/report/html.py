@@ -194,6 +194,9 @@ def replay_section(data: ReportData) -> str:
         span = f"{pd.Timestamp(first['span_start']):%Y-%m-%d %H:%M} to {pd.Timestamp(first['span_end']):%Y-%m-%d %H:%M}"
         caption = (f"{first['unique_id']}, {span}, instances of {float(first['instance_units']):g} units, "
                    f"models {first['models']}")
+        rule = first.get("rule")
+        if isinstance(rule, str) and rule:  # replays stored before 060 do not say it
+            parts.append(f'<p class="note">{esc(caption)}; planned: {esc(rule)}</p>')
         cap = data.replay_capacity.get(str(rid), pd.DataFrame())
         if not cap.empty:
             parts.append(_png(replay_figure(cap, caption), f"replay of {first['unique_id']}"))

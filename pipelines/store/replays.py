@@ -41,13 +41,14 @@ def _clean(value: object) -> object:
 def save_replay(con: duckdb.DuckDBPyConnection, unique_id: str, start: pd.Timestamp, end: pd.Timestamp,
                 step: pd.Timedelta, instance_units: float, models: str, table: pd.DataFrame,
                 ts: pd.DatetimeIndex, demand: np.ndarray, capacities: dict[str, np.ndarray],
-                created_at: pd.Timestamp) -> str:
-    """Replace the replay of ``unique_id`` over ``[start, end)`` in one transaction."""
+                created_at: pd.Timestamp, rule: str | None = None) -> str:
+    """Replace the replay of ``unique_id`` over ``[start, end)`` in one transaction; ``rule``
+    says the pre-scaling rule replayed."""
     rid = replay_id(unique_id, start, end)
     rows = pd.DataFrame([{
         "replay_id": rid, "unique_id": unique_id, "span_start": pd.Timestamp(start), "span_end": pd.Timestamp(end),
         "step_seconds": step.total_seconds(), "instance_units": float(instance_units), "models": models,
-        "strategy": r["strategy"], "created_at": created_at,
+        "strategy": r["strategy"], "created_at": created_at, "rule": rule,
         "scores": json.dumps({k: _clean(v) for k, v in r.items() if k != "strategy"}, sort_keys=True),
     } for r in table.to_dict("records")])
     caps = pd.DataFrame({"replay_id": rid, "ts": ts, "demand": demand,

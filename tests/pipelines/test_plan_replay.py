@@ -169,6 +169,9 @@ def test_a_replay_of_the_warehouse_is_stored_and_reported(tmp_path: Path, capsys
         assert main(args) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "instances of 16 units" in out and "cost_usd" in out
+    # another rule over the same span replaces it, and the page says which rule it was
+    assert main([*args, "--lead", "10min"]) == 0, capsys.readouterr().err
+    assert "lead 10min, 99% quantile" in capsys.readouterr().out
     import duckdb
     with duckdb.connect(str(db), read_only=True) as con:
         n, strategies = con.execute("SELECT count(DISTINCT replay_id), count(*) FROM replays").fetchone()
@@ -178,6 +181,7 @@ def test_a_replay_of_the_warehouse_is_stored_and_reported(tmp_path: Path, capsys
     assert main(["report", "--db", str(db), "--out", str(report)]) == 0
     page = (report / "report.html").read_text()
     assert "Pre-scaling replayed" in page and 'alt="replay of c1/train/cpu"' in page
+    assert "planned: lead 10min, 99% quantile of misses over 7D" in page
 
 
 @pytest.mark.parametrize("order", [(2, 3), (3, 2)])
@@ -190,7 +194,7 @@ def test_the_report_picks_one_replay_of_spans_that_end_together(order: tuple[int
         end = pd.Timestamp("2026-01-18")
         for days in order:
             start = end - pd.Timedelta(days=days)
-            con.execute("INSERT INTO replays VALUES (?, 'p', ?, ?, 300, 1, 'm', 'planned', '{}', ?)",
+            con.execute("INSERT INTO replays VALUES (?, 'p', ?, ?, 300, 1, 'm', 'planned', '{}', ?, NULL)",
                         [replays.replay_id("p", start, end), start, end, end])
         rows, _ = replays.latest_replays(con)
     assert rows["span_start"].tolist() == [end - pd.Timedelta(days=3)]
