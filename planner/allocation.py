@@ -335,8 +335,10 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
     else:
         name = "the default 3-5-2 split" if best["plan"] == "default_3_5_2" else f"the split {_shares(best)}"
         text = f"{name}, {_usd(best['monthly_cost'])}/month"
+        below = float(fleet["monthly_cost"]) - float(best["monthly_cost"]) if fleet is not None else 0.0
         if fleet is not None:
-            text += f", {_usd(float(fleet['monthly_cost']) - float(best['monthly_cost']))}/month below the running fleet"
+            text += (", the same as the running fleet" if round(below) == 0
+                     else f", {_usd(below)}/month below the running fleet")
     oos = None if tuned is None else tuned.get("out_of_sample_savings")
     if oos is not None and np.isfinite(oos):
         days = float(tuned["backtest_hours"]) / 24

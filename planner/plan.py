@@ -160,10 +160,13 @@ def own_machine_priced(catalog: pd.DataFrame, resource: str, pool: str, uid: str
                     "unknown), so neither the running fleet nor a private share can be priced: no allocation or "
                     "reservation (give its amortised price per hour; %s)", uid, ref["instance_type"], CATALOG_REMEDY)
         return False
-    instead = "the cheapest private offer" if ref["location"] == "private" else "the cheapest offer, as none is private"
+    if ref["location"] != "private":
+        log.warning("%s: the instance catalog has no private machine for pool %r: the running fleet cannot be priced "
+                    "(%s)", uid, pool, CATALOG_REMEDY)
+        return True
     log.warning("%s: the instance catalog names no private machine for pool %r (an instance type starting with it): "
-                "its machines are priced as %s/%s/%s, %s", uid, pool, ref["provider"], ref["region"],
-                ref["instance_type"], instead)
+                "its machines are priced as %s/%s/%s, the cheapest private offer", uid, pool, ref["provider"],
+                ref["region"], ref["instance_type"])
     return True
 
 
@@ -232,9 +235,11 @@ def make_plan(
         priced = own_machine_priced(catalog, resource, pool, uid)
         if priced and "public" in offers:
             kept = splits.get(uid)
-            if kept is not None and not allowed(kept, policy.allocation, tuple(offers)):
-                log.warning("%s: this month's split %s is not one the plan config allows now (its bounds or step "
-                            "changed): re-tuned", uid, kept.label())
+            # the default is kept as the tuned split when no other saves enough, in bounds or not
+            if kept is not None and not _same_split(kept.__dict__, policy.default_split) and not allowed(
+                    kept, policy.allocation, tuple(offers)):
+                log.warning("%s: this month's split %s is not one the plan allows now (the config's bounds or step, "
+                            "or the offers that fit the pool, changed): re-tuned", uid, kept.label())
                 kept = None
             if kept is None:
                 alloc = tune_split(path, offers, policy.costs, policy.allocation, policy.default_split)

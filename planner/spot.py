@@ -144,7 +144,10 @@ def recommend_spot(
     row.update(unique_id=uid, resource=resource, interruptible_share=share,
                spot_load_mean=float(share * load.mean()) if load.size else 0.0,
                on_demand_unit_price=od_unit, action="on_demand", expected_monthly_saving=0.0)
-    if share == 0 or not load.size or float(load.mean()) <= 0:
+    if share == 0:
+        row["reason"] = "spot is off (interruptible_share 0)"
+        return row
+    if not load.size or float(load.mean()) <= 0:
         row["reason"] = "no interruptible public load (the recommended plan runs nothing on public)"
         return row
     if not od_unit > 0:

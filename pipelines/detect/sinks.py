@@ -98,7 +98,7 @@ def _exchange(url: str, body: object, timeout_s: float) -> tuple[int, str]:
         try:
             with httpx.stream("POST", url, json=body, timeout=timeout_s) as resp:
                 out["answer"] = (resp.status_code, "" if resp.status_code < 300 else _start_of(resp, timeout_s))
-        except Exception as exc:  # handed to the caller's thread
+        except BaseException as exc:  # handed to the caller's thread, whatever it is
             out["error"] = exc
 
     worker = threading.Thread(target=go, name="headroom-alert-send", daemon=True)

@@ -170,7 +170,8 @@ def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, po
 def rule_text(policy: PrescalePolicy) -> str:
     """The pre-scaling rule in a line, as a replay stores it."""
     return (f"lead {policy.lead}, {policy.quantile:.0%} quantile of misses over {policy.calibration}, refreshed "
-            f"every {policy.refresh}, scale-in after {policy.stabilization}")
+            f"every {policy.refresh}, scale-in after {policy.stabilization}, at least {policy.min_instances} "
+            "instance(s)")
 
 
 def store(con: duckdb.DuckDBPyConnection, series: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
@@ -239,8 +240,16 @@ def prepare(series: pd.Series, start: str | None, end: str | None
                           "without it (--start/--end)")
     if long:
         a, b = long[-1]
-        log.warning("%s: no readings from %s to %s (%s), longer than one day: the replay reads the data after it only",
-                    series.name, a, b, b - a)
+        if b + MAX_GAP > begin:  # the first decisions need a day of history, as span_of's default leaves
+            if start:
+                raise ReplayError(f"{series.name}: no readings from {a} to {b} ({b - a}), longer than one day, and "
+                                  f"less than a day after it before --start {begin}; start at {b + MAX_GAP} or later")
+            begin = b + MAX_GAP
+            if begin >= stop:
+                raise ReplayError(f"{series.name}: no readings from {a} to {b} ({b - a}), longer than one day, and "
+                                  "too little data after it to replay")
+        log.warning("%s: no readings from %s to %s (%s), longer than one day: the replay reads the data after it only%s",
+                    series.name, a, b, b - a, f", from {begin}" if not start else "")
         series = series[series.index >= b]
     scored = series[(series.index >= begin) & (series.index < stop)]
     short = _gaps(scored, step)

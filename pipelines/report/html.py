@@ -196,7 +196,7 @@ def replay_section(data: ReportData) -> str:
                    f"models {first['models']}")
         rule = first.get("rule")
         if isinstance(rule, str) and rule:  # replays stored before 060 do not say it
-            parts.append(f'<p class="note">{esc(caption)}; planned: {esc(rule)}</p>')
+            parts.append(f'<p class="note">{esc(str(first["unique_id"]))}, the rule replayed as planned: {esc(rule)}</p>')
         cap = data.replay_capacity.get(str(rid), pd.DataFrame())
         if not cap.empty:
             parts.append(_png(replay_figure(cap, caption), f"replay of {first['unique_id']}"))

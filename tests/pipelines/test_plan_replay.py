@@ -132,6 +132,11 @@ def test_a_gap_longer_than_a_day_is_one_line_with_exit_2(tmp_path: Path, capsys:
     assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive", "--start",
                  "2026-01-05 12:00", "--instance-units", "8"]) == 0, capsys.readouterr().err
     assert "reactive frontier" in capsys.readouterr().out
+    # a start less than a day after the gap leaves the first decisions no history: an error saying where
+    # to start, not a replay without forecasts
+    assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive", "--start",
+                 "2026-01-04 07:00", "--instance-units", "8"]) == 2
+    _one_line_error(capsys, "less than a day after it before --start", "start at 2026-01-05 06:00:00 or later")
 
 
 def test_a_pool_with_too_few_readings_is_one_line_with_exit_2(tmp_path: Path,
@@ -181,7 +186,7 @@ def test_a_replay_of_the_warehouse_is_stored_and_reported(tmp_path: Path, capsys
     assert main(["report", "--db", str(db), "--out", str(report)]) == 0
     page = (report / "report.html").read_text()
     assert "Pre-scaling replayed" in page and 'alt="replay of c1/train/cpu"' in page
-    assert "planned: lead 10min, 99% quantile of misses over 7D" in page
+    assert "the rule replayed as planned: lead 10min, 99% quantile of misses over 7D" in page
 
 
 @pytest.mark.parametrize("order", [(2, 3), (3, 2)])

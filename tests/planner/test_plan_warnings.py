@@ -86,8 +86,13 @@ def test_a_kept_split_the_config_no_longer_allows_is_retuned(caplog) -> None:
     kept = {"c/h100/gpu": P.Split(1.0, 0.0, 0.0)}  # tuned earlier this month under wider bounds
     with caplog.at_level("WARNING", logger="planner.plan"):
         alloc = P.make_plan(*_pool(), catalog(), splits=kept)["allocation"].set_index("plan")
-    assert "this month's split 10-0-0 is not one the plan config allows now" in caplog.text
+    assert "this month's split 10-0-0 is not one the plan allows now" in caplog.text
     assert bool(alloc.loc["tuned", "tuned_this_run"]) and alloc.loc["tuned", "private"] <= 0.7
+    # the default is what the tuner keeps when nothing saves enough, in the bounds or not: kept
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        P.make_plan(*_pool(), catalog(), splits={"c/h100/gpu": P.Split(0.3, 0.5, 0.2)})
+    assert "re-tuned" not in caplog.text
     allowed = {"c/h100/gpu": P.Split(0.7, 0.3, 0.0)}  # no edge GPU fits an H100 pool
     alloc = P.make_plan(*_pool(), catalog(), splits=allowed)["allocation"].set_index("plan")
     assert not bool(alloc.loc["tuned", "tuned_this_run"]) and alloc.loc["tuned", "private"] == 0.7

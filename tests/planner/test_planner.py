@@ -264,6 +264,7 @@ def test_spot_picks_the_cheapest_expected_market_and_skips_predicted_spikes() ->
     assert row["action"] == "on_demand" and "saves only" in row["reason"]
     off = P.recommend_spot("c/a100/gpu", "gpu", load, public, markets, None, FREE, P.SpotPolicy(0.0), od)
     assert off["action"] == "on_demand" and off["expected_monthly_saving"] == 0.0
+    assert off["reason"] == "spot is off (interruptible_share 0)"
     # interruptible load that never fills a spot machine stays on on-demand: 0.25 x 20 units = 5 of 8
     small = P.recommend_spot("c/a100/gpu", "gpu", np.full(48, 20.0), public, markets, None, FREE, policy, od)
     assert small["action"] == "on_demand" and "never fills one 8-unit machine" in small["reason"]
