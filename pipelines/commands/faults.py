@@ -38,9 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "--device-folds groups of devices in turn, train on the others, score the held-out ones over "
                    "the whole span, pooled (devices never seen)")
     e.add_argument("--device-folds", type=int, default=5, help="groups of devices of --split device (default 5)")
-    e.add_argument("--target-precision", type=float, default=0.8, help="alert threshold target (default 0.8)")
-    e.add_argument("--cost-ratio", type=float, default=None,
-                   help="instead: threshold minimising ratio x missed failures + false alerts")
+    rule = e.add_mutually_exclusive_group()  # one threshold rule: the other would be dropped silently
+    rule.add_argument("--target-precision", type=float, default=0.8, help="alert threshold target (default 0.8)")
+    rule.add_argument("--cost-ratio", type=float, default=None,
+                      help="instead: threshold minimising ratio x missed failures + false alerts")
     e.add_argument("--threshold-folds", choices=("time", "device"), default="time",
                    help="out-of-fold scores the alert threshold is set on: purged time blocks of the training "
                    "span (the same fleet, later; default) or groups of devices (a fleet of mostly new devices)")

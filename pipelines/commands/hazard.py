@@ -101,14 +101,18 @@ def run_hazard(args: argparse.Namespace) -> int:
     for r in model.weibull_.itertuples():
         print(f"  {r.mode:<8} {r.shape:>6.2f} {f'{r.shape_lo:.2f}-{r.shape_hi:.2f}':>14} "
               f"{r.scale_days / 365.25:>12.1f} {r.events:>7,}")
-    print(f"\nannualised failure rate by age band (events / device-years; {args.level:.0%} interval)")
-    print(f"  {'mode':<8} {'age_years':<10} {'events':>7} {'dev_years':>10} {'afr':>7} {'interval':>15} "
-          f"{'weibull':>8}")
+    # afr_raw is events / device-years and the interval is its own; afr adds 100 device-years at
+    # the band below's rate (a band barely reached does not read as 0), so it may lie outside it
+    print(f"\nannualised failure rate by age band (afr_raw = events / device-years, its {args.level:.0%} interval; "
+          "afr shrunk towards the band below)")
+    print(f"  {'mode':<8} {'age_years':<10} {'events':>7} {'dev_years':>10} {'afr_raw':>8} {'interval':>17} "
+          f"{'afr':>7} {'weibull':>8}")
     for r in model.bands_.itertuples():
         band = f"{r.age_lo_days / 365.25:.2g}-" + ("" if math.isinf(r.age_hi_days) else f"{r.age_hi_days / 365.25:.2g}")
         afr = "-" if math.isnan(r.afr) else f"{r.afr:.2%}"
-        ci = "-" if math.isnan(r.afr) else f"{r.afr_lo:.2%}-{r.afr_hi:.2%}"
-        print(f"  {r.mode:<8} {band:<10} {r.events:>7,} {r.device_years:>10,.0f} {afr:>7} {ci:>15} "
+        raw = "-" if math.isnan(r.afr_raw) else f"{r.afr_raw:.2%}"
+        ci = "-" if math.isnan(r.afr_lo) or math.isnan(r.afr_hi) else f"{r.afr_lo:.2%}-{r.afr_hi:.2%}"
+        print(f"  {r.mode:<8} {band:<10} {r.events:>7,} {r.device_years:>10,.0f} {raw:>8} {ci:>17} {afr:>7} "
               f"{r.weibull_afr:>8.2%}")
     print(f"\nexpected failures in the next {args.horizon} for {whose} ({args.model} hazard, "
           f"{args.level:.0%} interval)")

@@ -54,6 +54,8 @@ def read_table(path: str | Path, allow_empty: bool = False, text: tuple[str, ...
     :func:`read_csv_text`); an empty value in one of ``required_text`` is an error that
     names its line."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{p}: a folder, not a file")
     if not p.is_file():
         raise InputError(f"{p}: no such file")
     try:
@@ -360,10 +362,18 @@ def read_devices(path: str | Path) -> pd.DataFrame:
     """``device_id, age_days``; PdM machines (age in years) are mapped onto it."""
     f = read_table(path, required_text=("device_id",))
     if {"machineID", "age"} <= set(f.columns):
-        return pd.DataFrame({"device_id": "machine" + f["machineID"].astype(str),
-                             "age_days": _numeric(f, "age", path) * 365.0})
-    _need(f, ["device_id", "age_days"], path)
-    return pd.DataFrame({"device_id": f["device_id"].astype(str), "age_days": _numeric(f, "age_days", path)})
+        col, out = "age", pd.DataFrame({"device_id": "machine" + f["machineID"].astype(str),
+                                         "age_days": _numeric(f, "age", path) * 365.0})
+    else:
+        _need(f, ["device_id", "age_days"], path)
+        col, out = "age_days", pd.DataFrame({"device_id": f["device_id"].astype(str),
+                                              "age_days": _numeric(f, "age_days", path)})
+    negative = (out["age_days"] < 0).to_numpy()
+    if negative.any():
+        i = _first_bad(negative)
+        raise InputError(f"{_at(path, i)}, column {col!r}: negative age {f[col].iloc[i]}")
+    # one age per device: which of two would win must not decide the evaluation
+    return _unique_keys(out, ["device_id"], ["age_days"], path, "device").reset_index(drop=True)
 
 
 def read_spot_prices(path: str | Path) -> pd.DataFrame:

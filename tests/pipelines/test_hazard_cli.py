@@ -130,3 +130,31 @@ def test_one_failure_has_no_weibull_fit_and_the_forecast_says_so(tmp_path: Path,
     assert {f["model"] for f in doc["forecast"]["by_mode"]} == {"piecewise"}
     assert all(f["expected"] < 0.5 for f in doc["forecast"]["by_mode"])
     assert "no Weibull fit for any, failure" in out.err
+
+
+def test_a_fleet_file_is_one_age_per_device_never_negative_and_not_a_folder(tmp_path: Path, capsys):
+    """A device twice with different ages (which would win?) or a negative age is refused with
+    its line; a folder given as the file says so; the band table shows the raw rate its
+    interval is of beside the smoothed one."""
+    path = _contract(tmp_path)
+    fleet = tmp_path / "fleet.csv"
+    for body, said in (("x1,100\nx1,200\n", "line 3: device (device_id=x1) appears twice with different values"),
+                       ("x1,100\nx2,-4\n", "line 3, column 'age_days': negative age -4")):
+        fleet.write_text("device_id,age_days\n" + body)
+        assert main(["faults", "hazard", "--lifetimes", str(path), "--fleet", str(fleet)]) == 2
+        assert said in capsys.readouterr().err
+    fleet.write_text("device_id,age_days\nx1,100\nx1,100\n")  # an exact repeat is one device
+    assert main(["faults", "hazard", "--lifetimes", str(path), "--fleet", str(fleet)]) == 0
+    out = capsys.readouterr().out
+    assert "the 1 devices of" in out and "afr_raw" in out and "nan%" not in out
+    assert main(["faults", "hazard", "--lifetimes", str(tmp_path)]) == 2
+    assert "a folder, not a file" in capsys.readouterr().err
+
+
+def test_faults_evaluate_takes_one_threshold_rule(tmp_path: Path, capsys):
+    """--cost-ratio with --target-precision dropped the precision target without a word."""
+    with pytest.raises(SystemExit) as done:
+        main(["faults", "evaluate", "--telemetry", "t.csv", "--failures", "f.csv", "--cost-ratio", "5",
+              "--target-precision", "0.9"])
+    assert done.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
