@@ -163,7 +163,7 @@ def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[s
     offer = offers.get("private")
     if offer is None or not capacity_units > 0:
         return None
-    instances = float(np.ceil(capacity_units / offer.units - 1e-9))
+    instances = _fleet_instances(capacity_units, offer)
     spill = fleet_spill(d, capacity_units, offers)
     c = provisioned_cost(np.full(d.size, instances), d - spill, offer, costs.private)
     total = c["compute"] + c["idle_penalty"]
@@ -175,6 +175,11 @@ def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[s
     return total * costs.hours_per_month / d.size
 
 
+def _fleet_instances(capacity_units: float, offer: Offer) -> float:
+    """Whole private machines that hold at least the running capacity."""
+    return float(np.ceil(capacity_units / offer.units - 1e-9))
+
+
 def fleet_spill(demand: np.ndarray, capacity_units: float, offers: dict[str, Offer]) -> np.ndarray:
     """Units per hour the running fleet cannot carry (whole private machines of at least
     ``capacity_units``), which public on-demand carries; all of it without a private offer."""
@@ -182,7 +187,7 @@ def fleet_spill(demand: np.ndarray, capacity_units: float, offers: dict[str, Off
     offer = offers.get("private")
     if offer is None or not capacity_units > 0:
         return d
-    return d - np.minimum(d, float(np.ceil(capacity_units / offer.units - 1e-9)) * offer.units)
+    return d - np.minimum(d, _fleet_instances(capacity_units, offer) * offer.units)
 
 
 def allowed(split: Split, policy: AllocationPolicy, available: tuple[str, ...] = LOCATIONS) -> bool:

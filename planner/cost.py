@@ -137,6 +137,11 @@ def _per_unit_tflops(catalog: pd.DataFrame) -> pd.Series:
     return tflops / catalog["units"]
 
 
+def named_for(instance_type: object, pool: str) -> bool:
+    """Whether an instance type is the pool's own machine by name (``h100`` -> ``h100-4x``)."""
+    return str(instance_type).lower().startswith(pool.lower())
+
+
 def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Series | None:
     """The machine a pool runs on: the private offer of ``resource`` whose instance type
     starts with the pool name (``h100`` -> ``h100-4x``; a priced one before an unpriced
@@ -145,7 +150,7 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
     require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
     mine = catalog[(catalog["resource"] == resource) & (catalog["units"] > 0)]
     own = mine[mine["location"] == "private"]
-    named = own[own["instance_type"].str.lower().str.startswith(pool.lower())]
+    named = own[own["instance_type"].map(lambda t: named_for(t, pool)).astype(bool)]
     if not named.empty:
         priced = named[named["on_demand_price"] > 0]
         if priced.empty:

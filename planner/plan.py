@@ -30,7 +30,15 @@ from planner.allocation import (
     scenario_cost,
     tune_split,
 )
-from planner.cost import LOCATIONS, CostPolicy, OfferPolicy, qualifying_offers, reference_offer, select_offers
+from planner.cost import (
+    LOCATIONS,
+    CostPolicy,
+    OfferPolicy,
+    named_for,
+    qualifying_offers,
+    reference_offer,
+    select_offers,
+)
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
@@ -93,7 +101,7 @@ def instance_units(catalog: pd.DataFrame, resource: str, pool: str, node_units: 
     policy's ``instance_units``, else the pool's node size (None when none is known)."""
     if not catalog.empty:
         own = catalog[(catalog["resource"] == resource) & (catalog["location"] == "private") & (catalog["units"] > 0)
-                      & catalog["instance_type"].astype(str).str.lower().str.startswith(pool.lower())]
+                      & catalog["instance_type"].map(lambda t: named_for(t, pool)).astype(bool)]
         if not own.empty:
             return float(own["units"].iloc[0])
     if policy.instance_units is not None:
@@ -153,7 +161,7 @@ def own_machine_priced(catalog: pd.DataFrame, resource: str, pool: str, uid: str
     ref = None if catalog.empty else reference_offer(catalog, resource, pool)
     if ref is None:  # no offer at all: the no-offer warning says so
         return True
-    if ref["location"] == "private" and str(ref["instance_type"]).lower().startswith(pool.lower()):
+    if ref["location"] == "private" and named_for(ref["instance_type"], pool):
         if float(ref["on_demand_price"]) > 0:
             return True
         log.warning("%s: the pool's own machine %s has no price in the instance catalog (0 or none reads as "
