@@ -41,3 +41,13 @@ def short_duration(value: str | pd.Timedelta) -> str:
         if td % size == pd.Timedelta(0) and td != pd.Timedelta(0):
             return f"{td // size}{unit}"
     return str(td)
+
+
+def rough_duration(value: str | pd.Timedelta) -> str:
+    """An age or a lag to the hour (``49h``, ``321d 3h``), to the minute under an hour."""
+    td = pd.Timedelta(value)
+    if td >= pd.Timedelta(days=3):
+        hours = int((td - pd.Timedelta(days=td.days)) // pd.Timedelta(hours=1))
+        return f"{td.days}d" + (f" {hours}h" if hours else "")
+    td = td.floor("h") if td >= pd.Timedelta(hours=1) else td.floor("min")
+    return short_duration(td) if td > pd.Timedelta(0) else "0min"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -280,25 +279,3 @@ def evaluate_spikes(
                      "f1": float(f), "alerts": int(pred.sum()), "positives": int(y.sum()), "n": int(len(y)),
                      "threshold_rule": model.threshold_rule_})
     return pd.DataFrame(rows, columns=SPIKE_COLUMNS)
-
-
-DURATION_HINT = "give a number and a unit, such as 30m, 24h or 2d"
-
-
-def parse_duration(text: str, option: str = "duration") -> pd.Timedelta:
-    """'30m', '24h', '2d', '90s' or anything pandas accepts -> Timedelta (m means minutes).
-
-    A bare number is refused (pandas would read it as nanoseconds), as are negative and
-    NaN durations; the error names ``option``."""
-    t = str(text).strip()
-    if re.fullmatch(r"\d+(\.\d+)?m", t):
-        t = t[:-1] + "min"
-    if re.fullmatch(r"[+-]?\d+(\.\d+)?", t):
-        raise ValueError(f"{option}: {text!r} has no unit; {DURATION_HINT}")
-    try:
-        value = pd.Timedelta(t)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{option}: bad duration {text!r}; {DURATION_HINT}") from exc
-    if pd.isna(value) or value < pd.Timedelta(0):
-        raise ValueError(f"{option}: bad duration {text!r}; {DURATION_HINT}")
-    return value

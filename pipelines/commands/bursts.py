@@ -50,9 +50,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     check_fraction(args.train_fraction, "--train-fraction", "the share of each series that calibrates")
     from anomaly.cusum import CusumPolicy
-    from anomaly.evaluate import evaluate_bursts, parse_duration, split_history
+    from anomaly.evaluate import evaluate_bursts, split_history
     from pipelines.commands.errors import CliError
     from pipelines.ingest import tables
+    from pipelines.runtime.durations import parse_duration
 
     try:
         series = tables.read_series(args.input)
@@ -61,9 +62,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         policy = CusumPolicy(
             season_length=args.season_length, n_seasons=args.n_seasons,
             target_arl=str(parse_duration(args.target_arl, "--target-arl")),
-            cooldown=str(parse_duration(args.cooldown, "--cooldown")),
-            clear_after=str(parse_duration(args.clear_after, "--clear-after")),
-            confirm_for=str(parse_duration(args.confirm_for, "--confirm-for")),
+            cooldown=str(parse_duration(args.cooldown, "--cooldown", zero=True)),
+            clear_after=str(parse_duration(args.clear_after, "--clear-after", zero=True)),
+            confirm_for=str(parse_duration(args.confirm_for, "--confirm-for", zero=True)),
             recalibrate_every=(None if args.recalibrate_every.strip().lower() == "none"
                                else str(parse_duration(args.recalibrate_every, "--recalibrate-every"))),
         )

@@ -72,8 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _policy(args: argparse.Namespace):  # -> FaultPolicy
-    from anomaly.evaluate import parse_duration
     from anomaly.fault_features import FaultPolicy
+    from pipelines.runtime.durations import parse_duration
 
     windows = tuple(str(parse_duration(w, "--windows")) for w in getattr(args, "windows", "3h,24h").split(",")
                     if w.strip())
@@ -83,7 +83,7 @@ def _policy(args: argparse.Namespace):  # -> FaultPolicy
         raise ValueError(f"--cost-ratio must be > 0 (a missed failure's cost over a false alert's), got {cost_ratio}")
     if cost_ratio is None and not 0 < target <= 1:
         raise ValueError(f"--target-precision must be in (0, 1], got {target}")
-    return FaultPolicy(lead=str(parse_duration(args.lead, "--lead")), horizon=str(parse_duration(args.horizon, "--horizon")),
+    return FaultPolicy(lead=str(parse_duration(args.lead, "--lead", zero=True)), horizon=str(parse_duration(args.horizon, "--horizon")),
                        windows=windows, target_precision=None if cost_ratio is not None else target,
                        cost_ratio=cost_ratio, threshold_folds=getattr(args, "threshold_folds", FaultPolicy.threshold_folds),
                        final_model=getattr(args, "final_model", FaultPolicy.final_model))

@@ -42,15 +42,13 @@ def run_hazard(args: argparse.Namespace) -> int:
         check_writable(args.out)
     if not 0 < args.level < 1:
         raise CliError(f"--level must be between 0 and 1, got {args.level}", 2)
-    from anomaly.evaluate import parse_duration
     from anomaly.hazard import FleetHazard, HazardPolicy, in_service
     from pipelines.ingest import tables
     from pipelines.ingest.lifetimes import read_lifetimes
+    from pipelines.runtime.durations import parse_duration
 
     try:
         horizon = parse_duration(args.horizon, "--horizon")
-        if horizon <= horizon.__class__(0):
-            raise ValueError(f"--horizon: must be positive, got {args.horizon!r}")
         lives, rejects = read_lifetimes(args.lifetimes)
         if args.fleet is not None:
             fleet = tables.read_devices(args.fleet)

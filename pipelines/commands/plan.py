@@ -95,7 +95,8 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
 def run_replay(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError, model_names
     from pipelines.plan import replay as plan_replay
-    from pipelines.plan.config import MAX_LEAD, PlanConfigError, load_plan_policy, parse_duration
+    from pipelines.plan.config import MAX_LEAD, PlanConfigError, load_plan_policy
+    from pipelines.runtime.durations import parse_duration
     from pipelines.runtime.outputs import check_writable, write_csv
     from pipelines.runtime.progress import progress_bar
     from pipelines.runtime.settings import Settings
@@ -110,7 +111,7 @@ def run_replay(args: argparse.Namespace) -> int:
         plan_policy = load_plan_policy(args.config or (str(settings.plan_config) if settings.plan_config else None))
         policy = plan_policy.prescale
         if args.lead is not None:
-            parse_duration(args.lead, MAX_LEAD)  # checked; kept as written, as the report shows it
+            parse_duration(args.lead, most=MAX_LEAD)  # checked; kept as written, as the report shows it
             policy = dataclasses.replace(policy, lead=args.lead.strip())
     except PlanConfigError as exc:
         raise CliError(str(exc), 2) from exc

@@ -46,10 +46,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import check_fraction
 
     check_fraction(args.test_fraction, "--test-fraction", "the share of the time span scored")
-    from anomaly.evaluate import evaluate_spikes, parse_duration
+    from anomaly.evaluate import evaluate_spikes
     from anomaly.spike_features import SpikePolicy
     from pipelines.commands.errors import CliError
     from pipelines.ingest import tables
+    from pipelines.runtime.durations import parse_duration
 
     try:
         prices = tables.read_spot_prices(args.prices)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from anomaly.alert import Alert, severity_for
-from anomaly.base import short_duration
+from anomaly.base import rough_duration, short_duration
 from anomaly.cusum import MIN_RESIDUALS, CusumDetector, CusumPolicy, CusumState
 from anomaly.fault_features import FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import FaultPredictor
@@ -388,11 +388,11 @@ def spike_model_status(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
         return None, "no model yet"
     old = pd.Timestamp(now) - row["created_at"]
     if old >= age:
-        return row, f"the model is {short_duration(old.floor('min'))} old; retrain age {short_duration(age)}"
+        return row, f"the model is {rough_duration(old)} old; retrain age {short_duration(age)}"
     end = detection.spot_prices_end(con, until)
     past = None if end is None else end - row["data_cutoff"] - pd.Timedelta(policy.horizon)
     if past is not None and past > age:
-        return row, (f"the prices run {short_duration(past.floor('min'))} past the model's data (cutoff {row['data_cutoff']}; "
+        return row, (f"the prices run {rough_duration(past)} past the model's data (cutoff {row['data_cutoff']}; "
                      f"retrain age {short_duration(age)})")
     return row, None
 

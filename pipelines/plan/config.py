@@ -3,7 +3,6 @@
 error that names it. ``data/samples/plan.toml`` lists every key with its default."""
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -18,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipelines.runtime.durations import parse_duration
 from planner.allocation import AllocationPolicy, Split, candidate_splits
 from planner.cost import CostPolicy, LocationCost, OfferPolicy
 from planner.plan import PlanPolicy
@@ -106,39 +106,16 @@ MAX_DURATION = pd.Timedelta(days=366)
 MAX_LEAD = pd.Timedelta(days=1)  # the forecasts pre-scaling reads look 24 hours ahead
 
 
-def parse_duration(value: object, most: pd.Timedelta = MAX_DURATION) -> pd.Timedelta:
-    """A positive duration with a unit (``5min``, ``2h``, ``7D``) of at most ``most``; a
-    ValueError that says which of those it is not (a bare ``5`` would be 5 nanoseconds)."""
-    text = str(value).strip()
-    if not re.search(r"[A-Za-z]", text):
-        raise ValueError(f"{value!r} has no unit (e.g. 5min, 2h, 7D)")
-    try:
-        span = pd.Timedelta(text)
-    except (pd.errors.OutOfBoundsTimedelta, pd.errors.OutOfBoundsDatetime):  # past pandas' ~292 years
-        raise ValueError(f"{value!r} is longer than {_days(most)}") from None
-    except ValueError:
-        raise ValueError(f"{value!r} is not a duration (e.g. 5min, 2h, 7D)") from None
-    if pd.isna(span) or span <= pd.Timedelta(0):
-        raise ValueError(f"{value!r} is not a positive duration (e.g. 5min, 2h, 7D)")
-    if span > most:
-        raise ValueError(f"{value!r} is longer than {_days(most)}")
-    return span
-
-
-def _days(span: pd.Timedelta) -> str:
-    return f"{span.days} day{'s' * (span.days != 1)}"
-
-
 def _positive_duration(value: str | None) -> str | None:
-    """A duration option: None, or a positive duration with a unit (:func:`parse_duration`)."""
+    """A duration option: None, or a positive duration with a unit of at most 366 days."""
     if value is not None:
-        parse_duration(value)
+        parse_duration(value, most=MAX_DURATION)
     return value
 
 
 def _lead(value: str | None) -> str | None:
     if value is not None:
-        parse_duration(value, MAX_LEAD)
+        parse_duration(value, most=MAX_LEAD)
     return value
 
 

@@ -53,14 +53,9 @@ class Settings(BaseModel):
     @field_validator("spike_retrain_every")
     @classmethod
     def _positive_duration(cls, value: str) -> str:
-        import pandas as pd
+        from pipelines.runtime.durations import parse_duration
 
-        try:
-            step = pd.Timedelta(str(value).strip())
-        except (ValueError, TypeError):
-            step = None
-        if step is None or pd.isna(step) or step <= pd.Timedelta(0) or str(value).strip().isdigit():
-            raise ValueError("not a positive duration with a unit (e.g. 7D, 24h)")
+        parse_duration(value)
         return str(value).strip()
 
     @field_validator("schedule_timezone")
@@ -88,5 +83,5 @@ class Settings(BaseModel):
             for err in exc.errors():
                 field = str(err["loc"][0]) if err["loc"] else "?"
                 name = field if field in given else ENV_NAMES.get(field, field)
-                problems.append(f"{name}={err.get('input')!r}: {err['msg']}")
+                problems.append(f"{name}={err.get('input')!r}: {err['msg'].removeprefix('Value error, ')}")
             raise SettingsError("bad setting: " + "; ".join(problems)) from None

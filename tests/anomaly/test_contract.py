@@ -86,3 +86,13 @@ def test_detector_contract(name: str) -> None:
         pd.testing.assert_frame_equal(first, second)
     else:
         assert (first == second).all()
+
+
+@pytest.mark.parametrize("span, text", [
+    ("462428min", "321d 3h"),  # a model's age, once printed in minutes
+    ("49h", "49h"), ("72h", "3d"), ("2h59min", "2h"), ("47min30s", "47min"), ("10s", "0min"),
+])
+def test_rough_duration_reads_as_an_age(span, text):
+    from anomaly.base import rough_duration
+
+    assert rough_duration(span) == text

@@ -58,7 +58,7 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"costs": {"private": {"idle_penality": 0.2}}}, "costs.private.idle_penality: Extra inputs are not permitted"),
     ({"prescale": {"lead": "p99"}}, "prescale.lead: 'p99' is not a duration"),
     # a bare number would be nanoseconds; a lead past the forecasts' day; a span pandas cannot hold
-    ({"prescale": {"lead": "5"}}, "prescale.lead: '5' has no unit (e.g. 5min, 2h, 7D)"),
+    ({"prescale": {"lead": "5"}}, "prescale.lead: '5' has no unit (e.g. 30min, 2h, 7D)"),
     ({"prescale": {"lead": "100000D"}}, "prescale.lead: '100000D' is longer than 1 day"),
     ({"prescale": {"calibration": "1000000D"}}, "prescale.calibration: '1000000D' is longer than 366 days"),
     ({"prescale": {"refresh": "-1h"}}, "prescale.refresh: '-1h' is not a positive duration"),
