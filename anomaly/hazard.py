@@ -14,7 +14,10 @@ without a failure (removed, or still in service when the data stop) is right-cen
 
 ``expected_failures(ages, horizon)`` is the sum over devices of
 ``P(fail in (a, a+h] | survived to a) = 1 - exp(-(H(a+h) - H(a)))`` with a Poisson-binomial
-interval for the count. A failure of one mode censors the others (cause-specific hazards).
+interval for the count. A failure of one mode censors the others (cause-specific hazards);
+a mode's probability is its share of the cumulative hazards over the horizon times ``any``'s,
+so that the modes add up to ``any`` however long the horizon (each forecast as if it were
+the only risk, they added up to more).
 """
 from __future__ import annotations
 
@@ -33,8 +36,9 @@ MODELS = ("piecewise", "weibull")
 class HazardPolicy:
     """Age band edges (days; the last band runs on), the level of the intervals, and
     ``prior_device_years``: each band's rate is shrunk towards the band below it as if that
-    many device-years at the lower band's rate had been seen, so that a band the fleet has
-    barely reached takes the rate below it instead of 0 (or of one early failure)."""
+    many device-years at the lower band's rate had been seen (never more than the fleet has
+    seen in all, so that a small fleet's own failures are not swamped), so that a band the
+    fleet has barely reached takes the rate below it instead of 0 (or of one early failure)."""
 
     band_edges_days: tuple[float, ...] = (0.0, 91.0, 365.0, 730.0, 1095.0, 1461.0, 1826.0)
     level: float = 0.9
@@ -178,7 +182,7 @@ class FleetHazard:
         for mode in modes:
             ev = failed if mode == ANY else kind == mode
             counts = np.array([(ev & (exit_ > lo) & (exit_ <= h)).sum() for lo, h in zip(edges, hi_edges)])
-            rate = self._band_rates(counts, exposure, policy.prior_device_years * YEAR)
+            rate = self._band_rates(counts, exposure, min(policy.prior_device_years * YEAR, exposure.sum()))
             rates[mode] = rate
             lo_r, hi_r = _garwood(counts, policy.level)
             # two failure ages at least: with one, the likelihood grows without end as the shape does
@@ -239,9 +243,9 @@ class FleetHazard:
         """``H(age)``: expected failures of one device from age 0 to ``age`` (days)."""
         self._check(mode, model)
         a = np.maximum(np.asarray(ages, dtype=float), 0.0)
-        if model == "weibull":
+        if self.model_for(mode, model) == "weibull":
             w = self.weibull_.set_index("mode").loc[mode]
-            return self._weibull_h(w["shape"], w["scale_days"])(a) if np.isfinite(w["shape"]) else np.zeros_like(a)
+            return self._weibull_h(w["shape"], w["scale_days"])(a)
         widths = np.clip(a[..., None] - self.edges_, 0, np.append(np.diff(self.edges_), np.inf))
         return widths @ self.rates_[mode]
 
@@ -249,18 +253,35 @@ class FleetHazard:
         """Failures per device-day at ``ages`` (days)."""
         self._check(mode, model)
         a = np.maximum(np.asarray(ages, dtype=float), 1e-9)
-        if model == "weibull":
+        if self.model_for(mode, model) == "weibull":
             w = self.weibull_.set_index("mode").loc[mode]
             k, s = w["shape"], w["scale_days"]
-            return k / s * (a / s) ** (k - 1) if np.isfinite(k) else np.zeros_like(a)
+            return k / s * (a / s) ** (k - 1)
         return self.rates_[mode][np.searchsorted(self.edges_, a, side="right") - 1]
 
     def failure_probability(self, ages, horizon_days: float, mode: str = ANY,
                             model: str = "piecewise") -> np.ndarray:
-        """``P(fail in (a, a + h] | in service at a)`` per device."""
+        """``P(fail in (a, a + h] | in service at a)`` per device; for a failure type, of
+        failing of that type first (its share of the types' hazards over the horizon)."""
         a = np.asarray(ages, dtype=float)
-        dh = self.cumulative_hazard(a + horizon_days, mode, model) - self.cumulative_hazard(a, mode, model)
-        return -np.expm1(-np.maximum(dh, 0.0))
+
+        def dh(m: str) -> np.ndarray:
+            return np.maximum(self.cumulative_hazard(a + horizon_days, m, model)
+                              - self.cumulative_hazard(a, m, model), 0.0)
+
+        p_any = -np.expm1(-dh(ANY))
+        if mode == ANY:
+            return p_any
+        total = sum(dh(m) for m in self.modes_ if m != ANY)
+        return np.divide(p_any * dh(mode), total, out=np.zeros_like(p_any), where=total > 0)
+
+    def model_for(self, mode: str, model: str) -> str:
+        """``model``, or ``piecewise`` for a mode without a Weibull fit (failures at fewer
+        than two ages)."""
+        self._check(mode, model)
+        if model == "weibull" and not np.isfinite(self.weibull_.set_index("mode").loc[mode, "shape"]):
+            return "piecewise"
+        return model
 
     def expected_failures(self, ages, horizon_days: float, mode: str = ANY, model: str = "piecewise",
                           level: float | None = None) -> FailureForecast:
@@ -275,5 +296,5 @@ class FleetHazard:
         level = (self.policy or HazardPolicy()).level if level is None else level
         p = self.failure_probability(a, horizon_days, mode, model)
         lo, hi = poisson_binomial_interval(p, level)
-        return FailureForecast(mode=mode, model=model, devices=int(a.size), horizon_days=float(horizon_days),
-                               expected=float(p.sum()), lo=lo, hi=hi, level=level)
+        return FailureForecast(mode=mode, model=self.model_for(mode, model), devices=int(a.size),
+                               horizon_days=float(horizon_days), expected=float(p.sum()), lo=lo, hi=hi, level=level)

@@ -72,8 +72,7 @@ def run_hazard(args: argparse.Namespace) -> int:
     if unfit:
         print(f"note: no Weibull fit for {', '.join(unfit)} (it needs failures at two ages or more); "
               "the piecewise hazard forecasts there", file=sys.stderr)
-    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode,
-                                         "piecewise" if mode in unfit else args.model)
+    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode, args.model)
                  for mode in model.modes_]
     if args.out is not None:
         from pipelines.runtime.outputs import write_atomic
@@ -99,7 +98,7 @@ def run_hazard(args: argparse.Namespace) -> int:
     for r in model.weibull_.itertuples():
         print(f"  {r.mode:<8} {r.shape:>6.2f} {f'{r.shape_lo:.2f}-{r.shape_hi:.2f}':>14} "
               f"{r.scale_days / 365.25:>12.1f} {r.events:>7,}")
-    # afr_raw is events / device-years and the interval is its own; afr adds 100 device-years at
+    # afr_raw is events / device-years and the interval is its own; afr adds up to 100 device-years at
     # the band below's rate (a band barely reached does not read as 0), so it may lie outside it
     print(f"\nannualised failure rate by age band (afr_raw = events / device-years, its {args.level:.0%} interval; "
           "afr shrunk towards the band below)")

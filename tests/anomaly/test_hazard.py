@@ -118,3 +118,29 @@ def test_misuse_is_refused():
         model.expected_failures([1.0], 0.0)
     with pytest.raises(ValueError, match="band edges"):
         FleetHazard(HazardPolicy(band_edges_days=(10.0, 5.0))).fit(weibull_lives(n=50))
+
+
+def test_a_small_fleets_own_failures_are_not_swamped_by_the_prior():
+    # six devices from one day, four failed at 400-550 days: the survivors at 731 days were
+    # forecast 0.08 failures a year with 100 prior device-years at the failure-free band below
+    lives = pd.DataFrame({
+        "device_id": [f"d{i}" for i in range(6)], "install": [T0] * 6,
+        "remove": [T0 + pd.Timedelta(days=400 + 50 * i) for i in range(4)] + [pd.Timestamp("2022-01-01")] * 2,
+        "failed": [True] * 4 + [False] * 2, "failure_type": ["DBE"] * 4 + [""] * 2})
+    model = FleetHazard().fit(lives)
+    band = model.bands_.set_index(["mode", "age_lo_days"]).loc[("any", 365.0)]
+    assert band["afr_raw"] > 1.0 and band["afr"] > 0.25  # the prior weighs no more than the fleet's 9 years
+    survivors = in_service(lives)
+    assert model.expected_failures(survivors["age_days"], 365).expected > 0.4
+
+
+@pytest.mark.parametrize("model", ["piecewise", "weibull"])
+def test_failure_types_add_up_to_any_over_any_horizon(model):
+    lives = weibull_lives(n=600)
+    fitted = FleetHazard().fit(lives)
+    ages = in_service(lives)["age_days"].to_numpy()
+    for days in (30.0, 3650.0):  # over ten years each type alone came near every device
+        whole = fitted.expected_failures(ages, days, "any", model).expected
+        parts = [fitted.expected_failures(ages, days, m, model).expected for m in ("DBE", "OTB")]
+        assert sum(parts) == pytest.approx(whole, rel=1e-9) and min(parts) > 0
+        assert parts[0] > parts[1]  # 70/30 of the failures
