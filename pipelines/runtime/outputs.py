@@ -32,10 +32,17 @@ class OutputError(OSError):
 
 def check_writable(path: str | Path) -> Path:
     """Fail early, before any work, when a file cannot be written at ``path``: it is a
-    folder, or its folder cannot be made or written to."""
+    folder, a device, pipe or socket, or its folder cannot be made or written to. A link is
+    followed: the file it points to is the one written (a rename over the link would replace
+    the link, and over ``/dev/null`` the device). Returns the path to write."""
     target = Path(path)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
     if target.is_dir():
         raise OutputError(f"{target}: cannot write, it is a folder (give a file name)")
+    if target.exists() and not target.is_file():
+        raise OutputError(f"{target}: cannot write, it is not a regular file (a device, pipe or socket; "
+                          "give a file name)")
     parent = next((p for p in (target.parent, *target.parent.parents) if p.exists()), Path("."))
     if not parent.is_dir():
         raise OutputError(f"{target}: cannot write, {parent} is a file, not a folder")

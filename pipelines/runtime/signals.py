@@ -39,8 +39,15 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 def is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C inside a DuckDB query: its InterruptException, or through a worker thread a
-    RuntimeError "Query interrupted"."""
-    return type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc)
+    RuntimeError "Query interrupted", or an error raised while handling either (a cleanup
+    in an aborted transaction)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def quiet_shutdown() -> None:

@@ -305,11 +305,16 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> i
     cols = [c for c in table_columns(con, table) if c in frame.columns]
     view = f"_upsert_{table}"
     con.register(view, frame[cols])
+    col_list = ", ".join(f'"{c}"' for c in cols)
     try:
-        col_list = ", ".join(f'"{c}"' for c in cols)
         con.execute(f"INSERT OR REPLACE INTO {table} ({col_list}) SELECT {col_list} FROM {view}")
-    finally:
-        con.unregister(view)
+    except BaseException:
+        # an interrupted insert aborts the transaction, and unregistering then fails too:
+        # the interrupt is what the caller must see
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(view)
+        raise
+    con.unregister(view)
     return len(frame)
 
 

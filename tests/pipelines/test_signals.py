@@ -85,3 +85,27 @@ def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.S
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "headroom run: interrupted", err[-2000:]
     time.sleep(1)
     assert not _api_servers(tmp_path / "prefect"), "the Prefect API was left running"
+
+
+def test_a_failed_upsert_raises_its_own_error_not_the_cleanups() -> None:
+    # an insert interrupted in a transaction aborts it; unregistering the frame then failed
+    # with "Current transaction is aborted", which hid the interrupt (a traceback, exit 1)
+    import duckdb
+    import pandas as pd
+
+    from pipelines.runtime.signals import is_interrupt
+    from pipelines.store import warehouse
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+    with pytest.raises(duckdb.ConstraintException), warehouse.transaction(con):
+        warehouse.upsert(con, "t", pd.DataFrame({"k": [1], "v": [None]}))
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    try:
+        try:
+            raise RuntimeError("Query interrupted")
+        except RuntimeError:
+            raise duckdb.TransactionException("Current transaction is aborted (please ROLLBACK)") from None
+    except duckdb.TransactionException as exc:
+        assert is_interrupt(exc)  # the interrupt is found under what was raised while handling it
+    assert not is_interrupt(ValueError("bad"))
