@@ -23,6 +23,9 @@ class HistoryError(ValueError):
         self.series = series
 
 
+MAX_ABS_Y = 1e100  # beyond, sums and squares of a series overflow float64
+
+
 def freq_offset(freq: str | None) -> pd.Timedelta | None:
     """The fixed step of ``freq`` ('h', '5min', 'D', ...), or None for integer steps."""
     if freq is None:
@@ -112,6 +115,11 @@ def validate_history(
     if bad_y.any():
         uid = frame.loc[bad_y, "unique_id"].iloc[0]
         raise HistoryError(f"series {uid!r}: y has {int(bad_y.sum())} missing or non-finite value(s)", str(uid))
+    huge = np.abs(frame["y"].to_numpy()) > MAX_ABS_Y
+    if huge.any():  # sums and squares of such values overflow: scores of 0 and intervals of inf
+        row = frame.loc[huge].iloc[0]
+        raise HistoryError(f"series {row.unique_id!r}: y {row.y:.3g} at {row.ds} is beyond +-{MAX_ABS_Y:.0e}, too "
+                           "large to forecast in floating point (rescale it)", str(row.unique_id))
     dup = frame.duplicated(["unique_id", "ds"])
     if dup.any():
         row = frame.loc[dup].iloc[0]
@@ -172,12 +180,9 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
         if dup.any():
             raise HistoryError(f"series {uid!r}: duplicate ds {g.loc[dup, 'ds'].iloc[0]}")
         s = g.set_index("ds")["y"].astype(float)
+        _check_steps(str(uid), s.index, np.isfinite(s.to_numpy()), step, freq, season_length)
         grid = (pd.RangeIndex(int(s.index.min()), int(s.index.max()) + 1) if step is None
                 else pd.date_range(s.index.min(), s.index.max(), freq=step))
-        off = ~s.index.isin(grid)  # the reindex below would drop these rows without a word
-        if off.any():
-            raise HistoryError(f"series {uid!r}: timestamp {s.index[off][0]} is off the series' {freq!r} grid "
-                               "(its timestamps must be whole steps apart)", str(uid))
         full = s.reindex(grid)
         missing = ~np.isfinite(full.to_numpy())
         if missing.any():
@@ -204,3 +209,35 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
     if step is None:
         filled["ds"] = filled["ds"].astype("int64")
     return filled, counts
+
+
+def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta | None, freq: str | None,
+                 season_length: int) -> None:
+    """Before a series is laid on its grid (which a wild timestamp would make huge): every
+    row whole steps apart, no gap (with the rows whose y is ``known`` not) longer than a
+    season, and rows mostly one step apart (a series on a coarser grid than ``freq`` would be
+    more filled than read)."""
+    at = np.asarray(ds.asi8 if step is not None else ds, dtype=np.int64)
+    size = 1 if step is None else step.value
+    off = np.diff(at) % size != 0
+    if off.any():
+        raise HistoryError(f"series {uid!r}: timestamp {ds[int(np.flatnonzero(off)[0]) + 1]} is off the series' "
+                           f"{freq!r} grid (its timestamps must be whole steps apart)", uid)
+    ds = ds[known]
+    steps = np.diff(at[known]) // size
+    if steps.size and steps.max() - 1 > season_length:
+        i = int(np.argmax(steps))
+        one = 1 if step is None else step
+        raise HistoryError(f"series {uid!r}: {int(steps[i]) - 1} missing steps from {ds[i] + one} to "
+                           f"{ds[i + 1] - one}, longer than one season ({season_length}); fill or cut that span "
+                           "before forecasting", uid)
+    if steps.size and np.median(steps) > 1:
+        n = int(np.median(steps))
+        every, one = (f"{n} steps", "1") if step is None else (_span(step * n), _span(step))
+        raise HistoryError(f"series {uid!r}: its rows are {every} apart (the median), not {one}: most of it would "
+                           "be filled; give the series' own frequency", uid)
+
+
+def _span(td: pd.Timedelta) -> str:
+    text = pd.tseries.frequencies.to_offset(td).freqstr
+    return text if text[0].isdigit() else f"1{text}"  # 'h' -> '1h'

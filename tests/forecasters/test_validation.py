@@ -110,3 +110,31 @@ def test_a_gap_longer_than_a_season_names_the_series_and_the_span() -> None:
         fill_gaps(frame, "h", 24)
     with pytest.raises(HistoryError, match="unknown gap filling"):
         fill_gaps(frame, "h", 24, "mean")
+
+
+def test_a_series_on_a_coarser_grid_is_refused_not_filled() -> None:
+    from forecasters.validation import fill_gaps
+
+    hourly = _gappy().dropna()
+    # hourly rows read as half-hourly were half invented, and daily rows as hourly 96%
+    with pytest.raises(HistoryError, match=r"series 'a': its rows are 1h apart \(the median\), not 30min"):
+        fill_gaps(hourly, "30min", 48)
+    steps = pd.DataFrame({"unique_id": "b", "ds": np.arange(0, 200, 2), "y": 1.0})
+    with pytest.raises(HistoryError, match=r"series 'b': its rows are 2 steps apart \(the median\), not 1"):
+        fill_gaps(steps, None, 24)
+
+
+def test_a_wild_step_is_refused_before_the_grid_is_laid() -> None:
+    from forecasters.validation import fill_gaps
+
+    # one mistyped step 10^12 on: the grid alone would need 8 TB
+    frame = pd.DataFrame({"unique_id": "a", "ds": np.r_[np.arange(100), 10**12], "y": 1.0})
+    with pytest.raises(HistoryError, match=r"series 'a': 999999999900 missing steps from 100 to 999999999999"):
+        fill_gaps(frame, None, 24)
+
+
+def test_values_too_large_for_floating_point_are_refused() -> None:
+    # y x 1e306 scored WAPE 0 and MASE 0: the sums overflowed to inf
+    frame = _gappy().dropna().assign(y=lambda f: f["y"] * 1e306)
+    with pytest.raises(HistoryError, match=r"series 'a': y 1e\+306 at 2026-01-01 01:00:00 is beyond \+-1e\+100"):
+        validate_history(frame, "h")
