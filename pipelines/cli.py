@@ -86,6 +86,9 @@ def _configure_logging(level: int) -> None:
     # third-party warnings (prophet's and pandas' FutureWarnings...) become log records, shown with -v only
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if level < logging.WARNING else logging.ERROR)
+    # Prophet's own warnings ("Optimization terminated abnormally. Falling back to Newton.": it
+    # recovers) are the library's, shown with -v only
+    logging.getLogger("prophet").setLevel(logging.WARNING if level < logging.WARNING else logging.ERROR)
 
 
 def _verbose_first(argv: list[str]) -> list[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     """Read a long-format CSV/Parquet file into unique_id (str), ds, y (float)."""
     from pipelines.commands.errors import CliError
-    from pipelines.ingest.tables import read_csv_text
+    from pipelines.ingest.tables import read_csv_text, separator_hint, unreadable
 
     if path.is_dir():
         raise CliError(f"{path}: is a folder, not a file", 2)
@@ -53,10 +54,11 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     try:
         frame = read_csv_text(path, ("unique_id",))
     except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise CliError(f"{path}: cannot read ({' '.join(str(exc).split())})", 2) from exc  # pandas' ends in \n
+        raise CliError(unreadable(path, exc), 2) from exc
     missing = {"unique_id", "ds", "y"} - set(frame.columns)
     if missing:
-        raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y", 2)
+        raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y"
+                       f"{separator_hint(list(frame.columns))}", 2)
     out = frame[["unique_id", "ds", "y"]].reset_index(drop=True)
 
     from pipelines.ingest.tables import row_label
@@ -80,26 +82,35 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         bad = ds.isna() | (ds != ds.round())
         if bad.any():
             row = out.index[bad.to_numpy()][0]
-            raise CliError(f"{path}: {where(row)}, column ds: {out.at[row, 'ds']!r} is not an integer step "
+            raise CliError(f"{path}: {where(row)}, column ds: {_shown(out.at[row, 'ds'])} is not an integer step "
                            "(pass --freq for timestamps)", 2)
         out["ds"] = ds.astype("int64")
     else:
         ds = pd.to_datetime(out["ds"], utc=True, format="mixed", errors="coerce")
         if ds.isna().any():
             row = out.index[ds.isna().to_numpy()][0]
-            raise CliError(f"{path}: {where(row)}, column ds: {out.at[row, 'ds']!r} is not a timestamp", 2)
+            raise CliError(f"{path}: {where(row)}, column ds: {_shown(out.at[row, 'ds'])} is not a timestamp", 2)
         out["ds"] = ds.dt.tz_localize(None)
     y = pd.to_numeric(out["y"], errors="coerce")
     bad = y.isna() & out["y"].notna()
     if bad.any():
         row = out.index[bad.to_numpy()][0]
-        raise CliError(f"{path}: {where(row)}, column y: {out.at[row, 'y']!r} is not a number", 2)
+        value = out.at[row, "y"]
+        with contextlib.suppress(TypeError, ValueError):  # '1e400' is a number, past what a float holds
+            if np.isinf(float(str(value).strip())):
+                raise CliError(f"{path}: {where(row)}, column y: {_shown(value)} is not a finite number", 2)
+        raise CliError(f"{path}: {where(row)}, column y: {_shown(value)} is not a number", 2)
     infinite = np.isinf(y.to_numpy(dtype=float))  # not a gap to fill: a value that cannot be scored
     if infinite.any():
         row = out.index[infinite][0]
         raise CliError(f"{path}: {where(row)}, column y: {y.iloc[row]} is not a finite number", 2)
     out["y"] = y.astype(float)
     return out
+
+
+def _shown(value: object) -> str:
+    """A cell as the file has it: ``0.5``, not numpy's ``np.float64(0.5)``."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def backtest_models(
@@ -147,8 +158,9 @@ def backtest_models(
 
 def run(args: argparse.Namespace) -> int:
     import forecasters
-    from pipelines.commands.errors import CliError, model_names
+    from pipelines.commands.errors import CliError, check_seed, model_names
 
+    check_seed(args.seed)
     if args.out is not None:  # before the work, not after it
         check_writable(args.out)
         if args.out.resolve() == args.input.resolve():

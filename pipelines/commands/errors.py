@@ -16,6 +16,12 @@ def check_fraction(value: float, option: str, meaning: str) -> None:
         raise CliError(f"{option} must be between 0 and 1 ({meaning}), got {value}", 2)
 
 
+def check_seed(seed: int) -> None:
+    """A random seed given on the command line: numpy and LightGBM take none below 0."""
+    if seed < 0:
+        raise CliError(f"--seed must be >= 0, got {seed}", 2)
+
+
 def model_names(text: str | None, default: list[str] | None) -> list[str] | None:
     """The models of a ``--models`` list (comma-separated), ``default`` when none is given; an
     unknown name, or a list with no name, is an error naming the models there are."""
@@ -24,6 +30,9 @@ def model_names(text: str | None, default: list[str] | None) -> list[str] | None
     if text is None:
         return default
     names = [n.strip() for n in text.split(",") if n.strip()]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # each would be fitted and stored again under another run
+        raise CliError(f"--models: {', '.join(twice)} named twice", 2)
     unknown = [n for n in names if n not in forecasters.available()]
     if unknown or not names:
         what = f"unknown model(s) {', '.join(unknown)}" if unknown else f"no model named in {text!r}"

@@ -54,14 +54,13 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
                      available_gb: float | None = None, can_drop_telemetry: bool = True) -> None:
     """Refuse a fleet the generator cannot make, or one that would not fit in memory
     (``available_gb``: the memory to fit in, by default what this machine has free)."""
-    from pipelines.commands.errors import CliError
+    from pipelines.commands.errors import CliError, check_seed
 
     if nodes < 3:
         raise CliError(f"--nodes must be at least 3 (one node per pool), got {nodes}", 2)
     if days < 2:
         raise CliError(f"--days must be at least 2, got {days}", 2)
-    if seed < 0:
-        raise CliError(f"--seed must be >= 0, got {seed}", 2)
+    check_seed(seed)
     free = available_memory_gb() if available_gb is None else available_gb
     need = estimated_memory_gb(nodes, days, telemetry)
     if free is not None and need > 0.8 * free:

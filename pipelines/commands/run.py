@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--days", type=int, default=None, help="generated days of history (default 28; not with --input)")
     p.add_argument("--seed", type=int, default=None, help="generated fleet's seed (default 0; not with --input)")
     p.add_argument("--stages", default=None, help="comma list of stages after ingest (default: all available)")
-    p.add_argument("--strict", action="store_true")
+    p.add_argument("--strict", action="store_true",
+                   help="a file with any bad row: write nothing of it and stop the run, exit 1")
     add_db_argument(p)
     p.set_defaults(func=run_all)
 

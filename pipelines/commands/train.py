@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import forecasters
-    from pipelines.commands.errors import CliError, model_names
+    from pipelines.commands.errors import CliError, check_seed, model_names
     from pipelines.commands.plan import MAX_LOOKBACK_DAYS
     from pipelines.flows.train import check_scheduler, task_runner_for, train_flow
     from pipelines.runtime.settings import Settings
@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(db_path=args.db)
     names = model_names(args.models, None)
+    check_seed(args.seed)
     if args.horizon < 1 or args.windows < 1:
         raise CliError("--horizon and --windows must be >= 1", 2)
     if not 1 <= args.lookback_days <= MAX_LOOKBACK_DAYS:  # beyond, a time span overflows

@@ -13,6 +13,7 @@ naive UTC. Azure PdM files are recognised by their columns and mapped onto the c
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -47,6 +48,33 @@ def read_csv_text(path: Path, text: tuple[str, ...] = ()) -> pd.DataFrame:
     return pd.read_csv(path, dtype={c: str for c in text}, keep_default_na=False, na_values=na, low_memory=False)
 
 
+def unreadable(path: Path, exc: BaseException) -> str:
+    """Why ``path`` could not be read, in one line; for text that is not UTF-8, the line of
+    its first such byte (the decoder's position counts within a buffer, not the file)."""
+    if isinstance(exc, UnicodeDecodeError):
+        import gzip
+
+        opener = gzip.open if path.suffix.lower() == ".gz" else open
+        with contextlib.suppress(OSError, EOFError), opener(path, "rb") as f:
+            for n, line in enumerate(f, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    return (f"{path}: line {n}: not UTF-8 text (byte 0x{line[bad.start]:02x}); save the file as "
+                            "UTF-8")
+    return f"{path}: cannot read ({' '.join(str(exc).split())})"  # pandas' messages end in a newline
+
+
+def separator_hint(columns: list[str]) -> str:
+    """A header read as one column that holds ``;`` or a tab: the file is not comma-separated."""
+    if len(columns) == 1:
+        for sep, name in ((";", "semicolons"), ("\t", "tabs")):
+            if sep in str(columns[0]):
+                return f" (the header is one column {str(columns[0])[:60]!r}: the file is separated by {name}; " \
+                       "headroom reads comma-separated CSV)"
+    return ""
+
+
 def read_table(path: str | Path, allow_empty: bool = False, text: tuple[str, ...] = (),
                required_text: tuple[str, ...] = ()) -> pd.DataFrame:
     """A CSV (optionally .gz) or Parquet file as a frame; one with no rows is an error
@@ -61,7 +89,7 @@ def read_table(path: str | Path, allow_empty: bool = False, text: tuple[str, ...
     try:
         f = read_csv_text(p, tuple(text) + tuple(required_text))
     except Exception as exc:  # any parse failure is the same user error
-        raise InputError(f"{p}: cannot read ({exc})") from exc
+        raise InputError(unreadable(p, exc)) from exc
     if f.empty and not allow_empty:
         raise InputError(f"{p}: no rows")
     f = f.reset_index(drop=True)
@@ -183,7 +211,7 @@ def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd
 def _need(frame: pd.DataFrame, columns: list[str], path: str | Path) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise InputError(f"{path}: missing column(s) {missing}")
+        raise InputError(f"{path}: missing column(s) {missing}{separator_hint(list(frame.columns))}")
 
 
 def _numeric(f: pd.DataFrame, column: str, path: str | Path, required: bool = False) -> pd.Series:

@@ -410,7 +410,8 @@ def header(data: ReportData) -> str:
     """Title, the latest reading the report is as of, the plan run and its cutoff, and rows
     per warehouse table. The plan's cutoff is its last complete hour of demand, so it can be
     up to an hour (or a partial hour) before the latest reading."""
-    cutoff = _fmt(data.data_cutoff) if data.data_cutoff is not None else "no utilization yet"
+    cutoff = (f"latest utilization reading <b>{esc(_fmt(data.data_cutoff))}</b> (UTC)" if data.data_cutoff is not None
+              else "no utilization yet")
     plan = ""
     if data.plan_run:
         plan = f", plan run {esc(data.plan_run)}"
@@ -422,7 +423,7 @@ def header(data: ReportData) -> str:
         ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
         ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"), ("alerts", "alerts"),
         ("models", "models"), ("glossary", "glossary")))
-    return (f"<h1>headroom report</h1><p>latest utilization reading <b>{esc(cutoff)}</b> (UTC){plan}</p>"
+    return (f"<h1>headroom report</h1><p>{cutoff}{plan}</p>"
             f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"
                                    if data.counts else _empty("ingest")))
 

@@ -42,6 +42,8 @@ def test_backtest_parquet_integer_steps(tmp_path: Path) -> None:
         (pd.DataFrame({"unique_id": ["a"], "y": [1.0]}), [], "missing column"),
         (None, ["--models", "nope"], "--models: unknown model"),
         (None, ["--models", ""], "--models: no model named in ''"),
+        (None, ["--models", "seasonal_naive,lgbm,seasonal_naive"], "--models: seasonal_naive named twice"),
+        (None, ["--models", "lgbm", "--seed", "-1"], "--seed must be >= 0, got -1"),  # lgbm's traceback
         (make_panel(length=20), [], "too short|at least"),
     ],
 )
@@ -65,6 +67,9 @@ def _panel_with(col: str, row: int, value: object) -> pd.DataFrame:
     ("frame", "freq", "message"),
     [
         (_panel_with("y", 40, "abc"), "h", "line 42, column y: 'abc' is not a number"),
+        (_panel_with("y", 40, "1e400"), "h", "line 42, column y: '1e400' is not a finite number"),
+        (make_panel(length=24 * 10, freq=None).assign(ds=lambda f: f["ds"] + 0.5), None,
+         "line 2, column ds: 0.5 is not an integer step"),  # not numpy's np.float64(0.5)
         (_panel_with("ds", 7, None), "h", "line 9, column ds: empty"),
         (_panel_with("unique_id", 3, None), "h", "line 5, column unique_id: empty"),
         (_panel_with("ds", 5, "soon"), "h", "line 7, column ds: 'soon' is not a timestamp"),
@@ -72,10 +77,10 @@ def _panel_with(col: str, row: int, value: object) -> pd.DataFrame:
     ],
 )
 def test_backtest_bad_cells_name_line_and_column(tmp_path: Path, capsys, frame, freq, message) -> None:
-    src = tmp_path / "series.parquet" if "integer" in message else tmp_path / "series.csv"
+    src = tmp_path / "series.parquet" if "integer steps, not" in message else tmp_path / "series.csv"
     frame.to_parquet(src) if src.suffix == ".parquet" else frame.to_csv(src, index=False)
-    code = main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", freq,
-                 "--models", "seasonal_naive"])
+    code = main(["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24",
+                 *(["--freq", freq] if freq else []), "--models", "seasonal_naive"])
     assert code == 2
     assert message in capsys.readouterr().err
 
@@ -254,3 +259,15 @@ def test_a_series_a_model_cannot_fit_is_skipped_for_that_model(tmp_path: Path,
     table = [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0] in ("seasonal_naive",
                                                                                                     "lgbm")]
     assert table == ["seasonal_naive", "lgbm"]
+
+
+def test_a_file_that_is_not_utf8_or_not_comma_separated_says_so(tmp_path: Path, capsys) -> None:
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("unique_id,ds,y\na,1,1\ncaf\u00e9,2,1\n".encode("latin-1"))
+    semi = tmp_path / "semi.csv"
+    semi.write_text("unique_id;ds;y\na;1;1\n")
+    for path, message in ((latin, "latin.csv: line 3: not UTF-8 text (byte 0xe9); save the file as UTF-8"),
+                          (semi, "the file is separated by semicolons; headroom reads comma-separated CSV")):
+        assert main(["backtest", "--input", str(path), "--horizon", "1", "--season-length", "1",
+                     "--models", "seasonal_naive"]) == 2
+        assert message in capsys.readouterr().err
