@@ -272,8 +272,13 @@ class FleetHazard:
         p_any = -np.expm1(-dh(ANY))
         if mode == ANY:
             return p_any
-        total = sum(dh(m) for m in self.modes_ if m != ANY)
-        return np.divide(p_any * dh(mode), total, out=np.zeros_like(p_any), where=total > 0)
+        types = [m for m in self.modes_ if m != ANY]
+        total = sum(dh(m) for m in types)
+        # where no type's hazard rises over the horizon but any's does (any has a Weibull fit, the
+        # types too few failures for theirs), the types share any's by their failures
+        events = self.weibull_.set_index("mode")["events"]
+        share = events[mode] / max(sum(events[m] for m in types), 1)
+        return np.where(total > 0, p_any * dh(mode) / np.where(total > 0, total, 1.0), p_any * share)
 
     def model_for(self, mode: str, model: str) -> str:
         """``model``, or ``piecewise`` for a mode without a Weibull fit (failures at fewer

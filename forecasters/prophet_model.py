@@ -31,9 +31,7 @@ logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
 def quiet_stan() -> None:
     """cmdstanpy logs two INFO lines per fit to its own handler; silence it."""
     logging.getLogger("cmdstanpy").disabled = True
-    prophet = logging.getLogger("prophet")
-    if prophet.level < logging.WARNING:  # its INFO chatter; a caller's stricter level stays
-        prophet.setLevel(logging.WARNING)
+    logging.getLogger("prophet").setLevel(logging.WARNING)
     # prophet.plot logs an ERROR at import when plotly is absent; we never plot with it
     logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
 

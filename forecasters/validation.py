@@ -215,27 +215,39 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
                  season_length: int) -> None:
     """Before a series is laid on its grid (which a wild timestamp would make huge): every
     row whole steps apart, no gap (with the rows whose y is ``known`` not) longer than a
-    season, and rows mostly one step apart (a series on a coarser grid than ``freq`` would be
-    more filled than read)."""
-    at = np.asarray(ds.asi8 if step is not None else ds, dtype=np.int64)
-    size = 1 if step is None else step.value
-    off = np.diff(at) % size != 0
+    season, and the missing rows fewer than the rows there are, less one (a series on a
+    coarser grid than ``freq`` would be half filled or more)."""
+    if step is not None:
+        if not isinstance(ds, pd.DatetimeIndex):
+            raise HistoryError(f"series {uid!r}: ds must be timestamps for freq={freq!r}", uid)
+        at, size = ds.as_unit("ns").asi8, step.value  # Parquet from Arrow, DuckDB or Spark holds us
+    else:
+        values = np.asarray(ds, dtype=float)
+        off = values != np.round(values)
+        if off.any():
+            raise HistoryError(f"series {uid!r}: timestamp {values[off][0]:g} is off the series' integer grid "
+                               "(its steps must be whole numbers)", uid)
+        at, size = values.astype(np.int64), 1
+    gaps = np.diff(at)
+    off = gaps % size != 0
     if off.any():
         raise HistoryError(f"series {uid!r}: timestamp {ds[int(np.flatnonzero(off)[0]) + 1]} is off the series' "
                            f"{freq!r} grid (its timestamps must be whole steps apart)", uid)
-    ds = ds[known]
+    kept = ds[known]
     steps = np.diff(at[known]) // size
     if steps.size and steps.max() - 1 > season_length:
         i = int(np.argmax(steps))
         one = 1 if step is None else step
-        raise HistoryError(f"series {uid!r}: {int(steps[i]) - 1} missing steps from {ds[i] + one} to "
-                           f"{ds[i + 1] - one}, longer than one season ({season_length}); fill or cut that span "
+        raise HistoryError(f"series {uid!r}: {int(steps[i]) - 1} missing steps from {kept[i] + one} to "
+                           f"{kept[i + 1] - one}, longer than one season ({season_length}); fill or cut that span "
                            "before forecasting", uid)
-    if steps.size and np.median(steps) > 1:
-        n = int(np.median(steps))
-        every, one = (f"{n} steps", "1") if step is None else (_span(step * n), _span(step))
-        raise HistoryError(f"series {uid!r}: its rows are {every} apart (the median), not {one}: most of it would "
-                           "be filled; give the series' own frequency", uid)
+    missing = int((gaps // size - 1).sum())
+    if len(at) > 2 and missing >= len(at) - 1:
+        common = pd.Series(gaps // size).mode().iloc[0]
+        every, one = (f"{common} steps", "integer-step") if step is None else (_span(step * int(common)), _span(step))
+        raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
+                           f"be filled, half or more: its rows are mostly {every} apart; give the series' own "
+                           "frequency", uid)
 
 
 def _span(td: pd.Timedelta) -> str:

@@ -81,14 +81,21 @@ def _configure_logging(level: int) -> None:
     before = set(root.handlers)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _OWN_HANDLERS.extend(h for h in root.handlers if h not in before)
+    if level >= logging.WARNING:
+        for handler in _OWN_HANDLERS:
+            handler.addFilter(_quiet_libraries)
     # httpx logs each request with its whole URL at INFO: an alert webhook's path is its secret
     logging.getLogger("httpx").setLevel(logging.WARNING)
     # third-party warnings (prophet's and pandas' FutureWarnings...) become log records, shown with -v only
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").setLevel(logging.WARNING if level < logging.WARNING else logging.ERROR)
-    # Prophet's own warnings ("Optimization terminated abnormally. Falling back to Newton.": it
-    # recovers) are the library's, shown with -v only
-    logging.getLogger("prophet").setLevel(logging.WARNING if level < logging.WARNING else logging.ERROR)
+
+
+def _quiet_libraries(record: logging.LogRecord) -> bool:
+    """Without -v, Prophet's warnings ("Optimization terminated abnormally. Falling back to
+    Newton.": it recovers) stay off the console. A filter on our handler, as Prophet sets its
+    logger's level when it is imported, after this."""
+    return record.levelno >= logging.ERROR or not record.name.startswith("prophet")
 
 
 def _verbose_first(argv: list[str]) -> list[str]:

@@ -52,16 +52,19 @@ def unreadable(path: Path, exc: BaseException) -> str:
     """Why ``path`` could not be read, in one line; for text that is not UTF-8, the line of
     its first such byte (the decoder's position counts within a buffer, not the file)."""
     if isinstance(exc, UnicodeDecodeError):
-        import gzip
+        from pandas.io.common import get_handle
 
-        opener = gzip.open if path.suffix.lower() == ".gz" else open
-        with contextlib.suppress(OSError, EOFError), opener(path, "rb") as f:
-            for n, line in enumerate(f, start=1):
-                try:
-                    line.decode("utf-8")
-                except UnicodeDecodeError as bad:
-                    return (f"{path}: line {n}: not UTF-8 text (byte 0x{line[bad.start]:02x}); save the file as "
-                            "UTF-8")
+        n = 0
+        # compressed as pandas reads it (gz, bz2, zip, xz, zst by name); lines end in \n, \r\n or \r
+        with contextlib.suppress(Exception), get_handle(path, "rb", compression="infer", is_text=False) as f:
+            for raw in f.handle:
+                for line in raw.splitlines() or [b""]:
+                    n += 1
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError as bad:
+                        return (f"{path}: line {n}: not UTF-8 text (byte 0x{line[bad.start]:02x}); save the file "
+                                "as UTF-8")
     return f"{path}: cannot read ({' '.join(str(exc).split())})"  # pandas' messages end in a newline
 
 

@@ -11,8 +11,8 @@ GLOSSARY = (
      "actual demand, both summed over the backtest (0.10: off by 10% of the demand). Lower is better, 0 is perfect."),
     ("mase", "MASE", ("mase",), "mean absolute scaled error: the forecast's mean absolute error over that of the "
      "seasonal naive forecast (the same hour one day earlier) within the history it was fit on. Lower is better; "
-     "below 1 is not beating that baseline out of sample (seasonal naive itself scores near 1): compare models' "
-     "MASE with each other."),
+     "below 1 does not by itself mean beating that baseline out of sample (seasonal naive itself scores near 1): "
+     "compare models' MASE with each other."),
     ("smape", "sMAPE", ("smape",), "symmetric mean absolute percentage error, in percent (0 to 200): each hour's "
      "error over the mean of actual and forecast. Lower is better; it swings where demand is near 0, so WAPE is "
      "the steadier guide."),

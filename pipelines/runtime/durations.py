@@ -40,7 +40,7 @@ def _reading(value: object, text: str) -> pd.Timedelta:
     try:
         span = pd.Timedelta(text)
     except (pd.errors.OutOfBoundsTimedelta, pd.errors.OutOfBoundsDatetime):
-        return pd.Timedelta.max
+        return pd.Timedelta.min if text.startswith("-") else pd.Timedelta.max
     except (ValueError, TypeError):
         raise ValueError(f"{value!r} is not a duration {EXAMPLE}") from None
     if pd.isna(span):

@@ -38,6 +38,8 @@ def check_writable(path: str | Path) -> Path:
     target = Path(path)
     if target.is_symlink():
         target = Path(os.path.realpath(target))
+        if target.is_symlink():  # realpath stops at a loop
+            raise OutputError(f"{path}: cannot write, it is a link that leads back to itself")
     if target.is_dir():
         raise OutputError(f"{target}: cannot write, it is a folder (give a file name)")
     if target.exists() and not target.is_file():

@@ -144,3 +144,17 @@ def test_failure_types_add_up_to_any_over_any_horizon(model):
         parts = [fitted.expected_failures(ages, days, m, model).expected for m in ("DBE", "OTB")]
         assert sum(parts) == pytest.approx(whole, rel=1e-9) and min(parts) > 0
         assert parts[0] > parts[1]  # 70/30 of the failures
+
+
+def test_types_share_any_where_only_any_has_a_weibull_fit() -> None:
+    # one failure of each type: neither has a Weibull fit (piecewise: no hazard under a year),
+    # while any has one that rises from day 100 on; the types split any's by their failures
+    lives = pd.DataFrame({
+        "device_id": [f"d{i}" for i in range(50)], "install": [T0] * 50,
+        "remove": [T0 + pd.Timedelta(days=500), T0 + pd.Timedelta(days=600)] + [T0 + pd.Timedelta(days=800)] * 48,
+        "failed": [True, True] + [False] * 48, "failure_type": ["A", "B"] + [""] * 48})
+    fitted = FleetHazard().fit(lives)
+    ages = np.linspace(100, 299, 200)
+    whole = fitted.expected_failures(ages, 30, "any", "weibull").expected
+    parts = [fitted.expected_failures(ages, 30, m, "weibull").expected for m in ("A", "B")]
+    assert whole > 0 and parts[0] == pytest.approx(whole / 2) and sum(parts) == pytest.approx(whole)

@@ -117,11 +117,31 @@ def test_a_series_on_a_coarser_grid_is_refused_not_filled() -> None:
 
     hourly = _gappy().dropna()
     # hourly rows read as half-hourly were half invented, and daily rows as hourly 96%
-    with pytest.raises(HistoryError, match=r"series 'a': its rows are 1h apart \(the median\), not 30min"):
+    with pytest.raises(HistoryError, match=r"series 'a': 99 of the 191 points of its 30min grid would be filled, "
+                                           r"half or more: its rows are mostly 1h apart"):
         fill_gaps(hourly, "30min", 48)
     steps = pd.DataFrame({"unique_id": "b", "ds": np.arange(0, 200, 2), "y": 1.0})
-    with pytest.raises(HistoryError, match=r"series 'b': its rows are 2 steps apart \(the median\), not 1"):
+    with pytest.raises(HistoryError, match=r"series 'b': 99 of the 199 points of its integer-step grid would be "
+                                           r"filled, half or more: its rows are mostly 2 steps apart"):
         fill_gaps(steps, None, 24)
+    # a third of the rows missing, or every other y empty, is gappy data on its own grid: filled
+    thirds = pd.DataFrame({"unique_id": "c", "ds": [i for i in range(60) if i % 3 != 2], "y": 1.0})
+    assert fill_gaps(thirds, None, 24)[1] == {"c": 19}
+    every = _gappy().dropna().reset_index(drop=True)
+    assert fill_gaps(every.assign(y=every["y"].where(every.index % 2 == 0)), "h", 24)[1] == {"a": 50}
+
+
+def test_grid_checks_hold_for_any_time_unit_and_kind_of_step() -> None:
+    from forecasters.validation import fill_gaps
+
+    hourly = _gappy().dropna()
+    # Parquet written by Arrow, DuckDB or Spark holds microseconds: every row read as off the grid
+    micro = hourly.assign(ds=hourly["ds"].astype("datetime64[us]"))
+    assert fill_gaps(micro, "h", 24)[1] == fill_gaps(hourly, "h", 24)[1]
+    with pytest.raises(HistoryError, match="timestamp 0.5 is off the series' integer grid"):
+        fill_gaps(pd.DataFrame({"unique_id": "e", "ds": [0.0, 0.5, 1.0, 2.0], "y": 1.0}), None, 24)
+    with pytest.raises(HistoryError, match="series 'e': ds must be timestamps for freq='h'"):
+        fill_gaps(pd.DataFrame({"unique_id": "e", "ds": np.arange(50), "y": 1.0}), "h", 24)
 
 
 def test_a_wild_step_is_refused_before_the_grid_is_laid() -> None:

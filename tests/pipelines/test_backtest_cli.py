@@ -262,11 +262,18 @@ def test_a_series_a_model_cannot_fit_is_skipped_for_that_model(tmp_path: Path,
 
 
 def test_a_file_that_is_not_utf8_or_not_comma_separated_says_so(tmp_path: Path, capsys) -> None:
-    latin = tmp_path / "latin.csv"
-    latin.write_bytes("unique_id,ds,y\na,1,1\ncaf\u00e9,2,1\n".encode("latin-1"))
+    import bz2
+
+    body = "unique_id,ds,y\na,1,1\ncaf\u00e9,2,1\n".encode("latin-1")
+    latin, packed, old_mac = tmp_path / "latin.csv", tmp_path / "latin.csv.bz2", tmp_path / "cr.csv"
+    latin.write_bytes(body)
+    packed.write_bytes(bz2.compress(body))  # the line of the text, not of the compressed bytes
+    old_mac.write_bytes(body.replace(b"\n", b"\r"))
     semi = tmp_path / "semi.csv"
     semi.write_text("unique_id;ds;y\na;1;1\n")
     for path, message in ((latin, "latin.csv: line 3: not UTF-8 text (byte 0xe9); save the file as UTF-8"),
+                          (packed, "latin.csv.bz2: line 3: not UTF-8 text (byte 0xe9)"),
+                          (old_mac, "cr.csv: line 3: not UTF-8 text (byte 0xe9)"),
                           (semi, "the file is separated by semicolons; headroom reads comma-separated CSV")):
         assert main(["backtest", "--input", str(path), "--horizon", "1", "--season-length", "1",
                      "--models", "seasonal_naive"]) == 2

@@ -30,6 +30,7 @@ def test_reads_a_number_and_a_unit(text, expected):
     ("-1h", "'-1h' is not a positive duration"),
     ("0s", "'0s' is not a positive duration"),
     ("1000000D", "'1000000D' is longer than pandas can hold"),
+    ("-1000000D", "'-1000000D' is not a positive duration"),  # not "longer"
 ])
 def test_refusals_say_what_the_value_is_not(text, message):
     with pytest.raises(ValueError) as exc:

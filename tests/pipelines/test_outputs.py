@@ -18,6 +18,12 @@ def test_a_link_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
     link.symlink_to(real)
     assert write_text("new\n", link) == real
     assert link.is_symlink() and real.read_text() == "new\n"
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(tmp_path / "back.csv")
+    (tmp_path / "back.csv").symlink_to(loop)
+    with pytest.raises(OutputError, match="loop.csv: cannot write, it is a link that leads back to itself"):
+        write_text("x", loop)
+    assert loop.is_symlink()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
