@@ -16,7 +16,7 @@ def test_prophets_warnings_need_v() -> None:
     import prophet  # noqa: F401  # its import sets its logger to INFO: after the command configured logging
 
     root = logging.getLogger()
-    theirs = list(root.handlers)  # pytest's: with them, basicConfig adds no handler of its own
+    theirs, level = list(root.handlers), root.level  # pytest's: with them, basicConfig adds no handler
     for handler in theirs:
         root.removeHandler(handler)
     try:
@@ -30,3 +30,4 @@ def test_prophets_warnings_need_v() -> None:
             root.removeHandler(cli._OWN_HANDLERS.pop())
         for handler in theirs:
             root.addHandler(handler)
+        root.setLevel(level)  # -v set the root to INFO: the tests after this one would log at INFO
