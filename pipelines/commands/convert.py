@@ -30,6 +30,11 @@ def run_convert(args: argparse.Namespace) -> int:
     if missing:
         raise CliError(f"{missing[0]}: " + ("is a folder; give the files in it" if Path(missing[0]).is_dir()
                                             else "no such file"), 2)
+    seen: dict[Path, str] = {}
+    for p in args.paths:  # its rows would be written twice
+        if Path(p).resolve() in seen:
+            raise CliError(f"{p}: given twice (as {seen[Path(p).resolve()]} too)", 2)
+        seen[Path(p).resolve()] = p
     frames: dict[str, list[pd.DataFrame]] = {}
     what = f"{'an' if args.source[0] in 'aeiou' else 'a'} {args.source} file"
     # oldest first (the public files carry their year or date in the name), so that where
@@ -69,6 +74,10 @@ def run_convert(args: argparse.Namespace) -> int:
             frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last").sort_index()
             frame = frame.drop(columns="_as_of", errors="ignore")
         done[out / f"{kind.replace('-', '_')}.csv"] = (kind, frame)
+    for target in done:
+        if target.resolve() in seen:  # it would be replaced, and a rerun could not read it
+            raise CliError(f"{target}: --out {out} would replace the input {seen[target.resolve()]}; convert into "
+                           "another folder", 2)
     # one set, its folder made only once every file converted: a failure (a full disk)
     # leaves no folder, and never some kinds written without the others
     write_set({target: (lambda tmp, f=frame: f.to_csv(tmp, index=False)) for target, (_, frame) in done.items()})

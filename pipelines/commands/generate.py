@@ -80,8 +80,12 @@ def write_fleet_or_fail(out: Path, what: str, **kwargs: object) -> dict[str, int
     blocker = next((p for p in (out, *out.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise CliError(f"{what} {out}: {blocker} is a file, not a folder", 2)
+    from pipelines.runtime.outputs import OutputError
+
     try:
         return write_fleet(out, **kwargs)
+    except OutputError as exc:  # it names the file
+        raise CliError(str(exc), exc.code) from exc
     except OSError as exc:
         fault = faults.environment_fault(exc, path=exc.filename or out)
         raise CliError(str(fault) if fault else f"cannot write to {out}: {exc}", fault.code if fault else 2) from exc
@@ -107,8 +111,8 @@ def run_generate(args: argparse.Namespace) -> int:
     from pipelines.ingest.validate import TS_MAX, TS_MIN
 
     try:  # the whole span must be a time the warehouse (and pandas) can hold
-        fits = pd.Timestamp(TS_MIN) <= first < pd.Timestamp(TS_MAX) \
-            - pd.Timedelta(days=args.days)
+        fits = pd.Timestamp(TS_MIN) <= first <= pd.Timestamp(TS_MAX) \
+            - pd.Timedelta(days=args.days)  # the last reading is 5 minutes before that
     except (OverflowError, ValueError):
         fits = False
     if not fits:

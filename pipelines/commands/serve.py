@@ -56,6 +56,9 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"{d.name:<36} {crons.get(d.name, ''):<14} {settings.schedule_timezone}")
     if args.list:
         return 0
+    if not input_dir and not Path(settings.db_path).exists():  # no scheduled run would ever create it
+        raise CliError(f"{settings.db_path}: no warehouse, and no --input (HEADROOM_INPUT_DIR) for the hourly "
+                       "ingest to fill one: run headroom ingest or headroom run first, or give --input", 2)
     # a closed terminal (SIGHUP) stops serve as Ctrl-C does, so the local server stops with it
     signal.signal(signal.SIGHUP, _interrupt)
     from prefect.settings import PREFECT_API_URL, temporary_settings

@@ -51,11 +51,15 @@ def _iso(ts: pd.Series) -> pd.Series:
 
 
 def _num(values: pd.Series) -> pd.Series:
-    """Numbers (empty cells NaN); text that is not a number is a ValueError naming its line and column."""
+    """Numbers (empty cells NaN); text that is not a number, or an infinite one, is a ValueError
+    naming its line and column."""
     out = pd.to_numeric(values, errors="coerce").astype(float)
     bad = out.isna() & values.notna() & (values.astype(str).str.strip() != "")
     if bad.any():
         raise _bad(values, bad, f"{str(values[bad].iloc[0])[:40]!r} is not a number")
+    infinite = pd.Series(np.isinf(out.to_numpy()), index=values.index)
+    if infinite.any():  # NAB's clip made inf a full CPU
+        raise _bad(values, infinite, f"{str(values[infinite].iloc[0])[:40]!r} is not a finite number")
     return out
 
 
@@ -100,12 +104,13 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
     up to ``MAX_BURST`` times the provisioned capacity (a VM bursting past its allotment,
     about 0.5% of the VM-hours) is clipped to it, and beyond that (a broken capacity
     record: 512 KB of memory using 1.3 GB) left out."""
-    f = pd.read_csv(path)
+    f = pd.read_csv(path, dtype={"vm_id": str})
+    f["vm_id"] = _ids(f["vm_id"])  # one empty id made every id a float: vm1.0, vmnan
     for col in ("cpu_cores", "cpu_capacity_mhz_mean", "cpu_usage_mhz_mean", "mem_usage_kb_mean", "mem_capacity_kb_mean"):
         f[col] = _num(f[col])
     per_core = f["cpu_capacity_mhz_mean"] / f["cpu_cores"]
     base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
-                         "node_id": "vm" + f["vm_id"].astype(str)})
+                         "node_id": "vm" + f["vm_id"]})
     cpu = base.assign(resource="cpu", used=(f["cpu_usage_mhz_mean"] / per_core).round(4), capacity=f["cpu_cores"])
     no_cores = ~(f["cpu_cores"] > 0)
     if no_cores.any():
@@ -369,6 +374,9 @@ def nab(path: Path) -> dict[str, pd.DataFrame]:
     f = pd.read_csv(path)
     f["value"] = _num(f["value"])
     name = nab_name(path.name)
+    above = int((f["value"] > 100).sum())
+    if above:
+        log.warning("%s: %d reading(s) above 100%% CPU clipped to 100%%", path, above)
     return {"utilization": pd.DataFrame({
         "ts": _iso(f["timestamp"]), "cluster": "nab", "pool": name, "node_id": name,
         "resource": "cpu", "used": (f["value"] / 100).clip(upper=1.0).round(6), "capacity": 1.0,

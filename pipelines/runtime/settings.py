@@ -42,7 +42,7 @@ class Settings(BaseModel):
     alert_webhook_url: str | None = None
     alertmanager_url: str | None = None
     plan_config: Path | None = None
-    stale_after_hours: float = Field(default=24.0, gt=0)  # headroom status: a source older is stale
+    stale_after_hours: float = Field(default=24.0, gt=0, allow_inf_nan=False)  # headroom status: a source older is stale
     unused_spot_markets: str = Field(default="info", pattern="^(info|off)$")  # spike alerts where no pool runs
     input_dir: Path | None = None  # the drop folder of the hourly ingest deployment (serve --input)
     schedule_timezone: str = "UTC"  # the IANA zone the deployments' crons are read in

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
+from pipelines.runtime.outputs import write_set
 from pipelines.synth.config import TELEMETRY_METRICS, TS_FORMAT, FleetConfig, build_nodes
 from pipelines.synth.fleet import generate_fleet
 
@@ -24,8 +23,8 @@ FILES = {
     "bursts": "bursts.csv",
 }
 
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """Write ``frame`` as CSV through a temporary file, then rename it over ``path``.
+def _csv(frame: pd.DataFrame):
+    """A writer of ``frame`` as CSV to the path it is given (see :func:`write_set`).
 
     DuckDB's writer is about twice as fast as pandas' on the telemetry file and keeps the
     row order; timestamp columns become ISO-8601 strings (``2026-01-05T13:05:00``).
@@ -35,33 +34,16 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
         if pd.api.types.is_datetime64_any_dtype(frame[c]) else f'"{c}"'
         for c in frame.columns
     )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+
+    def write(tmp: Path) -> None:
         con = duckdb.connect()
         try:
             con.register("frame", frame)
-            con.execute(f"COPY (SELECT {select} FROM frame) TO '{_sql_path(tmp)}' (HEADER, DELIMITER ',')")
+            con.execute(f"COPY (SELECT {select} FROM frame) TO '{_sql_path(str(tmp))}' (HEADER, DELIMITER ',')")
         finally:
             con.close()
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are shareable data files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
-
-def _write_text(path: Path, text: str) -> None:
-    """Write a small text file atomically."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are shareable data files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return write
 
 
 def _sql_path(path: str) -> str:
@@ -115,9 +97,10 @@ def write_fleet(
     cfg = FleetConfig(nodes=nodes, days=days, seed=seed, start=start)
     frames = generate_fleet(nodes=nodes, days=days, seed=seed, start=start, telemetry=telemetry)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(manifest(cfg, frames), indent=2, sort_keys=True) + "\n"
+    writes = {out / name: _csv(frames[key]) for key, name in FILES.items()}
+    writes[out / "manifest.json"] = lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n")
+    write_set(writes)  # all or none: a failure midway leaves the old set whole, not a mix of two fleets
     for key, name in FILES.items():
-        _write_csv(frames[key], out / name)
         log.info("wrote %s (%d rows)", out / name, len(frames[key]))
-    _write_text(out / "manifest.json", json.dumps(manifest(cfg, frames), indent=2, sort_keys=True) + "\n")
     return {FILES[k]: len(frames[k]) for k in FILES}

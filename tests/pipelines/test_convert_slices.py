@@ -50,6 +50,10 @@ def test_a_titan_slice_with_no_failure_in_it_gives_an_empty_table(tmp_path) -> N
                   "2015-01-01 07:00:00,,170,450,100,40\n", "line 3, column 'machineID': missing id"),
     ("alibaba-nodes", "gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,1,128,2\nA10,1\n",
      "line 3, column 'cpu_num': missing count"),
+    # one empty vm_id read every id as a float: vm1.0 and vmnan, exit 0
+    ("bitbrains-hourly", "hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_capacity_kb_mean,"
+                         "mem_usage_kb_mean\n2013-07-01 00:00:00,1,2,5000,1000,4194304,1048576\n"
+                         "2013-07-01 00:00:00,,2,5000,1000,4194304,1048576\n", "line 3, column 'vm_id': missing id"),
 ])
 def test_a_partial_last_line_is_named_not_a_renamed_id(tmp_path, capsys, source: str, text: str, said: str) -> None:
     src = tmp_path / "in.csv"

@@ -1,0 +1,68 @@
+"""Edges of convert, generate, serve and status that a review met: nothing made up, nothing
+half written, one line for what cannot be used."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipelines import cli
+
+NAB = "timestamp,value\n2014-01-01 00:00:00,10\n2014-01-01 00:05:00,{}\n2014-01-01 00:10:00,30\n"
+
+
+def _error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_nab_values_infinite_or_over_100_are_not_made_a_full_cpu(tmp_path: Path, capsys, caplog) -> None:
+    src = tmp_path / "ec2.csv"
+    src.write_text(NAB.format("inf"))  # clipped to 1.0 and loaded as a full CPU
+    assert cli.main(["convert", "--from", "nab", "--out", str(tmp_path / "o"), str(src)]) == 2
+    assert "line 3, column 'value': 'inf' is not a finite number" in _error(capsys)
+    src.write_text(NAB.format("140"))
+    assert cli.main(["convert", "--from", "nab", "--out", str(tmp_path / "o"), str(src)]) == 0
+    assert pd.read_csv(tmp_path / "o" / "utilization.csv")["used"].max() == 1.0
+    assert "1 reading(s) above 100% CPU clipped to 100%" in caplog.text
+
+
+def test_convert_never_writes_over_its_input_nor_reads_a_file_twice(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "utilization.csv"
+    src.write_text(NAB.format("20"))
+    assert cli.main(["convert", "--from", "nab", "--out", str(tmp_path), str(src)]) == 2
+    assert "would replace the input" in _error(capsys) and src.read_text() == NAB.format("20")
+    again = f"{tmp_path}/./utilization.csv"
+    assert cli.main(["convert", "--from", "nab", "--out", str(tmp_path / "o"), str(src), again]) == 2
+    assert "given twice" in _error(capsys) and not (tmp_path / "o").exists()
+
+
+def test_generate_that_fails_midway_leaves_the_old_fleet_whole(tmp_path: Path, capsys) -> None:
+    old = tmp_path / "fleet"
+    assert cli.main(["generate", "--out", str(old), "--nodes", "3", "--days", "2", "--seed", "7"]) == 0
+    before = {p.name: p.read_bytes() for p in old.iterdir() if p.name != "catalog.csv"}
+    (old / "catalog.csv").unlink()
+    (old / "catalog.csv").mkdir()  # new files were renamed in one by one before this one failed
+    capsys.readouterr()
+    assert cli.main(["generate", "--out", str(old), "--nodes", "4", "--days", "2", "--seed", "1"]) == 2
+    assert "catalog.csv: cannot write, it is a folder" in _error(capsys)
+    assert {p.name: p.read_bytes() for p in old.iterdir() if p.is_file()} == before
+    assert not list(old.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--now", "0001-01-01T00:00+01:00"], "outside the years 1-9999 once in UTC"),  # a traceback
+    (["--max-age-hours", "inf"], "--max-age-hours must be a finite number > 0, got inf"),  # nothing ever stale
+])
+def test_status_refuses_times_and_ages_it_cannot_use(tmp_path: Path, capsys, args, said) -> None:
+    db = tmp_path / "wh.duckdb"
+    db.write_bytes(b"")
+    assert cli.main(["status", "--db", str(db), *args]) == 2
+    assert said in _error(capsys)
+
+
+def test_serve_without_a_warehouse_or_an_input_folder_says_so(tmp_path: Path, capsys) -> None:
+    assert cli.main(["serve", "--db", str(tmp_path / "none.duckdb")]) == 2  # every scheduled run would fail
+    assert "no warehouse, and no --input (HEADROOM_INPUT_DIR)" in _error(capsys)
