@@ -65,7 +65,33 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # a command not built yet
             raise
         module.register(sub)
+    _refuse_empty_paths(parser)
     return parser
+
+
+# options and arguments that name a file or folder: an empty one (``--out "$OUT"`` with OUT
+# unset) would mean the current folder, where generate wrote its seven files
+PATH_OPTIONS = frozenset({"--out", "--input", "--db", "--config", "--windows", "--labels", "--telemetry",
+                          "--failures", "--events", "--devices", "--lifetimes", "--fleet", "--utilization",
+                          "--prices", "--on-demand", "--jsonl"})
+
+
+def _refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _refuse_empty_paths(child)
+        elif PATH_OPTIONS & set(action.option_strings) or action.dest == "paths":
+            action.type = _not_empty(action.type)
+
+
+def _not_empty(inner: object):
+    def read(text: str) -> object:
+        if not text.strip():
+            raise argparse.ArgumentTypeError("an empty path (an unset variable?)")
+        return inner(text) if callable(inner) else text
+
+    return read
 
 
 _OWN_HANDLERS: list[logging.Handler] = []

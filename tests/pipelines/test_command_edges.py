@@ -66,3 +66,19 @@ def test_status_refuses_times_and_ages_it_cannot_use(tmp_path: Path, capsys, arg
 def test_serve_without_a_warehouse_or_an_input_folder_says_so(tmp_path: Path, capsys) -> None:
     assert cli.main(["serve", "--db", str(tmp_path / "none.duckdb")]) == 2  # every scheduled run would fail
     assert "no warehouse, and no --input (HEADROOM_INPUT_DIR)" in _error(capsys)
+
+
+@pytest.mark.parametrize("argv", [
+    ["generate", "--out", ""],  # wrote its seven files into the current folder
+    ["convert", "--from", "nab", "--out", " ", "x.csv"],
+    ["serve", "--list", "--input", ""],
+    ["status", "--db", ""],
+    ["faults", "evaluate", "--telemetry", "t.csv", "--failures", ""],
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, capsys, argv) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # argparse's usage, then its error
+    assert stop.value.code == 2 and last.endswith(": an empty path (an unset variable?)")
+    assert not list(tmp_path.iterdir())
