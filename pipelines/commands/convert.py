@@ -57,14 +57,6 @@ def run_convert(args: argparse.Namespace) -> int:
         except (ValueError, TypeError, pd.errors.ParserError) as exc:
             detail = " ".join(str(exc).split())[:300]  # one line, whatever the parser said
             raise CliError(f"{path}: not {what} ({detail})", 2) from exc
-    from pipelines.ingest.contract import KINDS
-
-    # a <kind>.csv this run does not write, left by an earlier convert into the folder, would be
-    # ingested beside these as if it belonged to them
-    stale = [out / f"{k.replace('-', '_')}.csv" for k in KINDS if k not in frames]
-    for old in (p for p in stale if p.exists()):
-        log.warning("%s was not written by this convert (an earlier run left it?): ingesting the folder "
-                    "would load it with these files; remove it, or convert into an empty folder", old)
     done: dict[Path, tuple[str, pd.DataFrame]] = {}
     for kind, parts in frames.items():
         frame = pd.concat(parts, ignore_index=True)
@@ -74,6 +66,15 @@ def run_convert(args: argparse.Namespace) -> int:
             frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last").sort_index()
             frame = frame.drop(columns="_as_of", errors="ignore")
         done[out / f"{kind.replace('-', '_')}.csv"] = (kind, frame)
+    from pipelines.ingest.loading import kind_named
+
+    # a file named for a kind that this run does not write (utilization-old.csv, spot-prices.csv),
+    # left in the folder by an earlier run, would be ingested beside these as if it belonged to them
+    stale = sorted(p for p in out.rglob("*") if p.is_file() and kind_named(p.name) and p not in done) \
+        if out.is_dir() else []
+    for old in stale:
+        log.warning("%s was not written by this convert (an earlier run left it?): ingesting the folder "
+                    "would load it with these files; remove it, or convert into an empty folder", old)
     for target in done:
         if target.resolve() in seen:  # it would be replaced, and a rerun could not read it
             raise CliError(f"{target}: --out {out} would replace the input {seen[target.resolve()]}; convert into "

@@ -193,7 +193,10 @@ def test_convert_reads_timestamps_as_ingest_does_and_names_files_it_did_not_writ
     out = tmp_path / "out"
     out.mkdir()
     (out / "failures.csv").write_text("ts,device_id,node_id,failure_type\n")
+    (out / "utilization-old.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n")  # ingest takes it
+    (out / "notes.txt").write_text("not data")
     assert cli.main(["convert", "--from", "nab", "--out", str(out), str(tmp_path / "nab.csv")]) == 0
     ts = pd.read_csv(out / "utilization.csv")["ts"].tolist()
     assert ts == ["2014-02-14T16:00:00", "2014-02-14T14:00:00", "2014-02-14T14:00:00", "2014-02-14T17:00:00"]
     assert "failures.csv was not written by this convert" in caplog.text
+    assert "utilization-old.csv was not written by this convert" in caplog.text and "notes.txt" not in caplog.text
