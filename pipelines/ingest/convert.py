@@ -236,8 +236,13 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
         log.warning("%s: no %s beside it: spot prices only, no catalog", path, specs_path.name)
     else:
         specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"]).set_index("instance_type")
-        last = f.sort_values("snapshot_utc").groupby(["instance_type", "region"]).last().reset_index()
-        last = last[(last["hour"] > 0) & last["instance_type"].isin(specs.index)]
+        # each offer's newest priced snapshot, whole: a column's last non-empty value would pair one
+        # snapshot's on-demand price with an older one's commitment; ordered by time, not by text
+        # (the files mix offsets)
+        priced = f[f["hour"] > 0]
+        last = (priced.assign(_t=_iso(priced["snapshot_utc"])).sort_values("_t", kind="stable")
+                .groupby(["instance_type", "region"]).tail(1).sort_values(["instance_type", "region"]))
+        last = last[last["instance_type"].isin(specs.index)].reset_index(drop=True)
         s = specs.loc[last["instance_type"]]
         per_model = s.reindex(columns=list(GCP_GPU_COLUMNS)).fillna(0)
         gpus = per_model.sum(axis=1).to_numpy()

@@ -25,6 +25,18 @@ def test_the_newest_gcp_price_wins_whatever_the_files_are_named(tmp_path) -> Non
     assert cat["on_demand_price"].tolist() == [0.40] and "_as_of" not in cat.columns
 
 
+def test_an_offer_takes_its_newest_snapshot_whole(tmp_path) -> None:
+    """The newest snapshot (by time: 11:00+05:00 is before 10:00+00:00) has no commitment
+    price: the offer has none, rather than an older snapshot's beside the new on-demand one."""
+    (tmp_path / "gcp_instance_specs_latest.csv").write_text("instance_type,cpu,ram\nn2-standard-8,8,32\n")
+    (tmp_path / "p.csv").write_text(GCP_HEADER + "2026-01-01T10:00:00+00:00,a,n2-standard-8,us-central1,"
+                                    "0.50,0.1,365,,,70\n2026-01-01T11:00:00+05:00,b,n2-standard-8,us-central1,"
+                                    "0.40,0.1,292,150,100,70\n")
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "o"), str(tmp_path / "p.csv")]) == 0
+    cat = pd.read_csv(tmp_path / "o" / "catalog.csv")
+    assert cat["on_demand_price"].tolist() == [0.50] and cat["reserved_1y_price"].isna().all()
+
+
 def test_aws_on_demand_keeps_the_linux_price_and_refuses_two(tmp_path, caplog, capsys) -> None:
     src = tmp_path / "on_demand_prices.csv"
     head = "instance_type,region,product_description,on_demand_usd_per_hour\n"
