@@ -66,14 +66,14 @@ def run_hazard(args: argparse.Namespace) -> int:
     except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
     days = horizon.total_seconds() / 86400.0
-    # a mode with failures at fewer than two ages has no Weibull fit: its piecewise hazard, said
-    unfit = [] if args.model != "weibull" else [
-        r.mode for r in model.weibull_.itertuples() if r.events > 0 and not math.isfinite(r.shape)]
+    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode, args.model)
+                 for mode in model.modes_]
+    # a mode with failures at fewer than two ages has no Weibull fit: the model forecasts it with
+    # its piecewise hazard (FleetHazard.model_for), said here
+    unfit = [f.mode for f in forecasts if f.model != args.model]
     if unfit:
         print(f"note: no Weibull fit for {', '.join(unfit)} (it needs failures at two ages or more); "
               "the piecewise hazard forecasts there", file=sys.stderr)
-    forecasts = [model.expected_failures(fleet["age_days"].to_numpy(), days, mode, args.model)
-                 for mode in model.modes_]
     if args.out is not None:
         from pipelines.runtime.outputs import write_atomic
 

@@ -17,8 +17,6 @@ def parse_duration(value: object, option: str | None = None, *, most: pd.Timedel
     negative durations, zero unless ``zero``, and anything over ``most``. ``option`` (say
     ``--lead``) starts the message when given."""
     text = str(value).strip()
-    if re.fullmatch(r"\d+(\.\d+)?m", text):  # m is minutes, as pandas reads it, without its warning
-        text = text[:-1] + "min"
     try:
         span = _reading(value, text)
         if span == pd.Timedelta.max and most is None:  # past pandas' ~292 years
