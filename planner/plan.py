@@ -9,7 +9,7 @@ has any, else vCPUs), since memory and the host CPUs of GPU nodes come with the 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -244,7 +244,7 @@ def make_plan(
         if priced and "public" in offers:
             kept = splits.get(uid)
             # the default is kept as the tuned split when no other saves enough, in bounds or not
-            if kept is not None and not _same_split(kept.__dict__, policy.default_split) and not allowed(
+            if kept is not None and not _same_split(asdict(kept), policy.default_split) and not allowed(
                     kept, policy.allocation, tuple(offers)):
                 log.warning("%s: this month's split %s is not one the plan allows now (the config's bounds or step, "
                             "or the offers that fit the pool, changed): re-tuned", uid, kept.label())
