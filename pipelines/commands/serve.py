@@ -35,7 +35,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from pipelines.detect.jobs import SINK_SETTINGS, configured_sinks
     from pipelines.flows.deployments import SCHEDULES, build_deployments, deployment_name
     from pipelines.runtime.settings import Settings
-    from pipelines.store.warehouse import check_is_warehouse
+    from pipelines.store.warehouse import check_is_warehouse, open_warehouse
 
     settings = Settings.from_env(db_path=args.db, input_dir=args.input)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
@@ -44,6 +44,9 @@ def run_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--input (HEADROOM_INPUT_DIR) {input_dir} is not a folder", 2)
     # what every scheduled run needs, checked once here rather than failing every run
     check_is_warehouse(Path(settings.db_path), allow_empty=False)
+    if Path(settings.db_path).is_file():  # another program's DuckDB file: its tables, not only its bytes
+        with open_warehouse(settings.db_path, read_only=True, lock_timeout_s=settings.lock_timeout_s):
+            pass
     try:
         configured_sinks()
     except ValueError as exc:

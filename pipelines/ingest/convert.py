@@ -50,10 +50,24 @@ def _iso(ts: pd.Series) -> pd.Series:
     return iso
 
 
-def _num(values: pd.Series) -> pd.Series:
-    """Numbers (empty cells NaN); text that is not a number, or an infinite one, is a ValueError
-    naming its line and column."""
+def _read(path: Path, columns: list[str], **kwargs: object) -> pd.DataFrame:
+    """The source file, with the columns its converter reads: a file of another kind is "no
+    column ..." before any of its values are read (an AWS spot file given as on-demand prices
+    was "two on-demand prices")."""
+    frame = pd.read_csv(path, **kwargs)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"no column {', '.join(repr(c) for c in missing)}")
+    return frame
+
+
+def _num(values: pd.Series, required: bool = False) -> pd.Series:
+    """Numbers (empty cells NaN, or a ValueError naming the line where ``required``: a row cut
+    short); text that is not a number, or an infinite one, is a ValueError naming its line and
+    column."""
     out = pd.to_numeric(values, errors="coerce").astype(float)
+    if required and values.isna().any():
+        raise _bad(values, values.isna(), "missing number")
     bad = out.isna() & values.notna() & (values.astype(str).str.strip() != "")
     if bad.any():
         raise _bad(values, bad, f"{str(values[bad].iloc[0])[:40]!r} is not a number")
@@ -93,6 +107,8 @@ def read_sidecar(path: Path, columns: list[str], **kwargs: object) -> pd.DataFra
     return frame
 
 
+BITBRAINS_NUMBERS = ["cpu_cores", "cpu_capacity_mhz_mean", "cpu_usage_mhz_mean", "mem_usage_kb_mean",
+                     "mem_capacity_kb_mean"]
 MAX_BURST = 1.5  # usage above capacity up to this multiple is a burst (clipped); beyond, a bad record
 
 
@@ -104,10 +120,10 @@ def bitbrains_hourly(path: Path) -> dict[str, pd.DataFrame]:
     up to ``MAX_BURST`` times the provisioned capacity (a VM bursting past its allotment,
     about 0.5% of the VM-hours) is clipped to it, and beyond that (a broken capacity
     record: 512 KB of memory using 1.3 GB) left out."""
-    f = pd.read_csv(path, dtype={"vm_id": str})
+    f = _read(path, ["vm_id", "hour_utc", *BITBRAINS_NUMBERS], dtype={"vm_id": str})
     f["vm_id"] = _ids(f["vm_id"])  # one empty id made every id a float: vm1.0, vmnan
-    for col in ("cpu_cores", "cpu_capacity_mhz_mean", "cpu_usage_mhz_mean", "mem_usage_kb_mean", "mem_capacity_kb_mean"):
-        f[col] = _num(f[col])
+    for col in BITBRAINS_NUMBERS:  # an empty cell is a row cut short, not a VM with 0 cores
+        f[col] = _num(f[col], required=True)
     per_core = f["cpu_capacity_mhz_mean"] / f["cpu_cores"]
     base = pd.DataFrame({"ts": _iso(f["hour_utc"]), "cluster": "bitbrains", "pool": "rnd",
                          "node_id": "vm" + f["vm_id"]})
@@ -148,9 +164,9 @@ def bitbrains_cluster(path: Path) -> dict[str, pd.DataFrame]:
     ``rnd-total``, in cores: MHz over the VMs' mean MHz per core (``BITBRAINS_MHZ_PER_CORE``;
     the file has no core counts, so this is approximate). It is the same VMs as the per-VM
     files: a warehouse should hold one or the other, or the fleet is counted twice."""
-    f = pd.read_csv(path)
+    f = _read(path, ["bucket_start_utc", "cpu_usage_mhz_sum", "cpu_capacity_mhz_sum"])
     for col in ("cpu_usage_mhz_sum", "cpu_capacity_mhz_sum"):
-        f[col] = _num(f[col])
+        f[col] = _num(f[col], required=True)
     log.warning("%s: cluster totals in cores at %g MHz per core (approximate); the per-VM files describe the "
                 "same VMs, so ingest one or the other into a warehouse", path, BITBRAINS_MHZ_PER_CORE)
     return {"utilization": pd.DataFrame({
@@ -162,7 +178,8 @@ def bitbrains_cluster(path: Path) -> dict[str, pd.DataFrame]:
 
 def aws_spot(path: Path) -> dict[str, pd.DataFrame]:
     """The AWS spot CSV (timestamp_utc, region, availability_zone, ...) -> spot-prices."""
-    f = pd.read_csv(path)
+    f = _read(path, ["timestamp_utc", "region", "availability_zone", "instance_type", "product_description",
+                     "spot_price_usd_per_hour"])
     return {"spot-prices": pd.DataFrame({
         "ts": _iso(f["timestamp_utc"]), "provider": "aws", "region": f["region"], "zone": f["availability_zone"],
         "instance_type": f["instance_type"], "product": f["product_description"],
@@ -181,7 +198,7 @@ AWS_SIZES = {
 
 def aws_on_demand(path: Path) -> dict[str, pd.DataFrame]:
     """``on_demand_prices.csv`` -> public catalog rows, in vCPUs (or GPUs) per instance."""
-    f = pd.read_csv(path)
+    f = _read(path, ["instance_type", "region", "on_demand_usd_per_hour"])
     if "product_description" in f.columns:  # the catalog prices Linux machines, as the spot prices are
         products = f["product_description"].astype(str)
         others = sorted(set(products) - {"Linux/UNIX", "Linux"})
@@ -221,7 +238,7 @@ GCP_GPU_TFLOPS = {"a100": 312.0, "a100-80gb": 312.0, "h100-80gb": 989.0, "h100-8
 def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     """A ``gcp_compute_price_changes_<year>.csv.gz`` -> spot-prices (spot changes) and, with
     ``gcp_instance_specs_latest.csv`` beside it, the catalog at the last snapshot."""
-    f = pd.read_csv(path)
+    f = _read(path, ["snapshot_utc", "region", "instance_type", "hour", "hour_spot", "month", "month_1y", "month_3y"])
     for col in ("hour", "hour_spot", "month", "month_1y", "month_3y"):
         f[col] = _num(f[col])
     # a price of 0 is a placeholder in the pricing file (no SKU yet), not a free machine
@@ -235,7 +252,13 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     if not specs_path.is_file():
         log.warning("%s: no %s beside it: spot prices only, no catalog", path, specs_path.name)
     else:
-        specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"]).set_index("instance_type")
+        specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"])
+        twice = specs["instance_type"].duplicated()
+        if twice.any():  # which of its sizes would the catalog take?
+            shown = specs["instance_type"][twice].iloc[0]
+            raise SidecarError(specs_path, f"{row_label(specs_path, int(twice[twice].index[0]))}, column "
+                               f"'instance_type': {shown} listed twice")
+        specs = specs.set_index("instance_type")
         # each offer's newest priced snapshot, whole: a column's last non-empty value would pair one
         # snapshot's on-demand price with an older one's commitment; ordered by time, not by text
         # (the files mix offsets)
@@ -322,7 +345,7 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
     """PdM telemetry (wide, hourly) -> telemetry; ``PdM_errors.csv`` beside it -> an error
     counter per type in that telemetry; ``PdM_failures.csv`` beside it -> failures (each
     limited to the machines and span of the telemetry)."""
-    f = pd.read_csv(path, dtype={"machineID": str})
+    f = _read(path, ["datetime", "machineID", *PDM_METRICS], dtype={"machineID": str})
     f["datetime"] = _iso(f["datetime"])  # before the melt, so an error names the file's line
     f["machineID"] = _ids(f["machineID"])
     long = f.melt(id_vars=["datetime", "machineID"], value_vars=list(PDM_METRICS), var_name="metric")
@@ -363,7 +386,7 @@ def azure_pdm(path: Path) -> dict[str, pd.DataFrame]:
 def titan(path: Path) -> dict[str, pd.DataFrame]:
     """Titan ``gc_full.csv.gz`` (one row per GPU placement) -> failures: each removal whose
     event is a double-bit error (dbe) or off-the-bus (otb)."""
-    f = pd.read_csv(path, dtype={"SN": str})
+    f = _read(path, ["SN", "event", "remove", "location"], dtype={"SN": str})
     event = f["event"].fillna("").astype(str).str.lower()  # a slice with no event reads as all-empty floats
     ev = f[event.isin(["dbe", "otb"])]
     return {"failures": pd.DataFrame({
@@ -376,7 +399,7 @@ def nab(path: Path) -> dict[str, pd.DataFrame]:
     """A NAB ``realAWSCloudwatch`` series (timestamp, value in CPU percent) -> utilization
     of one instance in cores (capacity 1), in a pool of its own: the NAB instances are
     unrelated and cover different weeks, so summing them would make no series."""
-    f = pd.read_csv(path)
+    f = _read(path, ["timestamp", "value"])
     f["value"] = _num(f["value"])
     name = nab_name(path.name)
     above = int((f["value"] > 100).sum())
@@ -397,7 +420,7 @@ ALIBABA_GPU_TFLOPS = {"A10": 125.0, "A100-SXM4-80GB": 312.0, "A800-SXM4-80GB": 3
 def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
     """Alibaba GPU node inventory -> private catalog offers, one per (gpu_model, gpus, cpus),
     with TFLOPS per machine where the GPU model is known (``ALIBABA_GPU_TFLOPS``)."""
-    f = pd.read_csv(path, dtype={"gpu_model": str})
+    f = _read(path, ["gpu_model", "gpu_capacity_num", "cpu_num"], dtype={"gpu_model": str})
     f["gpu_model"] = _ids(f["gpu_model"])
     for col in ("gpu_capacity_num", "cpu_num"):  # whole counts, written as integers ("126", not "126.0")
         n = _num(f[col])

@@ -32,7 +32,8 @@ class Settings(BaseModel):
     """Everything a run needs to know about where things live and how to run them."""
 
     db_path: Path = Field(default=DEFAULT_DB)
-    lock_timeout_s: float = Field(default=30.0, ge=0)
+    # seconds; a day at most (a longer wait is a hung writer, and the alert lease is built on it)
+    lock_timeout_s: float = Field(default=30.0, ge=0, le=86400, allow_inf_nan=False)
     data_dir: Path = Field(default=REPO_ROOT / "data" / "demo")
     report_dir: Path = Field(default=REPO_ROOT / "reports")
     task_runner: str = Field(default="thread", pattern="^(thread|dask)$")
@@ -63,6 +64,8 @@ class Settings(BaseModel):
     def _known_zone(cls, value: str) -> str:
         if value not in available_timezones():  # the list Prefect checks a schedule's zone against
             raise ValueError("not an IANA time zone (e.g. UTC, Europe/Berlin)")
+        if value in ("localtime", "Factory"):  # in that list, but whatever zone the machine reading it is in
+            raise ValueError("not a zone's name; give the zone itself (e.g. UTC, Europe/Berlin)")
         return value
 
     @classmethod

@@ -49,6 +49,17 @@ def test_aws_on_demand_keeps_the_linux_price_and_refuses_two(tmp_path, caplog, c
     assert "line 2, column 'instance_type': c3.xlarge in us-east-1 has two on-demand prices" in capsys.readouterr().err
 
 
+def test_a_gcp_specs_sidecar_listing_a_machine_twice_is_named(tmp_path, capsys) -> None:
+    (tmp_path / "gcp_instance_specs_latest.csv").write_text("instance_type,cpu,ram\nn2-standard-8,8,32\n"
+                                                            "n2-standard-8,8,64\n")
+    (tmp_path / "p.csv").write_text(GCP_HEADER + "2026-01-01T10:00:00+00:00,a,n2-standard-8,us-central1,"
+                                    "0.50,0.1,365,,,70\n")
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "o"), str(tmp_path / "p.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "gcp_instance_specs_latest.csv: line 3, column 'instance_type': n2-standard-8 listed twice" in err, err
+    assert "read beside" in err and not (tmp_path / "o").exists()
+
+
 def test_a_titan_slice_with_no_failure_in_it_gives_an_empty_table(tmp_path) -> None:
     src = tmp_path / "gc.csv"
     src.write_text("SN,location,insert,remove,duration,out,event\n"
@@ -66,6 +77,16 @@ def test_a_titan_slice_with_no_failure_in_it_gives_an_empty_table(tmp_path) -> N
     ("bitbrains-hourly", "hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_capacity_kb_mean,"
                          "mem_usage_kb_mean\n2013-07-01 00:00:00,1,2,5000,1000,4194304,1048576\n"
                          "2013-07-01 00:00:00,,2,5000,1000,4194304,1048576\n", "line 3, column 'vm_id': missing id"),
+    # a row cut short was left out as a VM-hour "with 0 cores"
+    ("bitbrains-hourly", "hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_capacity_kb_mean,"
+                         "mem_usage_kb_mean\n2013-07-01 00:00:00,1,2,5000,1000,4194304,1048576\n"
+                         "2013-07-01 01:00:00,1\n", "line 3, column 'cpu_cores': missing number"),
+    # another kind's file: its columns are said, not "two on-demand prices" from its rows
+    ("aws-on-demand", "timestamp_utc,region,availability_zone,instance_type,product_description,"
+                      "spot_price_usd_per_hour\n2015-03-11 16:54:38+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,0.03\n"
+                      "2015-03-11 16:58:12+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,0.03\n",
+     "not an aws-on-demand file (no column 'on_demand_usd_per_hour')"),
+    ("titan", "timestamp,value\n2014-02-14 14:27:00,51.8\n", "no column 'SN', 'event', 'remove', 'location'"),
 ])
 def test_a_partial_last_line_is_named_not_a_renamed_id(tmp_path, capsys, source: str, text: str, said: str) -> None:
     src = tmp_path / "in.csv"

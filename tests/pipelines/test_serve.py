@@ -70,6 +70,12 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     (tmp_path / "zero.duckdb").write_bytes(b"")  # no scheduled run could open it
     assert main(["serve", "--list", "--db", str(tmp_path / "zero.duckdb")]) == 2
     assert "is an empty file, not a DuckDB warehouse" in capsys.readouterr().err
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "theirs.duckdb")) as con:  # every scheduled run would refuse it
+        con.execute("CREATE TABLE t (a INT)")
+    assert main(["serve", "--list", "--db", str(tmp_path / "theirs.duckdb")]) == 2
+    assert "a DuckDB database of something else (tables t)" in capsys.readouterr().err
 
 
 def test_serve_schedules_carry_the_time_zone_setting(tmp_path, monkeypatch, capsys) -> None:

@@ -11,8 +11,12 @@ def test_task_runner_is_case_insensitive(monkeypatch) -> None:
     assert Settings.from_env().task_runner == "dask"
 
 
-@pytest.mark.parametrize(("var", "value"), [("HEADROOM_MAX_WORKERS", "0"), ("HEADROOM_LOCK_TIMEOUT", "abc"),
-                                            ("HEADROOM_TASK_RUNNER", "ray")])
+@pytest.mark.parametrize(("var", "value"), [
+    ("HEADROOM_MAX_WORKERS", "0"), ("HEADROOM_LOCK_TIMEOUT", "abc"), ("HEADROOM_TASK_RUNNER", "ray"),
+    # NaN waited no time at all; inf and 1e12 overflowed the alert lease built on the wait
+    ("HEADROOM_LOCK_TIMEOUT", "nan"), ("HEADROOM_LOCK_TIMEOUT", "inf"), ("HEADROOM_LOCK_TIMEOUT", "1e12"),
+    # the machine's own zone, whichever it is: the deployments' crons would move with the host
+    ("HEADROOM_SCHEDULE_TIMEZONE", "localtime"), ("HEADROOM_SCHEDULE_TIMEZONE", "Mars/Olympus")])
 def test_a_bad_variable_is_named(monkeypatch, var: str, value: str) -> None:
     monkeypatch.setenv(var, value)
     with pytest.raises(SettingsError, match=f"{var}='{value}'"):

@@ -55,6 +55,18 @@ def test_status_says_what_is_held_and_fails_on_a_stale_source(db_path: Path, cap
     assert doc["plan"]["headline"][0]["text"] == "run 40% private"
 
 
+def test_a_clock_before_the_data_says_so(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Ages below zero (a --now before the newest row, a clock behind the source's) are said,
+    not printed bare; nothing is stale."""
+    _fill(db_path)
+    assert cli.main(["status", "--db", str(db_path), "--now", "2026-03-09T11:00:00", "--max-age-hours", "240"]) == 0
+    out = capsys.readouterr().out
+    assert "age -24.0 h  AHEAD (newest row after the clock)" in out
+    assert cli.main(["status", "--db", str(db_path), "--now", "2026-03-09T11:00:00", "--json"]) == 1
+    kinds = {s["kind"]: s for s in json.loads(capsys.readouterr().out)["sources"]}
+    assert kinds["utilization"]["ahead"] is True and kinds["spot_prices"]["ahead"] is False
+
+
 def test_status_errors_are_one_line(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]):
     assert cli.main(["status", "--db", str(tmp_path / "none.duckdb")]) == 2
     assert "no warehouse" in capsys.readouterr().err
