@@ -85,6 +85,35 @@ def _refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
             action.type = _not_empty(action.type)
 
 
+FOLDER_OUT = frozenset({"generate", "convert", "report"})  # their --out is a folder, its files their own
+
+
+def _refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
+    """An output file that is one of the command's inputs or its warehouse is refused before
+    any work: ``plan replay --out`` at the warehouse replaced it with the CSV, exit 0."""
+    outs = [(opt, getattr(args, opt[2:], None)) for opt in ("--out", "--jsonl")]
+    outs = [(o, v) for o, v in outs if v is not None and not (o == "--out" and args.command in FOLDER_OUT)
+            and os.path.isfile(v)]
+    if not outs:
+        return
+    inputs = []
+    for opt in sorted(PATH_OPTIONS - {"--out", "--jsonl"}) + ["paths"]:
+        value = getattr(args, opt.removeprefix("--").replace("-", "_"), None)
+        # text and paths only: backtest's --windows is a count, and a number is a file descriptor to os.path
+        inputs += [(opt, v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str | os.PathLike)]
+    if hasattr(args, "db"):
+        from pipelines.runtime.settings import Settings
+
+        inputs.append(("the warehouse", Settings.from_env(db_path=args.db).db_path))
+    for out_opt, out in outs:
+        for opt, value in inputs:
+            if os.path.isfile(value) and os.path.samefile(out, value):
+                what = (opt if opt.startswith("the") else "the warehouse --db" if opt == "--db"
+                        else f"the input {'PATH' if opt == 'paths' else opt}")
+                raise CliError(f"{out_opt} {out} is {what} ({value}): writing it would replace it; give another path",
+                               2)
+
+
 def _not_empty(inner: object):
     def read(text: str) -> object:
         if not text.strip():
@@ -194,6 +223,7 @@ def _main(argv: list[str] | None) -> int:
 
     READ_BEHIND.clear()  # this command's reads only
     try:
+        _refuse_outputs_over_inputs(args)
         with stopping:
             code = int(args.func(args) or 0)
         if args.command != "serve" and argv is None:  # the process exits next: its work is done

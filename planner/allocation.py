@@ -159,6 +159,14 @@ def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[s
     """The monthly cost of serving ``demand`` on the capacity running now, priced as
     private machines (the reference a bill is compared with: no split, the fleet as it is),
     with what exceeds it on public on-demand. None without a private offer, or no capacity."""
+    parts = current_fleet_parts(demand, capacity_units, offers, costs)
+    return None if parts is None else parts["monthly_cost"]
+
+
+def current_fleet_parts(demand: np.ndarray, capacity_units: float, offers: dict[str, Offer],
+                        costs: CostPolicy) -> dict[str, float] | None:
+    """:func:`current_fleet_cost` by part, as :func:`simulate` gives a split's:
+    ``private_cost, public_cost, edge_cost, idle_penalty, monthly_cost``."""
     d = _demand(demand)
     offer = offers.get("private")
     if offer is None or not capacity_units > 0:
@@ -166,13 +174,17 @@ def current_fleet_cost(demand: np.ndarray, capacity_units: float, offers: dict[s
     instances = _fleet_instances(capacity_units, offer)
     spill = fleet_spill(d, capacity_units, offers)
     c = provisioned_cost(np.full(d.size, instances), d - spill, offer, costs.private)
-    total = c["compute"] + c["idle_penalty"]
+    out = {"private_cost": c["compute"], "public_cost": 0.0, "edge_cost": 0.0, "idle_penalty": c["idle_penalty"]}
     if spill.sum() > 0:
         if "public" not in offers:
             return None
         p = _elastic_cost(spill, offers["public"], costs)
-        total += p["compute"] + p["idle_penalty"]
-    return total * costs.hours_per_month / d.size
+        out["public_cost"] += p["compute"]
+        out["idle_penalty"] += p["idle_penalty"]
+    scale = costs.hours_per_month / d.size
+    result = {k: v * scale for k, v in out.items()}
+    result["monthly_cost"] = sum(out.values()) * scale
+    return result
 
 
 def _fleet_instances(capacity_units: float, offer: Offer) -> float:
@@ -338,7 +350,9 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
         elif tuned is not None:
             text += f"; the tuned split {_shares(tuned)} would cost {_usd(more)}/month more, as {why}"
     else:
-        name = "the default 3-5-2 split" if best["plan"] == "default_3_5_2" else f"the split {_shares(best)}"
+        name = f"the split {_shares(best)}"
+        if best["plan"] == "default_3_5_2":  # the config's default may be another split than 3-5-2
+            name = "the default 3-5-2 split" if _shares(best) == "30%/50%/20%" else f"the default split {_shares(best)}"
         text = f"{name}, {_usd(best['monthly_cost'])}/month"
         below = float(fleet["monthly_cost"]) - float(best["monthly_cost"]) if fleet is not None else 0.0
         if fleet is not None:
@@ -363,15 +377,26 @@ def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, O
     cost = pd.to_numeric(out["monthly_cost"], errors="coerce")
     # ties go to what runs now, then to the tuned split (the order of preference)
     order = out["plan"].map({RUNNING_FLEET: 0, "tuned": 1, "default_3_5_2": 2}).fillna(3)
-    best = out.assign(_c=cost.round(6), _o=order).sort_values(["_c", "_o"]).index[0]
+    # a default with a share where no offer fits the pool is priced with that share spilled to
+    # public: not a plan anyone can buy as it reads, so never the recommendation
+    unbuyable = [r["plan"] == "default_3_5_2" and any(float(r[loc]) > 0 and loc not in offers for loc in LOCATIONS)
+                 for r in out.to_dict("records")]
+    order = order.where(~np.array(unbuyable, dtype=bool), np.inf)
+    ranked = out.assign(_u=unbuyable, _c=cost.round(6), _o=order).sort_values(["_u", "_c", "_o"])
+    best = ranked.index[0]
     out["recommended"] = out.index == best
     chosen = out.loc[best]
     why = binding_bounds(policy, offers)
     reasons = []
-    for r in out.itertuples(index=False):
+    for r, cannot in zip(out.itertuples(index=False), unbuyable, strict=True):
         if r.plan == chosen["plan"]:
-            reasons.append("the cheapest of the running fleet, the default 3-5-2 split and the tuned split on "
+            reasons.append("the cheapest of the plans that can be bought on this demand" if any(unbuyable) else
+                           "the cheapest of the running fleet, the default 3-5-2 split and the tuned split on "
                            "this demand")
+        elif cannot:
+            missing = " and ".join(loc for loc in LOCATIONS if getattr(r, loc) > 0 and loc not in offers)
+            reasons.append(f"cannot be bought as it reads: its {missing} share has no offer that fits the pool "
+                           "(priced with that share spilled to public)")
         else:
             more = float(r.monthly_cost) - float(chosen["monthly_cost"])
             name = str(chosen["plan"]).replace("_", " ")

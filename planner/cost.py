@@ -146,7 +146,9 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
     """The machine a pool runs on: the private offer of ``resource`` whose instance type
     starts with the pool name (``h100`` -> ``h100-4x``; a priced one before an unpriced
     one, then the cheapest per unit); else the cheapest priced private offer of
-    ``resource``; else the cheapest priced offer of it anywhere."""
+    ``resource``; else, for CPUs, the cheapest priced offer anywhere. A GPU pool with no
+    private machine has none: its GPU model is unknown, and a public L4 taken as its machine
+    would size an H100 pool's work in L4s."""
     require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
     mine = catalog[(catalog["resource"] == resource) & (catalog["units"] > 0)]
     own = mine[mine["location"] == "private"]
@@ -156,7 +158,7 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
         if priced.empty:
             return named.iloc[0]
         return priced.loc[(priced["on_demand_price"] / priced["units"]).idxmin()]
-    for pick in (own, mine):
+    for pick in (own, mine if resource != "gpu" else own):
         pick = pick[pick["on_demand_price"] > 0]
         if not pick.empty:
             return pick.loc[(pick["on_demand_price"] / pick["units"]).idxmin()]

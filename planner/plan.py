@@ -21,6 +21,7 @@ from planner.allocation import (
     Split,
     allowed,
     current_fleet_cost,
+    current_fleet_parts,
     fleet_spill,
     kept_plans,
     out_of_sample,
@@ -142,6 +143,10 @@ def _why_no_offer(catalog: pd.DataFrame, resource: str, pool: str, fit: tuple,
     if catalog.empty:
         return " (the catalog is empty)", CATALOG_REMEDY
     ref = reference_offer(catalog, resource, pool)
+    if ref is None and resource == "gpu" and (catalog["resource"] == "gpu").any():
+        return (f" (the catalog has no private machine for GPU pool {pool!r}, so its GPU model, and which GPUs can "
+                "do its work, is unknown)"), f"add the fleet's own machine as a private row named {pool}-...; " \
+            + CATALOG_REMEDY
     if ref is None:
         return f" (the catalog has no priced {resource} offer)", CATALOG_REMEDY
     if resource == "gpu" and not (float(ref.get("tflops", np.nan) or np.nan) > 0):
@@ -263,7 +268,8 @@ def make_plan(
             alloc["retuned"] = [not _same_split(r, policy.default_split) for r in alloc.to_dict("records")]
             alloc["offers"] = offer_names(offers)
             # the reference a bill payer compares with: the running capacity as it is
-            current = current_fleet_cost(path, float(row.capacity), offers, policy.costs)
+            parts = current_fleet_parts(path, float(row.capacity), offers, policy.costs)
+            current = None if parts is None else parts["monthly_cost"]
             alloc["current_fleet_cost"] = np.nan if current is None else current
             if current is not None:  # the fleet as it runs, priced on the same demand: a plan to beat
                 base = float(alloc.loc[alloc["plan"] == "default_3_5_2", "monthly_cost"].iloc[0])
@@ -273,7 +279,7 @@ def make_plan(
                 default_mean = scenario_cost(path, policy.default_split, offers, policy.costs, policy.allocation)
                 alloc = pd.concat([alloc, pd.DataFrame([{
                     "unique_id": uid, "resource": resource, "plan": RUNNING_FLEET, "private": 1.0, "public": 0.0,
-                    "edge": 0.0, "monthly_cost": current, "private_cost": current,
+                    "edge": 0.0, **parts,  # monthly_cost and its parts, as the splits' rows give them
                     "savings_vs_default": saving(base, current),
                     "expected_savings": np.nan if None in fleet else saving(default_mean, float(np.mean(fleet))),
                     "tuned_this_run": kept is None, "retuned": False, "offers": alloc["offers"].iloc[0],

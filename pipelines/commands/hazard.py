@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
+from pipelines.commands.summaries import json_text
 from pipelines.runtime.outputs import check_writable
 
 
@@ -29,10 +29,6 @@ def register(faults_subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--json", action="store_true", help="the result as one JSON document instead of text")
     h.add_argument("--out", type=Path, default=None, help="write the age-band table (CSV) here")
     h.set_defaults(func=run_hazard)
-
-
-def _clean(v):
-    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def run_hazard(args: argparse.Namespace) -> int:
@@ -81,13 +77,13 @@ def run_hazard(args: argparse.Namespace) -> int:
     doc = {
         "lifetimes": str(args.lifetimes), "lives": model.lives_, "devices": model.devices_,
         "rejected": int(len(rejects)), "reject_reasons": rejects["reason"].value_counts().to_dict(),
-        "weibull": [{k: _clean(v) for k, v in r.items()} for r in model.weibull_.to_dict("records")],
-        "bands": [{k: _clean(v) for k, v in r.items()} for r in model.bands_.to_dict("records")],
+        "weibull": model.weibull_.to_dict("records"),  # NaN as null by json_text
+        "bands": model.bands_.to_dict("records"),
         "forecast": {"fleet": whose, "horizon": args.horizon, "model": args.model, "level": args.level,
                      "by_mode": [vars(f) for f in forecasts]},
     }
     if args.json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, indent=2))
         return 0
     print(f"{args.lifetimes}: {model.lives_:,} lives of {model.devices_:,} devices, "
           f"{int(model.weibull_['events'].iloc[0]):,} failures; {len(rejects):,} row(s) rejected")

@@ -3,9 +3,10 @@ champions, firing alerts and the latest plan's headline; exit 1 when a source is
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from datetime import UTC, datetime
+
+from pipelines.commands.summaries import json_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         doc = gather(con, now, max_age)
     stale = [s["kind"] for s in doc["sources"] if s["stale"]]
     if args.json:
-        print(json.dumps(doc, default=lambda v: _iso(v) if isinstance(v, datetime) else str(v), indent=2))
+        print(json_text(doc, default=lambda v: _iso(v) if isinstance(v, datetime) else str(v), indent=2))
     else:
         print("\n".join(_text(doc)))
         if stale:

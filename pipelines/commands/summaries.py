@@ -4,8 +4,24 @@ result itself instead)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
+
+
+def json_text(doc: object, default: Callable[[object], object] = str, **kwargs: object) -> str:
+    """``json.dumps`` that writes a NaN or infinite number as null: Python's ``NaN`` is not
+    JSON, and a strict reader (JavaScript's, jq's) refuses the whole document."""
+    def finite(v: object) -> object:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [finite(x) for x in v]
+        return v
+
+    return json.dumps(finite(doc), default=lambda v: finite(default(v)), allow_nan=False, **kwargs)
 
 
 def seconds_text(seconds: float) -> str:
@@ -99,7 +115,7 @@ def plan_lines(p: dict) -> list[str]:
     for a in p["allocation"]:
         lines.append(f"  {a['unique_id']:<20} split private/public/edge {a['private']:.2f}/{a['public']:.2f}/"
                      f"{a['edge']:.2f} ({split_text(a)}), {money(a['monthly_cost'])}/month, "
-                     f"{saving_text(a['savings_vs_default'])}{current_text(a)}")
+                     f"{saving_text(a['savings_vs_default'], a.get('expected_savings'))}{current_text(a)}")
     for sp in p.get("spot", []):
         lines.append(f"  {sp['unique_id']:<20} {spot_text(sp)}")
     return lines
@@ -135,7 +151,7 @@ def stage_lines(stage: str, result: object, seconds: float | None = None) -> lis
         return [f"{stage}: FAILED{took}: {result['failed']}"]
     render = STAGE_LINES.get(stage)
     if render is None or not isinstance(result, dict):
-        return [f"{stage}{took}: " + json.dumps(result, default=str)]
+        return [f"{stage}{took}: " + json_text(result)]
     body = render(result)
     if body and not body[0].startswith("  "):  # the first line is the stage's headline
         return [f"{stage}{took}: {body[0]}", *body[1:]]
@@ -145,7 +161,7 @@ def stage_lines(stage: str, result: object, seconds: float | None = None) -> lis
 def print_result(result: dict, as_json: bool, stage: str) -> None:
     """A command's result: the JSON document (``--json``) or its text lines."""
     if as_json:
-        print(json.dumps(result, indent=2, default=str))
+        print(json_text(result, indent=2))
     else:
         print("\n".join(stage_lines(stage, result)))
     sys.stdout.flush()

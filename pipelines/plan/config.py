@@ -197,8 +197,12 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             default_split=default_split,
         )
     except ValidationError as exc:
+        errors = exc.errors()
+        # a list whose item failed is also "too short after validation": the item says it all
+        errors = [e for e in errors if not (e["type"] == "too_short" and any(
+            len(o["loc"]) > len(e["loc"]) and o["loc"][:len(e["loc"])] == e["loc"] for o in errors))]
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-                             for e in exc.errors())
+                             for e in errors)
         raise PlanConfigError(f"{source}: {problems}") from None
     except ValueError as exc:
         raise PlanConfigError(f"{source}: {exc}") from None

@@ -182,8 +182,8 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
     tuned = alloc.loc[alloc["plan"] == "tuned"] if not alloc.empty else alloc
     if not tuned.empty:  # kept_default: the split is the default one (the tuner did not move it)
         tuned = tuned.assign(kept_default=~tuned["retuned"].astype(bool))
-    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "tuned_this_run", "retuned",
-            "kept_default", "current_fleet_cost"]
+    cols = ["unique_id", *shares, "monthly_cost", "savings_vs_default", "expected_savings", "tuned_this_run",
+            "retuned", "kept_default", "current_fleet_cost"]
     spot = plan.get("spot", pd.DataFrame())
     headlines = [] if alloc.empty or "recommended" not in alloc else [
         {"unique_id": r["unique_id"], "plan": r["plan"], "monthly_cost": r["monthly_cost"],
@@ -209,13 +209,15 @@ def split_text(row: dict) -> str:
             else "this month's split, the default, kept")
 
 
-def saving_text(savings: float) -> str:
+def saving_text(savings: float, expected: float | None = None) -> str:
     """A monthly saving against the default split, in words (it can be negative: the split is
-    chosen on the mean over demand scenarios, the saving is priced on the demand path)."""
+    chosen on the mean over demand scenarios, ``expected``, the saving is priced on the demand
+    path; a kept split, or a default that cannot be bought, can cost more in both)."""
     if round(savings) >= 0:
         return f"saves {money(savings)}/month vs the default split"
-    return (f"costs {money(-savings)}/month more than the default split on this demand (less across the "
-            "scenarios)")
+    across = "" if expected is None or not math.isfinite(expected) else (
+        " (less across the scenarios)" if round(expected) >= 0 else " (more across the scenarios too)")
+    return f"costs {money(-savings)}/month more than the default split on this demand{across}"
 
 
 def spot_text(spot: dict) -> str:

@@ -323,18 +323,21 @@ def summary_lines(data: ReportData) -> list[str]:
     if not alloc.empty and "headline" in alloc.columns:  # the recommended plan per pool comes first
         best = alloc[alloc["headline"].fillna("").astype(str) != ""]
         lines += [f"{_pool_of(r)}: {r['headline']}." for r in best.to_dict("records")]
-    # the pools whose recommended plan is a split (not the running fleet): only those buy public capacity
+    # the pools whose recommended plan is a split (not the running fleet), and that split: the
+    # tuned one or the default (0/0/100 too); rows without a recommendation (older runs): the tuned
     split_pools = None
-    if not alloc.empty and {"recommended", "plan"} <= set(alloc.columns):
-        chosen = alloc[alloc["recommended"].astype(str).str.lower() == "true"]
-        split_pools = {_pool_of(r) for r in chosen.to_dict("records")
-                       if r["plan"] != RUNNING_FLEET and float(r.get("public") or 0) > 0}
     tuned = base = pd.DataFrame()
     if not alloc.empty and {"plan", "monthly_cost"} <= set(alloc.columns):
+        if "recommended" in alloc.columns:
+            recommended = alloc["recommended"].astype(str).str.lower() == "true"
+            tuned = alloc[recommended & (alloc["plan"] != RUNNING_FLEET)]
+            split_pools = {_pool_of(r) for r in tuned.to_dict("records")}
+        else:
+            tuned = alloc[alloc["plan"] == "tuned"]
         # a pool that keeps its running fleet is left out: its headline says why
-        taken = np.array([split_pools is None or _pool_of(r) in split_pools for r in alloc.to_dict("records")])
-        tuned = alloc[(alloc["plan"] == "tuned") & taken]
-        base = alloc[(alloc["plan"] == "default_3_5_2") & taken]
+        mine = {_pool_of(r) for r in tuned.to_dict("records")}
+        base = alloc[(alloc["plan"] == "default_3_5_2").to_numpy()
+                     & np.array([_pool_of(r) in mine for r in alloc.to_dict("records")], dtype=bool)]
     if not tuned.empty:
         saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
         who = ", ".join(

@@ -82,3 +82,23 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     last = capsys.readouterr().err.strip().splitlines()[-1]  # argparse's usage, then its error
     assert stop.value.code == 2 and last.endswith(": an empty path (an unset variable?)")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    # the replay's CSV replaced the whole warehouse, exit 0
+    (["plan", "replay", "--db", "wh.duckdb", "--out", "wh.duckdb"], "--out wh.duckdb is the warehouse --db"),
+    (["plan", "replay", "--out", "./wh.duckdb"], "--out wh.duckdb is the warehouse (wh.duckdb)"),  # HEADROOM_DB
+    (["plan", "replay", "--utilization", "u.csv", "--out", "link.csv"], "is the input --utilization (u.csv)"),
+    (["backtest", "--input", "u.csv", "--horizon", "2", "--season-length", "24", "--windows", "3", "--out", "u.csv"],
+     "--out u.csv is the input --input"),
+    (["detect", "--db", "wh.duckdb", "--jsonl", "wh.duckdb"], "--jsonl wh.duckdb is the warehouse --db"),
+])
+def test_an_output_over_an_input_is_refused_before_any_work(tmp_path, monkeypatch, capsys, argv, said) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HEADROOM_DB", "wh.duckdb")
+    (tmp_path / "wh.duckdb").write_bytes(b"not read")
+    (tmp_path / "u.csv").write_text("unique_id,ds,y\n")
+    (tmp_path / "link.csv").symlink_to("u.csv")  # the file it leads to would be replaced
+    assert cli.main(argv) == 2
+    assert said in _error(capsys)
+    assert (tmp_path / "wh.duckdb").read_bytes() == b"not read" and (tmp_path / "u.csv").read_text() == "unique_id,ds,y\n"

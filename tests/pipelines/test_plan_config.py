@@ -97,6 +97,18 @@ def test_bad_settings_name_the_key(raw: dict, message: str) -> None:
         policy_from_mapping(raw, "plan.toml")
 
 
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"offers": {"regions": [1]}}, "plan.toml: offers.regions.0: Input should be a valid string"),
+    ({"allocation": {"scenarios": [0]}}, "plan.toml: allocation.scenarios.0: Input should be greater than 0"),
+])
+def test_a_bad_item_is_not_also_called_a_list_too_short(raw: dict, message: str) -> None:
+    """pydantic adds "Tuple should have at least 1 item after validation, not 0" to a
+    one-item list whose item failed: false of the list as written."""
+    with pytest.raises(PlanConfigError) as err:
+        policy_from_mapping(raw, "plan.toml")
+    assert str(err.value) == message
+
+
 def test_bad_files_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(PlanConfigError, match="no such plan config file"):
         load_plan_policy(tmp_path / "none.toml")

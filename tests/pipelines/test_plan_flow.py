@@ -53,6 +53,10 @@ def test_plan_flow_end_to_end(prefect_harness, db_path, fleet) -> None:
     assert sorted(best["unique_id"]) == sorted(set(alloc["unique_id"]))
     fleet = alloc[alloc["plan"] == "running_fleet"].set_index("unique_id")["monthly_cost"]
     assert (best.set_index("unique_id")["monthly_cost"] <= fleet + 1e-6).all()
+    # every row's parts add up to its cost, the running fleet's too (its idle penalty was private_cost)
+    parts = alloc[["private_cost", "public_cost", "edge_cost", "idle_penalty"]].sum(axis=1)
+    assert (parts - alloc["monthly_cost"]).abs().max() < 1e-6
+    assert (alloc.loc[alloc["plan"] == "running_fleet", "idle_penalty"] > 0).all()
     assert [h["unique_id"] for h in out["headline"]] == sorted(best["unique_id"])
     assert all(h["text"] for h in out["headline"])
     tuned = alloc[alloc["plan"] == "tuned"]
@@ -229,3 +233,13 @@ def test_a_value_that_rounds_to_minus_zero_is_stored_as_zero() -> None:
     rows = recommendation_rows(plan, PlanInputs(empty, empty, empty, empty, pd.Timestamp("2026-02-01")))
     payload = rows["payload"].iloc[0]
     assert "-0.0" not in payload and json.loads(payload)["expected_monthly_saving"] == 0.0
+
+
+def test_a_split_dearer_than_the_default_says_how_it_fares_across_the_scenarios() -> None:
+    """"(less across the scenarios)" was added to every negative saving, also where the split
+    cost more there too (a kept split, a default that cannot be bought)."""
+    from pipelines.plan.planning import saving_text
+
+    assert saving_text(-500.0, 120.0).endswith("more than the default split on this demand (less across the scenarios)")
+    assert saving_text(-500.0, -300.0).endswith("on this demand (more across the scenarios too)")
+    assert saving_text(-500.0).endswith("on this demand") and saving_text(40.0, -1.0).startswith("saves $40")

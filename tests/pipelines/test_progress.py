@@ -4,6 +4,8 @@ from __future__ import annotations
 import io
 import sys
 
+import pytest
+
 from pipelines.runtime import progress
 
 
@@ -41,3 +43,18 @@ def test_stage_lines_say_the_stage_its_time_and_a_failure_in_one_line():
                      "  alerts firing 1, delivered 1 to jsonl:a, pending 0"]
     assert seconds_text(75) == "(1 min 15 s)"
     assert stage_lines("custom", {"a": 1}) == ['custom: {"a": 1}']  # a stage with no text of its own
+
+
+def test_json_results_write_nan_and_infinity_as_null(capsys):
+    """``plan --json`` printed ``"current_fleet_cost": NaN`` (no fleet priced): not JSON."""
+    import json
+
+    import numpy as np
+
+    from pipelines.commands.summaries import json_text, print_result
+
+    doc = {"plans": [{"current_fleet_cost": float("nan"), "cost": np.float64(1.5)}], "n": (np.float64("inf"), 2)}
+    print_result(doc, as_json=True, stage="plan")
+    back = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert back == {"plans": [{"current_fleet_cost": None, "cost": 1.5}], "n": [None, 2]}
+    assert json_text({"t": object.__new__(type("T", (), {"__str__": lambda self: "x"}))}) == '{"t": "x"}'

@@ -368,6 +368,25 @@ def test_the_summary_speaks_of_the_recommended_plan_only() -> None:
     assert not any("saves $800" in line for line in lines)
 
 
+def test_the_summary_sums_each_pools_recommended_split_whatever_its_public_share() -> None:
+    """A recommended 0/0/100 split was left out of the line (only splits with a public share
+    counted), and a pool recommended the default was shown with its tuned split."""
+    from pipelines.report.data import ReportData
+    from pipelines.report.html import summary_lines
+
+    alloc = pd.DataFrame({"unique_id": ["c/a/gpu"] * 2 + ["c/b/gpu"] * 2, "plan": ["default_3_5_2", "tuned"] * 2,
+                          "private": [0.3, 0.0, 0.3, 0.6], "public": [0.5, 0.0, 0.5, 0.4], "edge": [0.2, 1.0, 0.2, 0.0],
+                          "monthly_cost": [9000.0, 6000.0, 4000.0, 4500.0], "recommended": [False, True, True, False],
+                          "headline": ["", "the split 0%/0%/100%", "the default 3-5-2 split", ""]})
+    empty = pd.DataFrame()
+    data = ReportData(data_cutoff=None, counts={}, forecasts=empty, history=empty, heatmap=empty,
+                      heatmap_resource=None, alerts=empty, champions=empty, plan_run="p",
+                      recommendations={"allocation": alloc})
+    line = next(line for line in summary_lines(data) if line.startswith("Split"))
+    assert line.startswith("Split private/public/edge: c/a/gpu 0%/0%/100%, c/b/gpu 30%/50%/20%; $10,000 per month")
+    assert "$3,000 less than the default 3-5-2 split" in line
+
+
 def test_exports_never_show_negative_zero(tmp_path: Path) -> None:
     """A payload value that rounded to -0.0 (or any frame passed in) is written as 0.0."""
     payload = {"expected_savings": -0.0, "savings_vs_default": 0.0, "monthly_cost": 5.0}

@@ -75,3 +75,33 @@ def test_out_of_sample_savings_price_the_earlier_months_split_on_the_last() -> N
     # steady demand: what the split saved in sample it saves again out of sample
     assert r["out_of_sample_savings"] == pytest.approx(r["in_sample_savings"])
     assert P.allocation.out_of_sample(flat[: 24 * 10], offers, FREE) is None  # under a week per half
+
+
+def test_a_default_with_a_share_no_offer_fits_is_never_recommended() -> None:
+    """A configured default of 0/0/100 with no edge offer for the pool was priced all on public
+    and recommended as "the default 3-5-2 split", its reason "costs more" though it cost less."""
+    offers = {"private": Offer("private", "o", "dc", "p", 4.0, 2.0),
+              "public": Offer("public", "c", "r", "od", 4.0, 4.0)}
+    alloc = pd.DataFrame({"plan": ["default_3_5_2", "tuned", "running_fleet"], "private": [0.0, 0.4, 1.0],
+                          "public": [0.0, 0.6, 0.0], "edge": [1.0, 0.0, 0.0], "monthly_cost": [400.0, 700.0, 900.0]})
+    out = P.allocation.recommend(alloc, P.AllocationPolicy(), offers).set_index("plan")
+    assert out["recommended"].to_dict() == {"default_3_5_2": False, "tuned": True, "running_fleet": False}
+    assert out.loc["default_3_5_2", "reason"].startswith("cannot be bought as it reads: its edge share has no offer")
+    assert out.loc["tuned", "reason"] == "the cheapest of the plans that can be bought on this demand"
+    # with an edge offer it can be bought, and is named by its own shares, not "3-5-2"
+    offers["edge"] = Offer("edge", "e", "x", "ed", 4.0, 1.0)
+    out = P.allocation.recommend(alloc, P.AllocationPolicy(), offers).set_index("plan")
+    assert out.loc["default_3_5_2", "recommended"]
+    assert out.loc["default_3_5_2", "headline"].startswith("the default split 0%/0%/100%, $400/month")
+
+
+def test_a_gpu_pool_with_no_machine_of_its_own_is_not_sized_in_another_gpu() -> None:
+    """No private rows (a public price list alone): an H100 pool was planned on the cheapest
+    GPU anywhere, an L4. A CPU pool still takes the cheapest vCPU as its reference."""
+    cols = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price", "tflops"]
+    cat = pd.DataFrame([("gcp", "us-central1", "g2-standard-4", "public", "gpu", 1, 0.7, 121.0),
+                        ("gcp", "us-central1", "a3-highgpu-8g", "public", "gpu", 8, 88.0, 7912.0),
+                        ("gcp", "us-central1", "n2-standard-8", "public", "cpu", 8, 0.39, None)], columns=cols)
+    assert P.cost.reference_offer(cat, "gpu", "h100") is None
+    assert P.select_offers(cat, "gpu", "h100") == {}
+    assert P.cost.reference_offer(cat, "cpu", "batch")["instance_type"] == "n2-standard-8"

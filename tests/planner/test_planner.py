@@ -399,6 +399,10 @@ def test_the_running_fleet_is_priced_as_private_machines_with_the_excess_on_publ
     private = 2 * 12 * 2.0 + (6 + 0) * 2.0 * 0.3
     public = 8 * 5.0
     assert got == pytest.approx((private + public) * 730 / 2)
+    # by part, as a split's row: the idle penalty apart from the compute, the excess on public
+    parts = P.current_fleet_parts(np.array([6.0, 14.0]), 10.0, offers, costs)
+    assert parts == pytest.approx({"private_cost": 2 * 12 * 2.0 * 730 / 2, "public_cost": public * 730 / 2,
+                                   "edge_cost": 0.0, "idle_penalty": 6 * 2.0 * 0.3 * 730 / 2, "monthly_cost": got})
     assert P.current_fleet_cost(np.array([6.0]), 10.0, {"public": offers["public"]}, costs) is None
     assert P.current_fleet_cost(np.array([6.0]), 0.0, offers, costs) is None
 
