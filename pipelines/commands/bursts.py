@@ -70,6 +70,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
+    if policy.recalibrate_every is not None:  # a refit per minute of an hourly series ran for hours, refitting alike
+        import pandas as pd
+
+        steps = series.sort_values("ds").groupby("unique_id")["ds"].diff().dropna()
+        step = steps.median() if len(steps) else None
+        if step is not None and pd.Timedelta(policy.recalibrate_every) < step:
+            from anomaly.base import short_duration
+
+            raise CliError(f"--recalibrate-every {args.recalibrate_every} is shorter than the series' step "
+                           f"({short_duration(step)}): a refit between two readings learns nothing new; give at "
+                           "least the step", 2)
     ids = set(series["unique_id"].astype(str))
     unknown = sorted(set(windows) - ids)
     if windows and len(unknown) == len(windows):

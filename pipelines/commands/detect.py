@@ -42,7 +42,14 @@ def as_of(value: str, db_path: str):
         t = pd.Timestamp(value)
     except ValueError as exc:
         raise ValueError(f"--as-of {value!r} is not now, data or a time ({exc})") from None
-    return (t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t).to_pydatetime()
+    if pd.isna(t):  # pd.Timestamp("") and "NaT" are NaT, not an error: alerts with no start
+        raise ValueError(f"--as-of {value!r} is not now, data or a time")
+    t = t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t
+    wall = pd.Timestamp.now("UTC").tz_localize(None)
+    if t > wall:  # models registered then would count as fresh until that date, and live runs reuse them
+        raise ValueError(f"--as-of {value!r} is after now ({wall:%Y-%m-%d %H:%M} UTC): a time replays the past; "
+                         "leave --as-of out to run live")
+    return t.to_pydatetime()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(db_path=args.db)
     chosen = [d.strip() for d in args.detectors.split(",") if d.strip()]
     bad = sorted(set(chosen) - set(DETECTORS))
-    if bad:
-        raise CliError(f"unknown detector(s) {bad}; choose from {', '.join(DETECTORS)}", 2)
+    if bad or not chosen:  # an empty list ran all three
+        raise CliError(f"unknown detector(s) {bad}; choose from {', '.join(DETECTORS)}" if bad else
+                       f"--detectors {args.detectors!r} names none; choose from {', '.join(DETECTORS)}", 2)
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     try:
@@ -81,10 +89,17 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.commands.summaries import print_result
 
     print_result(out, args.json, "detect")
+    return failures_said(out)
+
+
+def failures_said(out: dict) -> int:
+    """A detect run's skipped detectors and failed sinks, each an ``error:`` line on stderr;
+    the exit code: 1 when there is any (the others' alerts went out, but a scheduler must
+    see that a detector or a sink is down), else 0."""
     skipped = {name: r["skipped"] for name, r in out.items() if isinstance(r, dict) and "skipped" in r}
-    for name, why in skipped.items():  # the others' alerts went out; a scheduler must still see this
+    for name, why in skipped.items():
         print(f"error: {name} detection skipped: {why}", file=sys.stderr)
     failed = out.get("delivery_failed") or {}
-    for sink, why in failed.items():  # kept pending and sent on the next run, but a sink is down
+    for sink, why in failed.items():  # kept pending and sent on the next run
         print(f"error: alert sink {sink} failed, its alerts stay pending for the next run: {why}", file=sys.stderr)
     return 1 if skipped or failed else 0

@@ -226,7 +226,9 @@ def run_score(args: argparse.Namespace) -> int:
     print_result(out, args.json, "detect")
     if hazard is not None:
         print(_expected_line(hazard, devices, args, policy, out.get("faults", {})), file=sys.stderr)
-    return 0
+    from pipelines.commands.detect import failures_said
+
+    return failures_said(out)  # a sink down is exit 1, as for detect (it was 0 here)
 
 
 def _expected_line(hazard, devices, args: argparse.Namespace, policy, faults: dict) -> str:

@@ -345,6 +345,15 @@ def test_detect_as_of_replays_historical_data(db_path: Path, monkeypatch, capsys
     assert seen == [end, datetime(2026, 1, 10, 10, 0), None]
     assert main(["detect", "--db", str(db_path), "--as-of", "yesterday-ish"]) == 2
     assert "--as-of 'yesterday-ish' is not now, data or a time" in capsys.readouterr().err
+    # '' and NaT parse as NaT (a NOT NULL traceback); a future time registered models dated then,
+    # fresh to every live run until that date; an empty --detectors ran all three
+    for bad, said in (("", "--as-of '' is not now, data or a time"), ("NaT", "--as-of 'NaT' is not now"),
+                      ("2999-01-01", "--as-of '2999-01-01' is after now")):
+        assert main(["detect", "--db", str(db_path), "--as-of", bad]) == 2
+        assert said in capsys.readouterr().err
+    assert main(["detect", "--db", str(db_path), "--detectors", ","]) == 2
+    assert "--detectors ',' names none" in capsys.readouterr().err
+    assert len(seen) == 3  # no flow ran for any of them
 
 
 def test_a_replay_as_of_a_time_sees_only_what_was_known_then(prefect_harness, db_path: Path, tmp_path: Path,

@@ -146,6 +146,9 @@ def test_evaluate_inputs_that_cannot_mean_anything_are_refused(tmp_path: Path, c
           "--target-arl", "30"], "--target-arl: '30' has no unit"),
         (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",
           "--recalibrate-every", "0s"], "--recalibrate-every: '0s' is not a positive duration"),
+        # a refit per minute of an hourly series ran for hours, each refit alike
+        (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",
+          "--recalibrate-every", "1min"], "--recalibrate-every 1min is shorter than the series' step (1h)"),
         (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",
           "--clear-after", "1"], "--clear-after: '1' has no unit"),
         (["bursts", "evaluate", "--input", f"{tmp_path}/s.csv", "--windows", f"{tmp_path}/ok.json",

@@ -85,6 +85,22 @@ def test_faults_score_refuses_a_jsonl_folder(tmp_path, db_path, capsys):
         assert f"{tmp_path / 'afile'} is a file, not a folder" in capsys.readouterr().err
 
 
+def test_a_failed_sink_exits_1_from_faults_score_as_from_detect(db_path, monkeypatch, capsys):
+    """faults score printed the sink's failure and exited 0: a scheduler running it never saw
+    the sink was down."""
+    import pipelines.flows.detect as detect_module
+    from pipelines.cli import main
+    from pipelines.store import warehouse
+
+    with warehouse.open_warehouse(db_path):
+        pass
+    out = {"faults": {"fired": 1}, "delivery_failed": {"webhook:127.0.0.1#ab12": "ConnectError: refused"}}
+    monkeypatch.setattr(detect_module, "detect_flow", lambda **kw: out)
+    for command in (["faults", "score"], ["detect", "--detectors", "faults"]):
+        assert main([*command, "--db", str(db_path)]) == 1
+        assert "error: alert sink webhook:127.0.0.1#ab12 failed" in capsys.readouterr().err
+
+
 def test_serve_lists_deployments(tmp_path, db_path, capsys):
     assert cli.main(["serve", "--list", "--db", str(db_path), "--input", str(tmp_path)]) == 0
     out = capsys.readouterr().out
