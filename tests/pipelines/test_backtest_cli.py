@@ -238,7 +238,7 @@ def test_inf_a_folder_and_out_onto_input_are_one_line_errors(tmp_path: Path, cap
     make_panel(length=24 * 10).to_csv(src, index=False)
     before = src.read_bytes()
     assert main([*base, "--input", str(src), "--out", str(tmp_path / "." / src.name)]) == 2
-    assert "--out is the --input file" in capsys.readouterr().err
+    assert "is the input --input" in capsys.readouterr().err
     assert src.read_bytes() == before
 
 
