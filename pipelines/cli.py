@@ -91,7 +91,11 @@ FOLDER_OUT = frozenset({"generate", "convert", "report"})  # their --out is a fo
 def _refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
     """An output file that is one of the command's inputs or its warehouse is refused before
     any work: ``plan replay --out`` at the warehouse replaced it with the CSV, exit 0."""
+    from pipelines.runtime.settings import Settings
+
     outs = [(opt, getattr(args, opt[2:], None)) for opt in ("--out", "--jsonl")]
+    if hasattr(args, "jsonl") and args.jsonl is None or args.command == "run":  # the alert file's setting
+        outs.append(("HEADROOM_ALERT_JSONL", Settings.from_env().alert_jsonl))
     outs = [(o, v) for o, v in outs if v is not None and not (o == "--out" and args.command in FOLDER_OUT)
             and os.path.isfile(v)]
     if not outs:
@@ -102,16 +106,14 @@ def _refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
         # text and paths only: backtest's --windows is a count, and a number is a file descriptor to os.path
         inputs += [(opt, v) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str | os.PathLike)]
     if hasattr(args, "db"):
-        from pipelines.runtime.settings import Settings
-
         inputs.append(("the warehouse", Settings.from_env(db_path=args.db).db_path))
     for out_opt, out in outs:
         for opt, value in inputs:
             if os.path.isfile(value) and os.path.samefile(out, value):
                 what = (opt if opt.startswith("the") else "the warehouse --db" if opt == "--db"
                         else f"the input {'PATH' if opt == 'paths' else opt}")
-                raise CliError(f"{out_opt} {out} is {what} ({value}): writing it would replace it; give another path",
-                               2)
+                harm = "writing it would replace it" if out_opt == "--out" else "alerts appended to it would spoil it"
+                raise CliError(f"{out_opt} {out} is {what} ({value}): {harm}; give another path", 2)
 
 
 def _not_empty(inner: object):

@@ -377,9 +377,10 @@ def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, O
     cost = pd.to_numeric(out["monthly_cost"], errors="coerce")
     # ties go to what runs now, then to the tuned split (the order of preference)
     order = out["plan"].map({RUNNING_FLEET: 0, "tuned": 1, "default_3_5_2": 2}).fillna(3)
-    # a default with a share where no offer fits the pool is priced with that share spilled to
-    # public: not a plan anyone can buy as it reads, so never the recommendation
-    unbuyable = [r["plan"] == "default_3_5_2" and any(float(r[loc]) > 0 and loc not in offers for loc in LOCATIONS)
+    # a split with a share where no offer fits the pool (the default, or this month's kept split
+    # once an offer went) is priced with that share spilled to public: not a plan anyone can buy
+    # as it reads, so never the recommendation
+    unbuyable = [r["plan"] != RUNNING_FLEET and any(float(r[loc]) > 0 and loc not in offers for loc in LOCATIONS)
                  for r in out.to_dict("records")]
     order = order.where(~np.array(unbuyable, dtype=bool), np.inf)
     ranked = out.assign(_u=unbuyable, _c=cost.round(6), _o=order).sort_values(["_u", "_c", "_o"])

@@ -249,8 +249,10 @@ def make_plan(
         if priced and "public" in offers:
             kept = splits.get(uid)
             # the default is kept as the tuned split when no other saves enough, in bounds or not
-            if kept is not None and not _same_split(asdict(kept), policy.default_split) and not allowed(
-                    kept, policy.allocation, tuple(offers)):
+            # (and no split, kept or default, with a share where no offer fits the pool any more)
+            lost = kept is not None and any(kept.share(loc) > 0 and loc not in offers for loc in LOCATIONS)
+            if kept is not None and (lost or not _same_split(asdict(kept), policy.default_split) and not allowed(
+                    kept, policy.allocation, tuple(offers))):
                 log.warning("%s: this month's split %s is not one the plan allows now (the config's bounds or step, "
                             "or the offers that fit the pool, changed): re-tuned", uid, kept.label())
                 kept = None

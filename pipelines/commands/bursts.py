@@ -9,6 +9,8 @@ from pipelines.runtime.outputs import check_writable, report_metrics
 
 log = logging.getLogger(__name__)
 
+RECALIBRATE_DEFAULT = "1D"  # as headroom detect
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("bursts", help="burst detection (CUSUM) evaluation")
@@ -35,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--confirm-for", default="0h",
                    help="a CUSUM alarm waits until the residuals have stayed over 1 sigma this long (default 0h: "
                    "no wait; the fast path never waits)")
-    e.add_argument("--recalibrate-every", default="1D",
+    e.add_argument("--recalibrate-every", default=RECALIBRATE_DEFAULT,
                    help="refit each detector this often on the 28 days before (default 1D, as headroom detect; "
                    "none: calibrate once)")
     e.add_argument("--train-fraction", type=float, default=0.15, help="calibration share (default 0.15)")
@@ -70,7 +72,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     except (tables.InputError, ValueError) as exc:
         raise CliError(str(exc), 2) from exc
-    if policy.recalibrate_every is not None:  # a refit per minute of an hourly series ran for hours, refitting alike
+    # a refit per minute of an hourly series, asked for, ran for hours, each refit alike (the
+    # default on a series coarser than a day refits at most a few times more than it needs)
+    if policy.recalibrate_every is not None and args.recalibrate_every != RECALIBRATE_DEFAULT:
         import pandas as pd
 
         steps = series.sort_values("ds").groupby("unique_id")["ds"].diff().dropna()

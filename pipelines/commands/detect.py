@@ -25,6 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _data_end(db_path: str):
+    from pipelines.store import detection, warehouse
+
+    with warehouse.open_warehouse(db_path, read_only=True) as con:
+        return detection.data_end(con)
+
+
 def as_of(value: str, db_path: str):
     """The ``--as-of`` clock: None (the wall clock), the warehouse's newest reading, or a time."""
     import pandas as pd
@@ -32,9 +39,7 @@ def as_of(value: str, db_path: str):
     if value == "now":
         return None
     if value == "data":
-        from pipelines.store import detection, warehouse
-        with warehouse.open_warehouse(db_path, read_only=True) as con:
-            end = detection.data_end(con)
+        end = _data_end(db_path)
         if end is None:
             raise ValueError("--as-of data: the warehouse holds no readings yet")
         return end
@@ -45,10 +50,13 @@ def as_of(value: str, db_path: str):
     if pd.isna(t):  # pd.Timestamp("") and "NaT" are NaT, not an error: alerts with no start
         raise ValueError(f"--as-of {value!r} is not now, data or a time")
     t = t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t
-    wall = pd.Timestamp.now("UTC").tz_localize(None)
-    if t > wall:  # models registered then would count as fresh until that date, and live runs reuse them
-        raise ValueError(f"--as-of {value!r} is after now ({wall:%Y-%m-%d %H:%M} UTC): a time replays the past; "
-                         "leave --as-of out to run live")
+    # a clock past both now and the data (a year mistyped: 2062) registers models dated then, which
+    # live runs take as fresh until that date; a day's slack for a local "today" ahead of UTC
+    end = _data_end(db_path)
+    latest = max(pd.Timestamp.now("UTC").tz_localize(None), pd.Timestamp(end) if end is not None else pd.Timestamp.min)
+    if t > latest + pd.Timedelta(days=1):
+        raise ValueError(f"--as-of {value!r} is after both now and the data's end (the later: {latest:%Y-%m-%d %H:%M} "
+                         "UTC): a time replays what was known then; leave --as-of out to run live")
     return t.to_pydatetime()
 
 

@@ -3,6 +3,7 @@ detect every 15 minutes, plan daily) until interrupted."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from pipelines.detect.jobs import SINK_SETTINGS, configured_sinks
     from pipelines.flows.deployments import SCHEDULES, build_deployments, deployment_name
     from pipelines.runtime.settings import Settings
-    from pipelines.store.warehouse import check_is_warehouse, open_warehouse
+    from pipelines.store.warehouse import WarehouseLockedError, check_is_warehouse, open_warehouse
 
     settings = Settings.from_env(db_path=args.db, input_dir=args.input)
     require_plan_config(settings.plan_config)  # the plan stage's policy: a bad one stops here
@@ -45,7 +46,9 @@ def run_serve(args: argparse.Namespace) -> int:
     # what every scheduled run needs, checked once here rather than failing every run
     check_is_warehouse(Path(settings.db_path), allow_empty=False)
     if Path(settings.db_path).is_file():  # another program's DuckDB file: its tables, not only its bytes
-        with open_warehouse(settings.db_path, read_only=True, lock_timeout_s=settings.lock_timeout_s):
+        # a writer holds it (a run, an ingest: ours, most likely): not waited for, not refused
+        with contextlib.suppress(WarehouseLockedError), open_warehouse(settings.db_path, read_only=True,
+                                                                        lock_timeout_s=0):
             pass
     try:
         configured_sinks()

@@ -66,8 +66,9 @@ def _num(values: pd.Series, required: bool = False) -> pd.Series:
     short); text that is not a number, or an infinite one, is a ValueError naming its line and
     column."""
     out = pd.to_numeric(values, errors="coerce").astype(float)
-    if required and values.isna().any():
-        raise _bad(values, values.isna(), "missing number")
+    blank = values.isna() | (values.astype(str).str.strip() == "")
+    if required and blank.any():  # an empty cell, or one of spaces
+        raise _bad(values, blank, "missing number")
     bad = out.isna() & values.notna() & (values.astype(str).str.strip() != "")
     if bad.any():
         raise _bad(values, bad, f"{str(values[bad].iloc[0])[:40]!r} is not a number")
@@ -253,12 +254,15 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
         log.warning("%s: no %s beside it: spot prices only, no catalog", path, specs_path.name)
     else:
         specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"])
-        twice = specs["instance_type"].duplicated()
-        if twice.any():  # which of its sizes would the catalog take?
+        # a machine listed twice with other sizes, and priced here: which would the catalog take?
+        # (an exact repeat, or one no price names, is harmless)
+        specs = specs.drop_duplicates()
+        twice = specs["instance_type"].duplicated() & specs["instance_type"].isin(f.loc[f["hour"] > 0, "instance_type"])
+        if twice.any():
             shown = specs["instance_type"][twice].iloc[0]
             raise SidecarError(specs_path, f"{row_label(specs_path, int(twice[twice].index[0]))}, column "
-                               f"'instance_type': {shown} listed twice")
-        specs = specs.set_index("instance_type")
+                               f"'instance_type': {shown} listed twice, with other sizes")
+        specs = specs.drop_duplicates("instance_type").set_index("instance_type")
         # each offer's newest priced snapshot, whole: a column's last non-empty value would pair one
         # snapshot's on-demand price with an older one's commitment; ordered by time, not by text
         # (the files mix offsets)

@@ -91,11 +91,15 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     (["plan", "replay", "--utilization", "u.csv", "--out", "link.csv"], "is the input --utilization (u.csv)"),
     (["backtest", "--input", "u.csv", "--horizon", "2", "--season-length", "24", "--windows", "3", "--out", "u.csv"],
      "--out u.csv is the input --input"),
-    (["detect", "--db", "wh.duckdb", "--jsonl", "wh.duckdb"], "--jsonl wh.duckdb is the warehouse --db"),
+    (["detect", "--db", "wh.duckdb", "--jsonl", "wh.duckdb"],
+     "--jsonl wh.duckdb is the warehouse --db (wh.duckdb): alerts appended to it would spoil it"),
+    (["detect", "--db", "wh.duckdb", "--detectors", "bursts"], "HEADROOM_ALERT_JSONL wh.duckdb is the warehouse"),  # set below
 ])
 def test_an_output_over_an_input_is_refused_before_any_work(tmp_path, monkeypatch, capsys, argv, said) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HEADROOM_DB", "wh.duckdb")
+    if "--jsonl" not in argv:  # the alert file's setting is checked as the option is
+        monkeypatch.setenv("HEADROOM_ALERT_JSONL", "wh.duckdb")
     (tmp_path / "wh.duckdb").write_bytes(b"not read")
     (tmp_path / "u.csv").write_text("unique_id,ds,y\n")
     (tmp_path / "link.csv").symlink_to("u.csv")  # the file it leads to would be replaced

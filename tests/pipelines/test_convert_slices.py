@@ -58,6 +58,11 @@ def test_a_gcp_specs_sidecar_listing_a_machine_twice_is_named(tmp_path, capsys) 
     err = capsys.readouterr().err
     assert "gcp_instance_specs_latest.csv: line 3, column 'instance_type': n2-standard-8 listed twice" in err, err
     assert "read beside" in err and not (tmp_path / "o").exists()
+    # an exact repeat, or a repeat of a machine no price names, is harmless (it converted before)
+    (tmp_path / "gcp_instance_specs_latest.csv").write_text("instance_type,cpu,ram\nn2-standard-8,8,32\n"
+                                                            "n2-standard-8,8,32\nc9-x,4,8\nc9-x,4,16\n")
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "o"), str(tmp_path / "p.csv")]) == 0
+    assert pd.read_csv(tmp_path / "o" / "catalog.csv")["memory_gb"].tolist() == [32]
 
 
 def test_a_titan_slice_with_no_failure_in_it_gives_an_empty_table(tmp_path) -> None:
@@ -81,6 +86,9 @@ def test_a_titan_slice_with_no_failure_in_it_gives_an_empty_table(tmp_path) -> N
     ("bitbrains-hourly", "hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_capacity_kb_mean,"
                          "mem_usage_kb_mean\n2013-07-01 00:00:00,1,2,5000,1000,4194304,1048576\n"
                          "2013-07-01 01:00:00,1\n", "line 3, column 'cpu_cores': missing number"),
+    ("bitbrains-hourly", "hour_utc,vm_id,cpu_cores,cpu_capacity_mhz_mean,cpu_usage_mhz_mean,mem_capacity_kb_mean,"
+                         "mem_usage_kb_mean\n2013-07-01 00:00:00,1,2,5000,1000,4194304,1048576\n"
+                         "2013-07-01 01:00:00,1, ,5000,1000,4194304,1048576\n", "line 3, column 'cpu_cores': missing"),
     # another kind's file: its columns are said, not "two on-demand prices" from its rows
     ("aws-on-demand", "timestamp_utc,region,availability_zone,instance_type,product_description,"
                       "spot_price_usd_per_hour\n2015-03-11 16:54:38+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,0.03\n"

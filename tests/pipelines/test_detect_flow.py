@@ -348,7 +348,7 @@ def test_detect_as_of_replays_historical_data(db_path: Path, monkeypatch, capsys
     # '' and NaT parse as NaT (a NOT NULL traceback); a future time registered models dated then,
     # fresh to every live run until that date; an empty --detectors ran all three
     for bad, said in (("", "--as-of '' is not now, data or a time"), ("NaT", "--as-of 'NaT' is not now"),
-                      ("2999-01-01", "--as-of '2999-01-01' is after now")):
+                      ("2999-01-01", "--as-of '2999-01-01' is after both now and the data's end")):
         assert main(["detect", "--db", str(db_path), "--as-of", bad]) == 2
         assert said in capsys.readouterr().err
     assert main(["detect", "--db", str(db_path), "--detectors", ","]) == 2

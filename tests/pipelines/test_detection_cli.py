@@ -11,6 +11,23 @@ from pipelines.cli import main
 from tests.anomaly.synthetic import fleet_telemetry, spot_prices, tidal_series
 
 
+def test_the_default_refit_period_runs_on_a_series_coarser_than_a_day(tmp_path: Path, capsys):
+    """The check that refuses a refit period under the series' step refused the default (1D)
+    on a 2-day series, which ran before; a period asked for below the step is still refused."""
+    import numpy as np
+
+    ds = pd.date_range("2020-01-01", periods=300, freq="2D")
+    y = 50 + 10 * np.sin(np.arange(300) * 2 * np.pi / 7) + np.random.default_rng(1).normal(0, 1, 300)
+    y[250:256] += 60
+    pd.DataFrame({"unique_id": "a", "ds": ds, "y": y}).to_csv(tmp_path / "two_day.csv", index=False)
+    (tmp_path / "w.json").write_text(json.dumps({"a": [[str(ds[249]), str(ds[257])]]}))
+    base = ["bursts", "evaluate", "--input", str(tmp_path / "two_day.csv"), "--windows", str(tmp_path / "w.json"),
+            "--season-length", "7", "--train-fraction", "0.5"]
+    assert main(base) == 0
+    assert main([*base, "--recalibrate-every", "12h"]) == 2
+    assert "--recalibrate-every 12h is shorter than the series' step (2d)" in capsys.readouterr().err
+
+
 def test_bursts_evaluate_writes_the_metrics_csv(tmp_path: Path, capsys):
     series = pd.concat([tidal_series("a", days=21, seed=1),
                         tidal_series("b", days=21, seed=2, shift_at=24 * 17, shift=50.0)])

@@ -78,6 +78,32 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     assert "a DuckDB database of something else (tables t)" in capsys.readouterr().err
 
 
+def test_serve_starts_while_another_process_writes_the_warehouse(tmp_path, capsys) -> None:
+    """The check for another program's DuckDB file opened it read-only and waited for (then
+    failed on) a writer's lock: a scheduler restarted during a long run did not start."""
+    import subprocess
+    import sys
+    import time
+
+    from pipelines.cli import main
+    from pipelines.store import warehouse
+
+    db = tmp_path / "wh.duckdb"
+    with warehouse.open_warehouse(db):
+        pass
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        assert main(["serve", "--list", "--db", str(db)]) == 0
+        assert time.monotonic() - started < 20  # not the 30 s lock wait
+        assert "report-daily-wh-" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_serve_schedules_carry_the_time_zone_setting(tmp_path, monkeypatch, capsys) -> None:
     from pipelines.cli import main
     from pipelines.flows.deployments import build_deployments

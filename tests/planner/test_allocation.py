@@ -105,3 +105,18 @@ def test_a_gpu_pool_with_no_machine_of_its_own_is_not_sized_in_another_gpu() -> 
     assert P.cost.reference_offer(cat, "gpu", "h100") is None
     assert P.select_offers(cat, "gpu", "h100") == {}
     assert P.cost.reference_offer(cat, "cpu", "batch")["instance_type"] == "n2-standard-8"
+
+
+def test_a_tuned_or_kept_split_with_a_share_no_offer_fits_is_not_recommended_either() -> None:
+    """The rule read the plan's name: a kept split equal to the default (30/50/20), once the edge
+    offer went, was recommended as "the cheapest of the plans that can be bought"."""
+    offers = {"private": Offer("private", "o", "dc", "p", 4.0, 2.0),
+              "public": Offer("public", "c", "r", "od", 4.0, 4.0)}
+    kept = P.allocation.kept_plans(np.full(336, 10.0), P.DEFAULT_SPLIT, P.DEFAULT_SPLIT, offers, P.CostPolicy(),
+                                   P.AllocationPolicy())
+    fleet = pd.DataFrame([{"plan": "running_fleet", "private": 1.0, "public": 0.0, "edge": 0.0,
+                           "monthly_cost": 1e6}])
+    out = P.allocation.recommend(pd.concat([kept, fleet], ignore_index=True), P.AllocationPolicy(),
+                                 offers).set_index("plan")
+    assert out["recommended"].to_dict() == {"default_3_5_2": False, "tuned": False, "running_fleet": True}
+    assert out.loc["tuned", "reason"].startswith("cannot be bought as it reads: its edge share")

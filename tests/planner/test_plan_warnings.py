@@ -88,11 +88,14 @@ def test_a_kept_split_the_config_no_longer_allows_is_retuned(caplog) -> None:
         alloc = P.make_plan(*_pool(), catalog(), splits=kept)["allocation"].set_index("plan")
     assert "this month's split 10-0-0 is not one the plan allows now" in caplog.text
     assert bool(alloc.loc["tuned", "tuned_this_run"]) and alloc.loc["tuned", "private"] <= 0.7
-    # the default is what the tuner keeps when nothing saves enough, in the bounds or not: kept
+    # the default is what the tuner keeps when nothing saves enough, in the bounds or not, but
+    # only where it can be bought: no edge GPU fits an H100 pool, so a kept 3-5-2 is re-tuned
+    # (it was kept, and recommended whenever its edge share, spilled to public, priced lowest)
     caplog.clear()
     with caplog.at_level("WARNING", logger="planner.plan"):
-        P.make_plan(*_pool(), catalog(), splits={"c/h100/gpu": P.Split(0.3, 0.5, 0.2)})
-    assert "re-tuned" not in caplog.text
+        alloc = P.make_plan(*_pool(), catalog(), splits={"c/h100/gpu": P.Split(0.3, 0.5, 0.2)})["allocation"]
+    assert "this month's split 3-5-2 is not one the plan allows now" in caplog.text
+    assert alloc.set_index("plan").loc["tuned", "edge"] == 0
     allowed = {"c/h100/gpu": P.Split(0.7, 0.3, 0.0)}  # no edge GPU fits an H100 pool
     alloc = P.make_plan(*_pool(), catalog(), splits=allowed)["allocation"].set_index("plan")
     assert not bool(alloc.loc["tuned", "tuned_this_run"]) and alloc.loc["tuned", "private"] == 0.7
