@@ -10,7 +10,8 @@ splits within the policy's bounds for the cheapest one.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -202,6 +203,12 @@ def fleet_spill(demand: np.ndarray, capacity_units: float, offers: dict[str, Off
     return d - np.minimum(d, _fleet_instances(capacity_units, offer) * offer.units)
 
 
+def unbought(shares: Mapping[str, float], offers: dict[str, Offer]) -> list[str]:
+    """The locations ``shares`` (a split's, or a plan row's) puts load on where no offer fits the
+    pool: a split with any cannot be bought as it reads."""
+    return [loc for loc in LOCATIONS if float(shares[loc]) > 0 and loc not in offers]
+
+
 def allowed(split: Split, policy: AllocationPolicy, available: tuple[str, ...] = LOCATIONS) -> bool:
     """Whether ``split`` is one of the policy's candidates (its grid and bounds)."""
     return any(all(abs(c.share(loc) - split.share(loc)) < 1e-6 for loc in LOCATIONS)
@@ -250,7 +257,7 @@ def tune_split(demand: np.ndarray, offers: dict[str, Offer], costs: CostPolicy,
         return scenario_cost(demand, split, offers, costs, policy)
 
     # a default share in a location with no suitable offer cannot be bought: no plan to keep
-    buyable = all(default.share(loc) == 0 or loc in offers for loc in LOCATIONS)
+    buyable = not unbought(asdict(default), offers)
     best, best_key = default, ((round(expected(default), 6), 0.0) if buyable else (np.inf, np.inf))
     for split in candidate_splits(policy, tuple(offers)):
         cost = expected(split)
@@ -380,23 +387,21 @@ def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, O
     # a split with a share where no offer fits the pool (the default, or this month's kept split
     # once an offer went) is priced with that share spilled to public: not a plan anyone can buy
     # as it reads, so never the recommendation
-    unbuyable = [r["plan"] != RUNNING_FLEET and any(float(r[loc]) > 0 and loc not in offers for loc in LOCATIONS)
-                 for r in out.to_dict("records")]
-    order = order.where(~np.array(unbuyable, dtype=bool), np.inf)
+    missing = [[] if r["plan"] == RUNNING_FLEET else unbought(r, offers) for r in out.to_dict("records")]
+    unbuyable = [bool(m) for m in missing]
     ranked = out.assign(_u=unbuyable, _c=cost.round(6), _o=order).sort_values(["_u", "_c", "_o"])
     best = ranked.index[0]
     out["recommended"] = out.index == best
     chosen = out.loc[best]
     why = binding_bounds(policy, offers)
     reasons = []
-    for r, cannot in zip(out.itertuples(index=False), unbuyable, strict=True):
+    for r, lacks in zip(out.itertuples(index=False), missing, strict=True):
         if r.plan == chosen["plan"]:
             reasons.append("the cheapest of the plans that can be bought on this demand" if any(unbuyable) else
                            "the cheapest of the running fleet, the default 3-5-2 split and the tuned split on "
                            "this demand")
-        elif cannot:
-            missing = " and ".join(loc for loc in LOCATIONS if getattr(r, loc) > 0 and loc not in offers)
-            reasons.append(f"cannot be bought as it reads: its {missing} share has no offer that fits the pool "
+        elif lacks:
+            reasons.append(f"cannot be bought as it reads: its {' and '.join(lacks)} share has no offer that fits the pool "
                            "(priced with that share spilled to public)")
         else:
             more = float(r.monthly_cost) - float(chosen["monthly_cost"])

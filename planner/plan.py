@@ -30,6 +30,7 @@ from planner.allocation import (
     saving,
     scenario_cost,
     tune_split,
+    unbought,
 )
 from planner.cost import (
     LOCATIONS,
@@ -250,7 +251,7 @@ def make_plan(
             kept = splits.get(uid)
             # the default is kept as the tuned split when no other saves enough, in bounds or not
             # (and no split, kept or default, with a share where no offer fits the pool any more)
-            lost = kept is not None and any(kept.share(loc) > 0 and loc not in offers for loc in LOCATIONS)
+            lost = kept is not None and bool(unbought(asdict(kept), offers))
             if kept is not None and (lost or not _same_split(asdict(kept), policy.default_split) and not allowed(
                     kept, policy.allocation, tuple(offers))):
                 log.warning("%s: this month's split %s is not one the plan allows now (the config's bounds or step, "

@@ -57,8 +57,12 @@ def _read(path: Path, columns: list[str], **kwargs: object) -> pd.DataFrame:
     frame = pd.read_csv(path, **kwargs)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise ValueError(f"no column {', '.join(repr(c) for c in missing)}")
+        raise ColumnsError(f"no column {', '.join(repr(c) for c in missing)}")
     return frame
+
+
+class ColumnsError(ValueError):
+    """A file without the columns its converter reads."""
 
 
 def _num(values: pd.Series, required: bool = False) -> pd.Series:
@@ -99,13 +103,11 @@ class SidecarError(ValueError):
 def read_sidecar(path: Path, columns: list[str], **kwargs: object) -> pd.DataFrame:
     """Read a CSV found beside a converter's input; errors name that file, not the input."""
     try:
-        frame = pd.read_csv(path, **kwargs)
+        return _read(path, columns, **kwargs)
+    except ColumnsError as exc:
+        raise SidecarError(path, str(exc)) from exc
     except (ValueError, OSError, EOFError, pd.errors.ParserError) as exc:
         raise SidecarError(path, f"unreadable ({exc})") from exc
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise SidecarError(path, f"no column {', '.join(repr(c) for c in missing)}")
-    return frame
 
 
 BITBRAINS_NUMBERS = ["cpu_cores", "cpu_capacity_mhz_mean", "cpu_usage_mhz_mean", "mem_usage_kb_mean",
