@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score
 
 METRIC_COLUMNS = [
@@ -113,9 +114,10 @@ MAX_EVENT_CANDIDATES = 200
 NEVER = float(np.nextafter(1.0, 2.0))
 # which rule set the threshold: the target precision was reached; it was not, and the threshold
 # of the best event F1 is used (its alerts go out as warnings, not critical); the cost ratio;
-# "none": nothing catches a failure on these scores (best F1 is 0), so never alert; "default":
-# no out-of-fold score to set it on, the classifier's own 0.5
-THRESHOLD_RULES = ("target_precision", "max_f1_fallback", "cost_ratio", "none", "default")
+# "none": nothing catches a failure on these scores (best F1 is 0), so never alert; "no_skill":
+# thresholds catch failures, but none is more precise than an alert at a random row, so never
+# alert; "default": no out-of-fold score to set it on, the classifier's own 0.5
+THRESHOLD_RULES = ("target_precision", "max_f1_fallback", "cost_ratio", "none", "no_skill", "default")
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,41 @@ def window_maxima(
     return np.asarray([float(w.max()) for w in _window_scores(scored, ev, lead, horizon) if w.size], dtype=float)
 
 
+def chance_precision(scored: pd.DataFrame, failures: pd.DataFrame, lead: pd.Timedelta,
+                     horizon: pd.Timedelta) -> float:
+    """The precision of an alert raised at a random scored row: the share of rows whose device
+    fails in ``[ts + lead, ts + horizon]``. Rows that no failure confirms and whose window runs
+    past what is known are left out, as :func:`score_alerts` leaves out censored alerts."""
+    ev = failure_events(failures)
+    fail_by_dev = {d: np.sort(g["ts"].to_numpy(dtype="datetime64[ns]")) for d, g in ev.groupby("device_id")}
+    known_until = pd.Series([scored["ts"].max()]).to_numpy(dtype="datetime64[ns]")[0]
+    if len(ev):
+        known_until = max(known_until, ev["ts"].to_numpy(dtype="datetime64[ns]").max())
+    right = judged = 0
+    for dev, t in scored.assign(device_id=scored["device_id"].astype(str)).groupby("device_id")["ts"]:
+        ts = t.to_numpy(dtype="datetime64[ns]")
+        f = fail_by_dev.get(dev, np.array([], dtype="datetime64[ns]"))
+        hit = (np.searchsorted(f, ts + np.timedelta64(horizon), "right")
+               - np.searchsorted(f, ts + np.timedelta64(lead), "left")) > 0
+        known = hit | (ts + np.timedelta64(horizon) <= known_until)
+        right += int(hit.sum())
+        judged += int(known.sum())
+    return right / judged if judged else float("nan")
+
+
+SKILL_LEVEL = 0.05  # a one-sided binomial test at the usual 5%
+
+
+def beats_chance(precision: float, alerts: int, chance: float) -> bool:
+    """Whether ``alerts`` alerts right at ``precision`` are more often right than alerts at
+    random rows (right at ``chance``) would be by luck: a one-sided binomial test at
+    :data:`SKILL_LEVEL`."""
+    if not alerts or not np.isfinite(chance) or precision <= chance:
+        return False
+    right = int(round(precision * alerts))
+    return bool(binomtest(right, alerts, chance, alternative="greater").pvalue < SKILL_LEVEL)
+
+
 def _f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
@@ -201,9 +238,12 @@ def threshold_choice(
     With ``target_precision``: the threshold with the most recall among those whose event
     precision reaches the target (rule ``target_precision``); if none does, the one with the
     best event F1 (``max_f1_fallback``: still alerts, which the caller flags, at severity
-    warning); F1 punishes "alert on everything" (its precision is the base rate), and when
-    the best F1 is 0 (nothing caught) the rule is ``none``: never alert. With
-    ``cost_ratio``: the least ``cost_ratio * missed + false alerts``.
+    warning) among the thresholds whose alerts beat alerts at random rows
+    (:func:`beats_chance`). When the best F1 is 0 (nothing caught) the rule is ``none``,
+    and when no threshold that catches a failure beats chance it is ``no_skill``: never alert
+    (on a small fleet where failures are common, alerting on every device can have the best
+    F1, and would warn on all of them). With ``cost_ratio``: the least
+    ``cost_ratio * missed + false alerts``.
 
     Many thresholds score the same on these folds; of them, the one returned sits midway
     between the highest one (the weakest failure caught) and the next candidate below them
@@ -228,6 +268,7 @@ def threshold_choice(
         np.quantile(scored["score"], 1.0 - tail), catch, [np.nextafter(top, np.inf)],
     ]))
     seen: dict[float, tuple[tuple[float, ...], dict[str, float]]] = {}
+    chance = chance_precision(scored, failures, lead, horizon) if cost_ratio is None else float("nan")
 
     def judge(thr: float) -> tuple[tuple[float, ...], dict[str, float]]:
         if thr not in seen:
@@ -241,8 +282,11 @@ def threshold_choice(
                 key: tuple[float, ...] = (-(cost_ratio * missed + (m["alerts"] * (1 - precision))),)
             else:
                 assert target_precision is not None
-                # reaching the target ranks first (by recall); short of it, the best F1 (then recall)
-                key = (1.0, recall) if precision >= target_precision else (0.0, m["f1"], recall)
+                # reaching the target ranks first (by recall); short of it, the best F1 (then
+                # recall) of the thresholds that beat chance
+                key = ((1.0, recall) if precision >= target_precision
+                       else (0.0, m["f1"], recall) if beats_chance(precision, m["alerts"], chance)
+                       else (0.0, 0.0, 0.0))
             seen[thr] = (key, m)
         return seen[thr]
 
@@ -263,8 +307,8 @@ def threshold_choice(
     elif best_key[1] > 0:
         rule = "max_f1_fallback"
     else:
-        rule = "none"
-    if rule == "none" or not (scored["score"] >= chosen).any():
+        rule = "no_skill" if any(m["caught"] for _, m in seen.values()) else "none"
+    if rule in ("none", "no_skill") or not (scored["score"] >= chosen).any():
         chosen = NEVER
         m = {"precision": float("nan"), "recall": 0.0, "f1": 0.0, "alerts": 0}
     return ThresholdChoice(chosen, rule, float(m["precision"]), float(m["recall"]), float(m["f1"]),

@@ -11,7 +11,14 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import average_precision_score
 
 from anomaly.base import check_fitted, require_columns
-from anomaly.fault_eval import ThresholdChoice, dedup_alerts, scorable_failures, score_alerts, threshold_choice
+from anomaly.fault_eval import (
+    ThresholdChoice,
+    chance_precision,
+    dedup_alerts,
+    scorable_failures,
+    score_alerts,
+    threshold_choice,
+)
 from anomaly.fault_features import (
     FaultPolicy,
     build_fault_features,
@@ -181,7 +188,8 @@ class FaultPredictor(BaseEstimator):
         # (a failure in an unscored block sits inside the scored span too)
         metrics = score_alerts(alerts, failures, lead, horizon, period, devices)
         caught = score_alerts(alerts, catchable, lead, horizon, period, devices)
-        metrics.update({k: caught[k] for k in ("events", "caught", "recall", "median_lead_hours")})
+        metrics.update({k: caught[k] for k in ("events", "caught", "recall", "median_lead_hours")},
+                       chance_precision=chance_precision(scored, failures, lead, horizon))
         return choice, metrics
 
     def _warn_short_of_target(self, m: dict[str, float]) -> None:
@@ -193,6 +201,10 @@ class FaultPredictor(BaseEstimator):
         if self.threshold_rule_ == "none":
             log.warning("fault alerts: no threshold catches a failure on out-of-fold scores (%d failures to "
                         "learn from): the predictor will not alert until it has seen more failures", m["events"])
+        elif self.threshold_rule_ == "no_skill":
+            log.warning("fault alerts: on out-of-fold scores, no threshold that catches a failure is right more "
+                        "often than alerts at random times would be by luck (chance precision %.2f; %d failures to "
+                        "learn from): the predictor will not alert until it has seen more failures", m["chance_precision"], m["events"])
         elif self.threshold_rule_ == "max_f1_fallback":
             log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
                         "to learn from); alerting at the best-F1 one (precision %.2f, recall %.2f), as warnings",

@@ -149,6 +149,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"note: target precision {policy.target_precision} not reached on out-of-fold scores "
               f"({fallback} of {len(chosen)} model(s)): alerting at the best-F1 threshold instead, as warnings",
               file=sys.stderr)
+    quiet = sum(f.get("threshold_rule") == "no_skill" for f in chosen)
+    if quiet:
+        print(f"note: {quiet} of {len(chosen)} model(s) will not alert: on out-of-fold scores no threshold that "
+              f"catches a failure is right more often than alerts at random times would be by luck", file=sys.stderr)
     censored = int(metrics.attrs.get("censored_alerts", 0))
     if censored:
         print(f"note: {censored} alert(s) in the last {args.horizon} no known failure confirms cannot be judged "

@@ -306,10 +306,16 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
 
 def fault_threshold_note(model: FaultPredictor | None, policy: FaultPolicy) -> str | None:
     """One line when the model's alert threshold fell back to the best F1 (target precision out
-    of reach on its out-of-fold scores), else None."""
-    if model is None or getattr(model, "threshold_rule_", None) != "max_f1_fallback":
+    of reach on its out-of-fold scores) or it will not alert because no threshold beat chance,
+    else None."""
+    rule = getattr(model, "threshold_rule_", None)
+    if model is None or rule not in ("max_f1_fallback", "no_skill"):
         return None
     m = getattr(model, "oof_metrics_", {})
+    if rule == "no_skill":
+        return (f"not alerting: out of fold, no threshold that catches a failure is right more often than alerts "
+                f"at random times would be by luck (chance precision {m.get('chance_precision', float('nan')):.2f}); "
+                f"too few failures to learn from")
     return (f"target precision {policy.target_precision} not reached out of fold; alerting at the best-F1 "
             f"threshold (out-of-fold precision {m.get('precision', float('nan')):.2f}, recall "
             f"{m.get('recall', float('nan')):.2f}) as warnings")

@@ -2,13 +2,21 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from anomaly.evaluate import evaluate_faults, evaluate_faults_by_device
-from anomaly.fault_eval import NEVER, dedup_alerts, score_alerts, threshold_choice
+from anomaly.fault_eval import (
+    NEVER,
+    beats_chance,
+    chance_precision,
+    dedup_alerts,
+    score_alerts,
+    threshold_choice,
+)
 from anomaly.fault_features import FaultPolicy, build_fault_features
 from anomaly.faults import FaultPredictor
 
@@ -65,6 +73,34 @@ def test_nothing_to_catch_never_alerts():
     c = threshold_choice(scored, later, LEAD, HORIZON, target_precision=0.8, cost_ratio=None)
     assert (c.rule, c.threshold) == ("none", NEVER)
     del fails
+
+
+def test_alerts_no_better_than_chance_never_fire():
+    """Four devices failing every two days under a flat score: the only threshold that catches
+    anything alerts on every device every horizon, right exactly as often as an alert at a
+    random row (F1 0.1, which the fallback used to pick, warning on the whole fleet)."""
+    ts = pd.date_range("2026-01-01", periods=240, freq="h")
+    devs = [f"d{i}" for i in range(4)]
+    scored = pd.DataFrame({"device_id": np.repeat(devs, len(ts)), "ts": np.tile(ts, 4), "score": 0.3})
+    fails = pd.DataFrame([(d, ts[h + 9 * i]) for i, d in enumerate(devs) for h in range(20, 230, 48)],
+                         columns=["device_id", "ts"])
+    chance = chance_precision(scored, fails, LEAD, HORIZON)
+    all_rows = score_alerts(dedup_alerts(scored, 0.3, HORIZON), fails, LEAD, HORIZON,
+                            (ts.min(), ts.max()), devs)
+    assert all_rows["caught"] > 0 and all_rows["precision"] <= chance
+    c = threshold_choice(scored, fails, LEAD, HORIZON, target_precision=0.8, cost_ratio=None)
+    assert (c.rule, c.threshold, c.alerts) == ("no_skill", NEVER, 0)
+    from pipelines.detect.steps import fault_threshold_note
+
+    model = SimpleNamespace(threshold_rule_=c.rule, oof_metrics_={"chance_precision": chance})
+    assert fault_threshold_note(model, POLICY).startswith("not alerting: ")
+
+
+def test_beating_chance_is_a_binomial_test():
+    """2 right of 30 at a chance of 0.042 is luck (p 0.36); 27 of 36 at 0.05 is not."""
+    assert not beats_chance(2 / 30, 30, 0.042)
+    assert beats_chance(27 / 36, 36, 0.05)
+    assert not beats_chance(0.03, 100, 0.05) and not beats_chance(1.0, 0, 0.05)
 
 
 def lookalike_fleet() -> tuple[pd.DataFrame, pd.DataFrame]:
