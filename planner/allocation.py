@@ -369,9 +369,15 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
     if oos is not None and np.isfinite(oos):
         days = float(tuned["backtest_hours"]) / 24
         ins = float(tuned["in_sample_savings"])
-        text += (f"; re-tuning {'saved' if round(oos) >= 0 else 'cost'} {_usd(oos)}/month against 3-5-2 out of "
-                 f"sample (tuned on {days:.0f} days, priced on the {days:.0f} after them; in sample it "
-                 f"{'saved' if round(ins) >= 0 else 'cost'} {_usd(ins)})")
+        # the backtest tunes its own split on older demand: name it, and the default it is priced against
+        split = "/".join(f"{10 * float(x):g}%" for x in str(tuned["backtest_split"]).split("-"))
+        base = by.get("default_3_5_2", {})
+        unbuyable = str(base.get("reason", "")).startswith("cannot be bought")
+        text += (f"; out of sample, re-tuning {'saved' if round(oos) >= 0 else 'cost'} {_usd(oos)}/month: the split "
+                 f"{split} tuned on {days:.0f} days, against the default "
+                 f"{_shares(base) if base else 'split'}{' (which cannot be bought as it reads)' if unbuyable else ''} "
+                 f"on the {days:.0f} days after them (in sample it {'saved' if round(ins) >= 0 else 'cost'} "
+                 f"{_usd(ins)})")
     return text
 
 

@@ -28,7 +28,7 @@ SPOT_COLUMNS = [
     "unique_id", "resource", "action", "provider", "region", "zone", "instance_type", "product",
     "pool_units", "interruptible_share", "spot_load_mean", "spot_instances", "on_demand_unit_price",
     "spot_price_now", "spot_price_expected", "spot_unit_price", "discount", "hours_above_on_demand",
-    "p_spike", "expected_monthly_saving", "reason",
+    "p_spike", "expected_monthly_saving", "price_lookback", "reason",
 ]
 
 
@@ -141,7 +141,7 @@ def recommend_spot(
     load = np.clip(np.asarray(public_load, dtype=float), 0.0, None)
     share = policy.interruptible_share
     od_unit = on_demand.unit_price if on_demand.units > 0 else float("nan")
-    row.update(unique_id=uid, resource=resource, interruptible_share=share,
+    row.update(unique_id=uid, resource=resource, interruptible_share=share, price_lookback=policy.lookback,
                spot_load_mean=float(share * load.mean()) if load.size else 0.0,
                on_demand_unit_price=od_unit, action="on_demand", expected_monthly_saving=0.0)
     if share == 0:

@@ -29,7 +29,8 @@ UNITS = {"gpu": "GPU", "cpu": "vCPU", "mem": "GiB"}  # demand units per resource
 # why a kind of recommendation has no model: it prices history, not a forecast
 NO_MODEL = {"allocation": "priced on the demand history of the lookback, not a forecast",
             "reservation": "priced on the demand history of the lookback, not a forecast",
-            "spot": "priced on the lookback's spot prices and demand history, not a forecast",
+            "spot": "priced on the spot prices of price_lookback and the demand history of the lookback, not a "
+                    "forecast",
             "prescale": "no champion forecast for this series: the schedule follows recent demand"}
 # AWS Cost Explorer's names for the reservation figures
 RESERVATION_NAMES = {"monthly_savings": "estimated_monthly_savings", "savings_pct": "estimated_savings_pct"}

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pipelines.report.data import ReportData
+from pipelines.report.data import PROVENANCE, RESERVATION_NAMES, ReportData
 from pipelines.report.plots import (
     COST_PARTS,
     MAX_FAN_SERIES,
@@ -44,12 +44,14 @@ PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", 
                     "target_capacity", "forecast_mean", "forecast_upper", "reason"]
 ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
                       "savings_vs_default", "expected_savings", "out_of_sample_savings", "in_sample_savings",
-                      "current_fleet_cost", "recommended", "reason", "retuned", "tuned_this_run", "offers"]
+                      "backtest_split", "current_fleet_cost", "recommended", "reason", "retuned", "tuned_this_run",
+                      "offers"]
 # columns that hold a cost per month: shown with the currency, as the console shows them
 MONEY_COLUMNS = frozenset({"monthly_cost", *COST_PARTS, "savings_vs_default", "expected_savings",
                            "out_of_sample_savings", "in_sample_savings",
                            "current_fleet_cost", "monthly_cost_reserved", "monthly_cost_on_demand",
-                           "monthly_savings", "expected_monthly_saving"})
+                           "monthly_savings", "expected_monthly_saving", "recurring_monthly_cost", "upfront_cost",
+                           "estimated_monthly_savings", "cost_usd"})
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1280px;color:#222;padding:0 1em}
@@ -188,7 +190,10 @@ def replay_section(data: ReportData) -> str:
                         "last week of every pool; headroom plan replay replays any span).</p>")
     parts = ['<p class="note">At each step the strategies used only the data before it; all are scored on the '
              "same demand at its own resolution. cost_vs_oracle: capacity-time over demand-time (1 is capacity "
-             "equal to demand at every step); underprovisioned_pct: steps with demand above capacity.</p>"]
+             "equal to demand at every step); underprovisioned_pct: the percent of steps with demand above "
+             "capacity (0.2 is 0.2%); avg_utilization: demand over capacity, a fraction; cost_usd: the capacity's "
+             "unit-hours over the whole replayed span (not a month) at the pool's private machine's price per "
+             "unit-hour.</p>"]
     for rid, rows in rep.groupby("replay_id", sort=False):
         first = rows.iloc[0]
         span = f"{pd.Timestamp(first['span_start']):%Y-%m-%d %H:%M} to {pd.Timestamp(first['span_end']):%Y-%m-%d %H:%M}"
@@ -247,6 +252,16 @@ def spot_table(spot: pd.DataFrame) -> str:
     return table(spot, [c for c in SPOT_TABLE_COLUMNS if c in spot.columns])
 
 
+def reservation_table(res: pd.DataFrame) -> str:
+    """The reservation options: their figures under the names the exports give them, then any
+    other payload field, the unit and the reason (not the other provenance columns, which the
+    exports keep)."""
+    cols = [c for c in RESERVATION_TABLE_COLUMNS if c in res.columns]
+    cols += [c for c in res.columns if c not in RESERVATION_TABLE_COLUMNS
+             and (c not in PROVENANCE or c in ("unit", "reason"))]
+    return table(res[cols].rename(columns=RESERVATION_NAMES))
+
+
 def tables_section(data: ReportData) -> str:
     """Reservations, the next day's pre-scale actions, firing alerts and champion models."""
     res = data.recommendations.get("reservation", pd.DataFrame())
@@ -254,10 +269,7 @@ def tables_section(data: ReportData) -> str:
     actions = next_day_prescale(pre)
     alerts = firing_alerts(data.alerts)
     parts = [
-        _section("reservations", "Reservation recommendations",
-                 table(res, [c for c in RESERVATION_TABLE_COLUMNS if c in res.columns]
-                       + [c for c in res.columns if c not in RESERVATION_TABLE_COLUMNS
-                          and c not in ("run_id", "model_id", "data_cutoff", "key")])
+        _section("reservations", "Reservation recommendations", reservation_table(res)
                  if not res.empty else _none_in_plan(data, "no reservation pays for what the recommended plans run "
                                                            "on public (a running fleet that carries its demand runs "
                                                            "nothing there), or the catalog has no reserved prices "
@@ -339,7 +351,13 @@ def summary_lines(data: ReportData) -> list[str]:
         base = alloc[(alloc["plan"] == "default_3_5_2").to_numpy()
                      & np.array([_pool_of(r) in mine for r in alloc.to_dict("records")], dtype=bool)]
     if not tuned.empty:
-        saved = float(pd.to_numeric(base["monthly_cost"]).sum() - pd.to_numeric(tuned["monthly_cost"]).sum())
+        # a default that cannot be bought as it reads (a share with no offer) is no yardstick
+        buyable = ~base.get("reason", pd.Series("", index=base.index)).fillna("").astype(str).str.startswith(
+            "cannot be bought")
+        pools = {_pool_of(r) for r in base[buyable].to_dict("records")}
+        compared = tuned[[_pool_of(r) in pools for r in tuned.to_dict("records")]]
+        saved = float(pd.to_numeric(base.loc[buyable, "monthly_cost"]).sum()
+                      - pd.to_numeric(compared["monthly_cost"]).sum())
         who = ", ".join(
             f"{_pool_of(r)} {float(r['private']):.0%}/{float(r['public']):.0%}/{float(r['edge']):.0%}"
             for r in tuned.to_dict("records"))
@@ -351,8 +369,12 @@ def summary_lines(data: ReportData) -> list[str]:
                            "public and edge: widen them in the plan config to weigh keeping more private)"
                            if current.sum() < total else "") + "."
                if len(current) and current.notna().all() and "headline" not in alloc.columns else "")
-        lines.append(f"Split private/public/edge: {who}; {money(total)} per month for the forecast demand, "
-                     f"{money(abs(saved))} {direction} than the default 3-5-2 split.{now}")
+        against = ("" if compared.empty else
+                   f", {money(abs(saved))} {direction} than the default split"
+                   + ("" if len(compared) == len(tuned) else
+                      f" for the {len(compared)} of them whose default can be bought as it reads"))
+        lines.append(f"Split private/public/edge: {who}; {money(total)} per month on the demand path (the "
+                     f"history of the lookback and the forecast after it){against}.{now}")
     res = recs.get("reservation", pd.DataFrame())
     # rows that name their plan cover the recommended plan's public load; older rows priced the
     # tuned split's whatever was recommended, and count only for the pools that take a split
@@ -424,7 +446,8 @@ def header(data: ReportData) -> str:
     counts = pd.DataFrame({"table": list(data.counts), "rows": list(data.counts.values())})
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in (
         ("forecasts", "forecasts"), ("heatmap", "utilization"), ("allocation", "allocation"),
-        ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"), ("alerts", "alerts"),
+        ("replay", "replay"), ("reservations", "reservations"), ("spot", "spot"), ("prescale", "pre-scale"),
+        ("alerts", "alerts"),
         ("models", "models"), ("glossary", "glossary")))
     return (f"<h1>headroom report</h1><p>{cutoff}{plan}</p>"
             f"<nav>{nav}</nav>" + (f"<details><summary>warehouse rows</summary>{table(counts)}</details>"

@@ -21,8 +21,12 @@ GLOSSARY = (
      "and pre-scaling is caught short; well above, they are too wide and it over-provisions."),
     ("msis", "MSIS", ("msis",), "mean scaled interval score of the 95% band: its width plus a penalty for each "
      "actual outside it, scaled like MASE. Lower is better; compare it between models on the same data."),
-    ("band", "80% / 95% band", ("forecast_upper",), "the range the forecast expects demand to fall in, 80% (95%) "
-     "of the hours; forecast_upper is the top of the band pre-scaling provisions for (hi_80 by default)."),
+    ("band", "80% / 95% band", (), "the range the forecast expects demand to fall in, 80% (95%) of the hours."),
+    ("upper", "forecast_upper, reactive_margin", ("forecast_upper", "reactive_margin"), "the capacity pre-scaling "
+     "plans for at that hour: the forecast mean plus reactive_margin, the quantile of how far demand recently ran "
+     "above the scaler's own short-term prediction. Live, the rule re-runs at every refresh on the latest "
+     "readings, so the margin covers the error over its lead time, not over the day: it can sit below the 80% "
+     "band. The schedule is what the rule would do if demand followed the forecast."),
     ("backtest", "backtest", (), "the models forecast the last windows of history as if they had not seen them, "
      "and are scored on what happened; the champion is the model with the lowest WAPE."),
     ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of every hour's demand run in the "
@@ -30,9 +34,10 @@ GLOSSARY = (
     ("retuned", "retuned, tuned_this_run", ("retuned", "tuned_this_run"), "retuned: the split is not the default "
      "(the tuner moved it); tuned_this_run: this plan run chose the split (the month's first run, or plan "
      "--retune), otherwise this month's earlier choice was kept and only re-priced."),
-    ("savings", "savings_vs_default, expected_savings", ("savings_vs_default", "expected_savings"), "what the split "
-     "saves per month against the default, on the demand path, and averaged over the demand scenarios (what "
-     "the choice rests on). Higher is better; the default is kept unless another split saves enough."),
+    ("savings", "savings_vs_default, expected_savings", ("savings_vs_default", "expected_savings"), "what the plan "
+     "(a split, or the running fleet) saves per month against the default split, on the demand path (the "
+     "lookback's history and the forecast after it), and averaged over the demand scenarios (what the choice "
+     "rests on). Higher is better; below 0 it costs more than the default."),
     ("idle", "idle penalty", ("idle_penalty",), "the charge for capacity bought but not used, per idle unit-hour "
      "as a share of its price (power, cooling, what it could have run). Lower is better."),
     ("spill", "spill_units", ("spill_units",), "unit-hours per month the private and edge capacity could not "
@@ -48,9 +53,11 @@ GLOSSARY = (
     ("recommended", "recommended, reason", ("recommended", "reason"), "the cheapest of the running fleet, the "
      "default split and the tuned split on the same demand is recommended; the others say what they cost more, "
      "and why a split cannot beat the running fleet (the allocation bounds, a location without an offer)."),
-    ("oos", "out_of_sample_savings", ("out_of_sample_savings", "in_sample_savings"), "what re-tuning saved against "
-     "3-5-2 on demand it had not seen: the split tuned on the month before last, priced on last month (in "
-     "sample: priced on the month it was tuned on)."),
+    ("oos", "out_of_sample_savings, backtest_split", ("out_of_sample_savings", "in_sample_savings",
+     "backtest_split"), "what re-tuning saved against the default split on demand it had not seen: "
+     "backtest_split (in tenths: 4.5-5.5-0 is 45/55/0) is tuned on the older half of the history (at most a "
+     "month) and priced on the newer half (in sample: priced on the half it was tuned on). It is another split "
+     "than the tuned one, which is tuned on all of the demand path."),
     ("spike", "p_spike", ("p_spike",), "the spike model's probability that the spot market's price spikes within "
      "its horizon; a market at or above the alert threshold is not chosen. Lower is better."),
 )
@@ -62,4 +69,5 @@ PRESCALE_SCOPE = (
     "reported at the data cutoff and adds or removes whole nodes of the pool's size (units_per_instance) to "
     "carry the pool's whole forecast demand. It does not follow the split above: there, private and edge "
     "capacity is bought for the month and public on-demand follows the load hour by hour in its own instance "
-    "type.</p>")
+    "type. The running fleet's cost there counts every running node all month; these scale-downs would lower "
+    "it.</p>")

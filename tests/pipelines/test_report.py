@@ -1,6 +1,7 @@
 """The report stage: HTML with plots, recommendation exports, a partial warehouse, re-runs."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -119,7 +120,8 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
     assert "latest utilization reading <b>2026-01-07 23:00</b>" in page
     assert re.search(r"plan run plan-\S+ on demand up to the hour of <b>2026-01-07 2\d:00</b>", page)
     summary = page[page.index(">Summary<"):page.index(">Forecasts<")]
-    assert "$7,000 per month for the forecast demand, $2,000 less than the default 3-5-2 split." in summary
+    assert ("$7,000 per month on the demand path (the history of the lookback and the forecast after it), $2,000 less "
+            "than the default split.") in summary
     assert "reservation option(s) for the plan" in summary
     assert "Next 24 hours: " in summary and "Firing alerts: " in summary
     assert "runbook</th>" in page[page.index(">Firing alerts<"):]
@@ -341,9 +343,14 @@ def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
                       heatmap_resource=None, alerts=empty, champions=empty, plan_run="p",
                       recommendations={"allocation": alloc})
     line = summary_lines(data)[0]
-    assert "$7,000 per month for the forecast demand, $2,000 less than the default 3-5-2 split." in line
+    assert ("$7,000 per month on the demand path (the history of the lookback and the forecast after it), $2,000 less "
+            "than the default split.") in line
     assert "The running fleet, priced as private machines, would cost $5,000 for the same demand (less than" in line
     assert "widen them in the plan config" in line
+    # a default that cannot be bought as it reads is no yardstick: no "less than the default"
+    alloc["reason"] = ["cannot be bought as it reads: its edge share has no offer that fits the pool", ""]
+    line = summary_lines(dataclasses.replace(data, recommendations={"allocation": alloc}))[0]
+    assert "forecast after it)." in line and "than the default" not in line
 
 
 def test_the_summary_speaks_of_the_recommended_plan_only() -> None:
@@ -384,7 +391,7 @@ def test_the_summary_sums_each_pools_recommended_split_whatever_its_public_share
                       recommendations={"allocation": alloc})
     line = next(line for line in summary_lines(data) if line.startswith("Split"))
     assert line.startswith("Split private/public/edge: c/a/gpu 0%/0%/100%, c/b/gpu 30%/50%/20%; $10,000 per month")
-    assert "$3,000 less than the default 3-5-2 split" in line
+    assert "$3,000 less than the default split" in line
 
 
 def test_exports_never_show_negative_zero(tmp_path: Path) -> None:

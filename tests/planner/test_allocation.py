@@ -64,6 +64,14 @@ def test_a_tie_with_the_running_fleet_gives_no_reason_for_a_zero_difference() ->
                                                     "split 100%/0%/0% would cost the same")
     assert out.loc["tuned", "reason"] == "costs the same as the running fleet"
     assert "edge has no offer" not in out.loc["default_3_5_2", "reason"]  # edge is not asked for here
+    # the out-of-sample figure names its own split (tuned on older demand, not the tuned row's),
+    # and a default that cannot be bought as it reads (edge has no offer here)
+    oos = {"backtest_split": "4.5-5.5-0", "backtest_hours": 336.0, "in_sample_savings": 70.0,
+           "out_of_sample_savings": 20.0}
+    out = P.allocation.recommend(alloc.assign(**{k: [np.nan, v, np.nan] for k, v in oos.items()}), wide, offers)
+    assert out.set_index("plan").loc["running_fleet", "headline"].endswith(
+        "; out of sample, re-tuning saved $20/month: the split 45%/55%/0% tuned on 14 days, against the default "
+        "30%/50%/20% (which cannot be bought as it reads) on the 14 days after them (in sample it saved $70)")
 
 
 def test_out_of_sample_savings_price_the_earlier_months_split_on_the_last() -> None:
