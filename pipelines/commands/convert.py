@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert a public trace (Bitbrains, AWS, GCP, Alibaba, PdM, Titan, NAB) to the input contract")
     p.add_argument("--from", dest="source", required=True, choices=sorted(CONVERTERS))
     p.add_argument("--out", required=True, help="folder for <kind>.csv files")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="the trace's files as published (docs/input-contract.md lists each source's)")
     p.set_defaults(func=run_convert)
 
 

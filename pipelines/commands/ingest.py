@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipelines.ingest.contract import KINDS
 from pipelines.ingest.registry import NAMES as FORMATS
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_ingest(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
     from pipelines.ingest import loading as ingest
+    from pipelines.ingest.registry import LABELLED
     from pipelines.runtime.settings import Settings
     from pipelines.store import warehouse
 
@@ -60,6 +62,9 @@ def run_ingest(args: argparse.Namespace) -> int:
             print(f"{r.path}: {ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected, r.swallowed)} [{r.fmt}]")
             for reason in r.sample_reasons:
                 print(f"  {reason}")
+            if (args.cluster, args.pool) != ("default", "default") and r.fmt not in LABELLED:
+                print(f"  warning: --cluster/--pool apply only to {' and '.join(LABELLED)} files; its rows keep "
+                      f"the labels the {r.fmt} file carries", file=sys.stderr)
     finally:
         con.close()
     return code

@@ -33,12 +33,16 @@ def _age(hours: float | None) -> str:
     return f"{hours / 24:.1f} days"
 
 
+EVENTS = ("failures",)  # sources whose age is the time since the last event, never stale
+
+
 def gather(con: object, now: datetime, max_age_hours: float) -> dict:
     from pipelines.store import status as store
 
     sources = store.sources(con, now)
     for s in sources:
-        s["stale"] = s["age_hours"] is not None and s["age_hours"] > max_age_hours
+        # failures are events, not a feed: a healthy fleet goes days without one
+        s["stale"] = s["kind"] not in EVENTS and s["age_hours"] is not None and s["age_hours"] > max_age_hours
         s["ahead"] = s["age_hours"] is not None and s["age_hours"] < 0  # newest row after the clock
     return {"now": now, "max_age_hours": max_age_hours, "sources": sources, "runs": store.last_runs(con),
             "champions": store.champions(con), "alerts": store.firing_alerts(con), "plan": store.plan_headline(con)}

@@ -11,9 +11,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--models", default=None, help="comma-separated models (default: the flow's set)")
     p.add_argument("--windows", type=int, default=2, help="backtest windows (default 2)")
     p.add_argument("--group-by", default="resource", choices=["resource", "cluster", "pool", "all"],
-                   help="series group that shares one global model and one champion")
+                   help="series group that shares one global model and one champion (default resource)")
     p.add_argument("--lookback-days", type=int, default=56, help="history used (default 56 days)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the models that use one (default 0)")
     p.add_argument("--json", action="store_true", help="the run's summary as one JSON document instead of text")
     p.set_defaults(func=run)
 

@@ -59,7 +59,9 @@ def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: Fa
         model = steps.latest_fault_model(con, policy, until)
         found = _still_ahead(steps.score_latest_faults(con, policy, until, model), now, "hardware-fault")
         out = alerts.sync_alerts(con, "hardware_fault", found, now, sink_names)
-    note = steps.fault_threshold_note(model, policy)
+        # "trained 0, fired 0" alone reads like a fleet with no fault ahead: say there is no model
+        note = (steps.no_fault_model_note(*detection.fault_input_counts(con, until)) if model is None
+                else steps.fault_threshold_note(model, policy))
     return {**out, "threshold_note": note} if note else out
 
 

@@ -304,6 +304,12 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
     return score_faults(model, recent, policy, detection.last_failures(con, until))
 
 
+def no_fault_model_note(telemetry_rows: int, failures: int) -> str:
+    """Why no fault model scores the fleet: what it learns from, and how much the warehouse holds."""
+    return (f"no fault model yet: it learns from device telemetry and failures (the warehouse holds {telemetry_rows:,} "
+            f"telemetry row(s) and {failures:,} failure(s); a failure must fall a horizon inside the telemetry)")
+
+
 def fault_threshold_note(model: FaultPredictor | None, policy: FaultPolicy) -> str | None:
     """One line when the model's alert threshold fell back to the best F1 (target precision out
     of reach on its out-of-fold scores) or it will not alert because no threshold beat chance,
@@ -351,7 +357,7 @@ def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.Data
         alerts.append(Alert(
             kind="price_spike", entity=entity, window_start=start, window_end=end,
             severity=severity_for(float(p)), probability=float(np.clip(p, 0, 1)),
-            summary=f"spot price spike predicted on {entity} within {policy.horizon} (p={p:.2f}; price now {r.price:g} an hour)",
+            summary=f"spot price spike predicted on {entity} within {policy.horizon} (p={p:.2f}; price now ${r.price:g} an hour per instance)",
             runbook=SPIKE_RUNBOOK,
         ))
     return alerts

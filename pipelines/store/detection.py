@@ -96,6 +96,13 @@ def recent_telemetry(con: duckdb.DuckDBPyConnection, span: pd.Timedelta,
     """, [lo.to_pydatetime(), newest.to_pydatetime(), live.to_pydatetime(), us, us])
 
 
+def fault_input_counts(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> tuple[int, int]:
+    """Rows of device telemetry and failures (none after ``until``): what a fault model learns from."""
+    row = con.execute("SELECT (SELECT count(*) FROM device_telemetry WHERE ts <= $1), "
+                      "(SELECT count(*) FROM failures WHERE ts <= $1)", [_upto(until)]).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def failures(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
     """All recorded hardware failures (at or before ``until``)."""
     return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures WHERE ts <= ? ORDER BY ts",

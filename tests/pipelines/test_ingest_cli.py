@@ -35,6 +35,16 @@ def test_cli_ingest_reports_and_is_idempotent(tmp_path, db_path, capsys):
         assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 3
 
 
+def test_labels_given_for_a_file_that_carries_its_own_are_said_to_be_unused(tmp_path, db_path, capsys):
+    """--cluster on a CSV of the contract did nothing, without a word."""
+    f = util_file(tmp_path / "u.csv")
+    assert cli.main(["ingest", "--kind", "utilization", "--cluster", "x", "--db", str(db_path), str(f)]) == 0
+    err = capsys.readouterr().err
+    assert "--cluster/--pool apply only to prometheus-json and gwa-t12 files" in err
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT DISTINCT cluster FROM utilization").fetchall() == [("c",)]
+
+
 def test_cli_strict_exit_1_and_unusable_exit_2(tmp_path, db_path, capsys):
     bad = util_file(tmp_path / "bad.csv", bad=True)
     assert cli.main(["ingest", "--kind", "utilization", "--strict", "--db", str(db_path), str(bad)]) == 1

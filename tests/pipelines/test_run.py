@@ -101,6 +101,23 @@ def test_a_failed_sink_exits_1_from_faults_score_as_from_detect(db_path, monkeyp
         assert "error: alert sink webhook:127.0.0.1#ab12 failed" in capsys.readouterr().err
 
 
+def test_faults_say_when_no_model_scores_the_fleet(db_path):
+    """A warehouse of utilization only: "trained 0, fired 0" alone read like a fleet with no
+    fault ahead; the step says there is no model, and what it learns from."""
+    from datetime import datetime
+
+    from anomaly.fault_features import FaultPolicy
+    from pipelines.detect.jobs import detect_faults
+    from pipelines.store import warehouse
+
+    with warehouse.open_warehouse(db_path):
+        pass
+    out = detect_faults(str(db_path), datetime(2026, 3, 1), [], FaultPolicy())
+    assert out["fired"] == 0 and out["threshold_note"] == (
+        "no fault model yet: it learns from device telemetry and failures (the warehouse holds 0 telemetry row(s) "
+        "and 0 failure(s); a failure must fall a horizon inside the telemetry)")
+
+
 def test_serve_lists_deployments(tmp_path, db_path, capsys):
     assert cli.main(["serve", "--list", "--db", str(db_path), "--input", str(tmp_path)]) == 0
     out = capsys.readouterr().out

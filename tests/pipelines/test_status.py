@@ -55,6 +55,16 @@ def test_status_says_what_is_held_and_fails_on_a_stale_source(db_path: Path, cap
     assert doc["plan"]["headline"][0]["text"] == "run 40% private"
 
 
+def test_an_old_failure_is_not_a_stale_feed(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Failures are events: the last one five weeks ago (beyond --max-age-hours) is a healthy fleet, not a feed that stopped."""
+    _fill(db_path)
+    with warehouse.open_warehouse(db_path) as con:
+        con.execute("INSERT INTO failures VALUES ('2026-02-01 12:00', 'n1-gpu0', 'n1', 'xid')")
+    assert cli.main(["status", "--db", str(db_path), "--now", NOW, "--max-age-hours", "240"]) == 0
+    out = capsys.readouterr().out
+    assert "failures" in out and "age 37.0 days" in out and "STALE" not in out
+
+
 def test_a_clock_before_the_data_says_so(db_path: Path, capsys: pytest.CaptureFixture[str]):
     """Ages below zero (a --now before the newest row, a clock behind the source's) are said,
     not printed bare; nothing is stale."""
