@@ -69,6 +69,19 @@ WHERE is_champion ORDER BY target, model_id
 """
 
 
+# every model the champion's train run backtested on the champion's series: its pooled WAPE
+# (as the champion was picked) and the number of backtest windows
+RIVALS_SQL = """
+WITH champ AS (SELECT model_id FROM models WHERE is_champion),
+runs AS (SELECT f.model_id, max(f.run_id) AS run_id FROM forecasts f JOIN champ USING (model_id) GROUP BY f.model_id),
+ids AS (SELECT DISTINCT f.model_id, f.run_id, f.unique_id FROM forecasts f JOIN runs USING (model_id, run_id))
+SELECT ids.model_id, b.model, sum(abs(b.y - b.mean)) / nullif(sum(abs(b.y)), 0) AS wape,
+       count(DISTINCT b.cutoff) AS windows
+FROM backtests b JOIN ids ON b.run_id = ids.run_id AND b.unique_id = ids.unique_id
+WHERE b.y IS NOT NULL GROUP BY ids.model_id, b.model ORDER BY ids.model_id, wape, b.model
+"""
+
+
 @dataclass(frozen=True)
 class ReportData:
     """Everything the report shows, read from the warehouse at one moment."""
@@ -150,7 +163,8 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
         heatmap=heatmap,
         heatmap_resource=resource,
         alerts=_read(con, "alerts", ALERTS_SQL),
-        champions=champion_metrics(_read(con, "models", CHAMPIONS_SQL)),
+        champions=champion_metrics(_read(con, "models", CHAMPIONS_SQL),
+                                   _read(con, "backtests", RIVALS_SQL) if _has_table(con, "forecasts") else None),
         plan_run=None if plan.empty else str(plan["run_id"].iloc[0]),
         plan_cutoff=None if plan.empty or plan["data_cutoff"].isna().all()
         else pd.Timestamp(plan["data_cutoff"].dropna().iloc[0]),
@@ -171,8 +185,9 @@ def pick_heatmap_resource(node_counts: pd.DataFrame) -> str | None:
     return str(ranked["resource"].iloc[0])
 
 
-def champion_metrics(models: pd.DataFrame) -> pd.DataFrame:
-    """One row per champion with its backtest metrics parsed out of the JSON column."""
+def champion_metrics(models: pd.DataFrame, rivals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per champion with its backtest metrics parsed out of the JSON column, and, from
+    ``rivals`` (:data:`RIVALS_SQL`), the backtest windows and every model's WAPE beside it."""
     cols = ["group", "kind", "model_id", "data_cutoff", "wape", "mase", "smape", "msis", "coverage_80", "coverage_95"]
     if models.empty:
         return pd.DataFrame(columns=cols)
@@ -180,7 +195,13 @@ def champion_metrics(models: pd.DataFrame) -> pd.DataFrame:
     out = models.drop(columns=["metrics"]).reset_index(drop=True)
     for name in cols[4:]:
         out[name] = pd.to_numeric(pd.Series([p.get(name) for p in parsed], dtype=object), errors="coerce")
-    return out[cols]
+    if rivals is None or rivals.empty:
+        return out[cols]
+    by = {m: g for m, g in rivals.groupby("model_id", sort=False)}
+    out["windows"] = [int(by[m]["windows"].max()) if m in by else None for m in out["model_id"]]
+    out["all_models_wape"] = [", ".join(f"{r.model} {r.wape:.3f}" for r in by[m].itertuples()) if m in by else ""
+                              for m in out["model_id"]]
+    return out[[*cols, "windows", "all_models_wape"]]
 
 
 def json_object(text: object) -> dict:

@@ -27,8 +27,10 @@ GLOSSARY = (
      "above the scaler's own short-term prediction. Live, the rule re-runs at every refresh on the latest "
      "readings, so the margin covers the error over its lead time, not over the day: it can sit below the 80% "
      "band. The schedule is what the rule would do if demand followed the forecast."),
-    ("backtest", "backtest", (), "the models forecast the last windows of history as if they had not seen them, "
-     "and are scored on what happened; the champion is the model with the lowest WAPE."),
+    ("backtest", "backtest", ("windows", "all_models_wape"), "the models forecast the last windows of history as if "
+     "they had not seen them, and are scored on what happened; the champion is the model with the lowest WAPE. "
+     "windows: how many (each one horizon long); all_models_wape: every model's WAPE on the same windows, lowest "
+     "first: a champion that wins by a hair over few windows could as well be the next one."),
     ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of every hour's demand run in the "
      "private cloud, on public on-demand and at the edge; 3-5-2 is the default 30/50/20."),
     ("retuned", "retuned, tuned_this_run", ("retuned", "tuned_this_run"), "retuned: the split is not the default "

@@ -55,6 +55,13 @@ def _load_results(con) -> None:
             m = 8.0 + h * 0.1
             con.execute("INSERT INTO forecasts VALUES ('train-1', ?, ?, 'lgbm', 'lgbm-abc', ?, ?, ?, ?, ?)",
                         [uid, cutoff + pd.Timedelta(hours=h), m, m - 1, m + 1, m - 2, m + 2])
+    # backtests of the champion's run (lgbm off by 1 in 10, seasonal naive by 3), and of an older run
+    for run, uid, model, mean in [("train-1", u, m, y) for u in ("c1/p1/gpu", "c1/p2/gpu")
+                                  for m, y in (("lgbm", 11.0), ("seasonal_naive", 13.0))] + [
+                                 ("train-0", "c1/p1/gpu", "ets", 10.0)]:
+        for h in range(3):
+            con.execute("INSERT INTO backtests VALUES (?, ?, ?, ?, ?, 10.0, ?, NULL, NULL, NULL, NULL)",
+                        [run, uid, cutoff - pd.Timedelta(hours=h), cutoff - pd.Timedelta(hours=5), model, mean])
     alerts = [
         ("fp1", "burst", "c1/p1/gpu", "critical", None, START + pd.Timedelta(hours=50),
          START + pd.Timedelta(hours=55), "demand up-burst", "firing"),
@@ -125,6 +132,8 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
     assert "reservation option(s) for the plan" in summary
     assert "Next 24 hours: " in summary and "Firing alerts: " in summary
     assert "runbook</th>" in page[page.index(">Firing alerts<"):]
+    # every model the champion's run backtested, on its series, lowest WAPE first
+    assert "lgbm 0.100, seasonal_naive 0.300</td>" in page[page.index(">Champion models"):]
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert sorted(Path(f).name for f in out["files"]) == sorted(
         f"recommendations_{k}.{ext}" for k in ("allocation", "prescale", "reservation") for ext in ("csv", "parquet"))
