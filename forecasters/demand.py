@@ -65,7 +65,7 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         raise ValueError(f"late must be 'carry' or 'wait', got {late!r}")
     quiet = pd.Timedelta(hours=24)  # a node quiet for less than this at the end of the data is late
     spans = _latest_anywhere(spans)
-    parts = []
+    parts, invented = [], []
     gappy_by = dict(tuple(gappy.groupby("unique_id", sort=False))) if not gappy.empty else {}
     for uid, t in totals.groupby("unique_id", sort=True):
         grid = pd.date_range(t["ds"].min(), t["ds"].max(), freq="h")
@@ -116,13 +116,17 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         y, carried = _carry_late_nodes(uid, y, keep, sp, grid, end)
         if late == "wait":
             keep = keep & ~carried
+        # an hour no node reported, kept because its silent nodes were interpolated: no reading
+        invented += [(str(uid), ts) for ts in grid[keep & (nodes == 0)]]
         part = pd.DataFrame({"unique_id": uid, "ds": grid[keep], "y": np.round(y[keep], 6),
                              "nodes": nodes[keep].astype(int)})
         if "samples" in t:
             samples = pd.Series(t["samples"].to_numpy(), index=pd.DatetimeIndex(t["ds"])).reindex(grid)
             part["samples"] = samples.fillna(0).to_numpy()[keep].astype(int)
         parts.append(part)
-    return pd.concat(parts, ignore_index=True)
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs["filled"] = tuple(invented)  # see regularize
+    return out
 
 
 def _latest_anywhere(spans: pd.DataFrame) -> pd.DataFrame:
@@ -189,8 +193,13 @@ def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
     is not invented: the series keeps only what follows its last such gap, and is left
     out when that is shorter than ``MIN_STRETCH`` (both logged). A last hour reported by
     fewer nodes than the hour before it, or with fewer readings per node (an hour still in
-    progress: 25 minutes of 5-minute samples), is dropped until it is complete."""
-    parts = []
+    progress: 25 minutes of 5-minute samples), is dropped until it is complete.
+
+    ``attrs["filled"]`` lists the interpolated points (``(unique_id, ds)`` pairs, a tuple:
+    pandas compares attrs when it concatenates), ``raw``'s own (hours :func:`combine_nodes`
+    made up wholly from silent nodes) included: they have no actual, so a backtest must not
+    score a forecast against them."""
+    parts, filled_keys = [], list(raw.attrs.get("filled", ()))
     step = pd.Timedelta(freq if freq[0].isdigit() else f"1{freq}")
     for uid, g in raw.groupby("unique_id", sort=True):
         g = g.sort_values("ds")
@@ -218,6 +227,7 @@ def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
         gaps = int(filled.isna().sum())
         if gaps:
             log.warning("demand %s: %d missing hour(s) interpolated", uid, gaps)
+            filled_keys += [(str(uid), t) for t in grid[filled.isna().to_numpy()]]
             filled = filled.interpolate(limit_direction="both")
         parts.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": filled.to_numpy()}))
     if not parts:
@@ -225,7 +235,16 @@ def regularize(raw: pd.DataFrame, freq: str = "h") -> pd.DataFrame:
                              "y": pd.Series(dtype=float)})
     out = pd.concat(parts, ignore_index=True)
     out["ds"] = out["ds"].astype("datetime64[ns]")
+    out.attrs["filled"] = tuple(filled_keys)
     return out
+
+
+def filled_points(frame: pd.DataFrame) -> pd.MultiIndex | None:
+    """The (unique_id, ds) keys :func:`regularize` filled in ``frame`` (None: none known)."""
+    filled = frame.attrs.get("filled")
+    if not filled:
+        return None
+    return pd.MultiIndex.from_tuples(filled, names=["unique_id", "ds"])
 
 
 def series_group(unique_id: str, group_by: str) -> str:

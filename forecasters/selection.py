@@ -7,6 +7,7 @@ import logging
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from forecasters.backtest import cross_validation
@@ -63,13 +64,21 @@ def trainable(history: pd.DataFrame, names: list[str], spec: TrainSpec) -> pd.Da
     return history[~history["unique_id"].isin(short.index)].reset_index(drop=True)
 
 
-def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[dict, pd.DataFrame, dict[str, str]]:
+def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec, unscored: pd.MultiIndex | None = None
+                   ) -> tuple[dict, pd.DataFrame, dict[str, str]]:
     """Cross-validate one model on one group: (metrics dict, backtest frame, {series the model
-    could not fit and was scored without: why}). HistoryError when it fits none of them."""
+    could not fit and was scored without: why}). HistoryError when it fits none of them.
+    Forecasts of the ``unscored`` (unique_id, ds) points (filled gaps: no actual) are left out
+    of the metrics, and their ``y`` is NaN in the frame."""
     model = make_model(name, spec)
     cv = cross_validation(model, history, h=spec.horizon, n_windows=spec.windows, skip_unfit=True)
     skipped = cv.attrs["skipped"]
-    metrics = evaluate(cv, history, spec.season_length).iloc[0].to_dict()
+    scored = cv
+    if unscored is not None and len(unscored):
+        blank = pd.MultiIndex.from_arrays([cv["unique_id"].astype(str), cv["ds"]]).isin(unscored)
+        cv.loc[blank, "y"] = np.nan
+        scored = cv[~blank]
+    metrics = evaluate(scored, history, spec.season_length).iloc[0].to_dict()
     metrics["seconds"] = cv.attrs["seconds"]
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv, skipped
 

@@ -94,11 +94,13 @@ def split_task(frame: pd.DataFrame, group_by: str) -> dict[str, pd.DataFrame]:
 
 
 @task(cache_policy=NO_CACHE, task_run_name="backtest {name} on {group}")
-def backtest_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec) -> dict:
+def backtest_task(group: str, history: pd.DataFrame, name: str, spec: selection.TrainSpec,
+                  unscored: pd.MultiIndex | None = None) -> dict:
     """Cross-validate one model on one group; a model that fits none of its series is left
-    out of the group (``error``), one that cannot fit some is scored without them (``skipped``)."""
+    out of the group (``error``), one that cannot fit some is scored without them (``skipped``);
+    forecasts of the ``unscored`` points (interpolated hours) are not scored."""
     try:
-        metrics, cv, skipped = selection.backtest_model(history, name, spec)
+        metrics, cv, skipped = selection.backtest_model(history, name, spec, unscored)
     except HistoryError as exc:
         log.warning("%s left out of group %s: %s", name, group, exc)
         return {"group": group, "model": name, "metrics": {}, "cv": None, "skipped": {}, "error": str(exc)}
@@ -163,10 +165,11 @@ def train_flow(
     names = list(models or DEFAULT_MODELS)
     spec = selection.TrainSpec(horizon=horizon, freq="h", season_length=season_length, windows=windows, seed=seed)
     history = load_demand_task(db_path, lookback_days)
+    unscored = demand.filled_points(history)  # interpolated hours: no actual to score against
     history = trainable_task(history, names, spec)
     info = describe_task(history)
     groups = split_task(history, group_by)
-    futures = [backtest_task.submit(g, frame, n, spec) for g, frame in groups.items() for n in names]
+    futures = [backtest_task.submit(g, frame, n, spec, unscored) for g, frame in groups.items() for n in names]
     results = _gather(futures, "backtests")
     best = champions_task(results)
     metrics = {(r["group"], r["model"]): r["metrics"] for r in results}

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
+from forecasters.demand import filled_points
 from pipelines.runtime.outputs import write_set
 from pipelines.store import demand, replays, warehouse
 from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
@@ -144,6 +146,10 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
     if not forecasts.empty and cutoff is not None:
         since = min(forecasts["ds"].min(), cutoff) - pd.Timedelta(days=history_days)
         history = demand.load_demand(con, since=since)
+        filled = filled_points(history)
+        if filled is not None:  # an interpolated hour is no reading: the chart leaves a gap there
+            keys = pd.MultiIndex.from_arrays([history["unique_id"].astype(str), history["ds"]])
+            history.loc[keys.isin(filled), "y"] = np.nan
         history = history[history["unique_id"].isin(set(forecasts["unique_id"]))].reset_index(drop=True)
 
     resource, heatmap = None, pd.DataFrame()

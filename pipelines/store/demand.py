@@ -84,7 +84,9 @@ def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None
 def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None, where: str) -> pd.DataFrame:
     """:func:`load_recent_demand` without the series that stopped reporting
     (:func:`forecasters.demand.drop_stale`); ValueError naming ``where`` when none is left."""
-    frame = drop_stale(load_recent_demand(con, lookback_days))
+    recent = load_recent_demand(con, lookback_days)
+    frame = drop_stale(recent)
+    frame.attrs["filled"] = recent.attrs.get("filled")  # the interpolated points, not to be scored
     if frame.empty:
         has_rows = con.execute("SELECT count(*) > 0 FROM utilization").fetchone()[0]
         raise ValueError(

@@ -93,6 +93,30 @@ def test_regularize_fills_gaps_and_drops_partial_last_hour() -> None:
     raw = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "y": [1.0, 2.0, 4.0, 1.0], "nodes": [3, 3, 3, 1]})
     out = demand.regularize(raw)
     assert out["y"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    # the interpolated hour is listed: a backtest must not score a forecast against it
+    assert demand.filled_points(out).tolist() == [("c/p/gpu", pd.Timestamp("2024-01-01 02:00"))]
+    assert demand.filled_points(demand.regularize(raw[raw["ds"] < ds[2]])) is None
+
+
+def test_a_backtest_does_not_score_interpolated_hours() -> None:
+    """A day of the backtest window interpolated as a straight line: the forecasts of those
+    hours are left out of the scores, and stored without an actual."""
+    import numpy as np
+
+    from forecasters import selection
+
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    y = 10 + 5 * np.sin(2 * np.pi * np.arange(len(ds)) / 24)
+    raw = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "y": y})
+    gappy = demand.regularize(raw[(raw["ds"] < ds[-20]) | (raw["ds"] >= ds[-4])])
+    spec = selection.TrainSpec(horizon=24, freq="h", season_length=24, windows=1)
+    unscored = demand.filled_points(gappy)
+    assert len(unscored) == 16
+    metrics, cv, _ = selection.backtest_model(gappy, "seasonal_naive", spec, unscored)
+    assert int(cv["y"].isna().sum()) == 16
+    # seasonal naive on a pure daily wave is exact on every real hour
+    assert metrics["wape"] == pytest.approx(0.0, abs=1e-9)
+    assert selection.backtest_model(gappy, "seasonal_naive", spec)[0]["wape"] > 0.05
 
 
 def test_regularize_does_not_invent_a_long_outage(caplog) -> None:

@@ -159,6 +159,23 @@ def test_a_series_too_short_to_backtest_is_left_out_not_the_fleet(prefect_harnes
         train_flow(str(db_path), horizon=24 * 6, models=["seasonal_naive"], windows=2, lookback_days=None)
 
 
+def test_interpolated_hours_are_not_scored(prefect_harness, db_path, utilization: pd.DataFrame) -> None:
+    """Every node silent for 10 hours of the backtest window: train interpolates them (a
+    straight line) but stores their forecasts without an actual, so no champion is picked on
+    hours that were never read."""
+    from pipelines.flows.train import train_flow
+
+    end = utilization["ts"].max()
+    silent = (utilization["ts"] > end - pd.Timedelta(hours=20)) & (utilization["ts"] <= end - pd.Timedelta(hours=10))
+    with warehouse.open_warehouse(db_path) as con:
+        _load(con, utilization[~silent])
+    out = train_flow(str(db_path), horizon=24, models=["seasonal_naive"], windows=1, lookback_days=None)
+    with warehouse.open_warehouse(db_path) as con:
+        blank = con.execute("SELECT count(*) FILTER (WHERE y IS NULL), count(DISTINCT unique_id) FROM backtests "
+                            "WHERE run_id = ?", [out["run_id"]]).fetchone()
+    assert blank == (10 * out["series"], out["series"])
+
+
 def test_a_series_one_model_cannot_fit_is_left_out_of_that_model_only(prefect_harness, db_path,
                                                                       utilization: pd.DataFrame) -> None:
     """A pool 60 hours old: long enough for seasonal_naive (48 points), too short for lgbm
