@@ -147,16 +147,30 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
         live = r["forecast"].to_numpy(dtype=float) if "forecast" in r else np.full(len(r), np.nan)
         margin = margin_at(y, live, policy, r_step, len(y))
     need = np.clip(mean, 0, None) + margin
-    target = whole_instances(need, units_per_instance, policy.min_instances)
-    ahead = pd.Series(target[::-1]).rolling(policy.steps("lead", step) + 1, min_periods=1).max().to_numpy()[::-1]
+    own = whole_instances(need, units_per_instance, policy.min_instances)
+    lead = policy.steps("lead", step)
+    ahead = pd.Series(own[::-1]).rolling(lead + 1, min_periods=1).max().to_numpy()[::-1]
     target = stabilized(np.concatenate([[float(capacity)], ahead]), policy.steps("stabilization", step))[1:]
     rows, current = [], float(capacity)
     for i, ts in enumerate(fc["ds"]):
         new = float(target[i])
         action = "scale_up" if new > current + 1e-9 else "scale_down" if new < current - 1e-9 else "hold"
-        reason = (f"forecast {mean[i]:.1f} + {margin:.1f} (the {policy.quantile:.0%} quantile of recent demand above "
-                  f"its prediction) needs {new / units_per_instance:.0f} instance(s); between forecasts the pool "
-                  f"follows demand seen {policy.lead} late, scaling in after {policy.stabilization}")
+        # the step whose need sets this one's capacity: its own, a later one's (raised lead
+        # ahead of it), or none (an earlier level held through the stabilization window)
+        j = next((k for k in range(i, min(i + lead + 1, len(own))) if abs(own[k] - new) < 1e-9), None)
+        size = f"{new / units_per_instance:.0f} instance(s)"
+        if j is None:
+            why = (f"holds {size} until the forecast stays lower for {policy.stabilization} (here {mean[i]:.1f} "
+                   f"+ {margin:.1f} needs {own[i] / units_per_instance:.0f})")
+        elif j == i:
+            why = f"forecast {mean[i]:.1f} + {margin:.1f} needs {size}"
+        else:
+            early = (fc["ds"][j] - ts) / pd.Timedelta(minutes=1)
+            why = (f"the forecast at {pd.Timestamp(fc['ds'][j]):%H:%M}, {mean[j]:.1f} + {margin:.1f}, needs {size}, "
+                   f"raised {early:g} min ahead of it")
+        reason = (f"{why} (margin: the {policy.quantile:.0%} quantile of recent demand above its prediction); "
+                  f"between forecasts the pool follows demand seen {policy.lead} late, scaling in after "
+                  f"{policy.stabilization}")
         rows.append({
             "unique_id": fc["unique_id"][i], "ts": ts, "forecast_mean": float(mean[i]),
             "forecast_upper": float(need[i]), "capacity": current, "target_capacity": new,

@@ -100,3 +100,12 @@ def test_the_schedule_holds_the_forecast_plus_the_learnt_margin_in_whole_instanc
     assert out["target_capacity"].tolist() == [16.0, 40.0, 40.0, 40.0, 16.0, 16.0]
     assert out["action"].tolist()[:2] == ["hold", "scale_up"]
     assert "forecast 40.0 + 0.0" in out["reason"].iloc[2]
+    # each reason's arithmetic is the one that set its row: the scale-up is for the next hour
+    assert out["reason"].iloc[1].startswith("the forecast at 02:00, 40.0 + 0.0, needs 5 instance(s), raised 60 min "
+                                            "ahead of it")
+    assert out["reason"].iloc[0].startswith("forecast 10.0 + 0.0 needs 2 instance(s)")
+    held = prescale_schedule(fc, capacity=16.0, units_per_instance=8.0, recent=recent,
+                             policy=PrescalePolicy(stabilization="2h"))
+    assert held["target_capacity"].tolist()[4] == 40.0
+    assert held["reason"].iloc[4].startswith("holds 5 instance(s) until the forecast stays lower for 2h (here 10.0 "
+                                             "+ 0.0 needs 2)")
