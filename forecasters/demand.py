@@ -105,6 +105,7 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
                 y[(nodes == 0) & ~fill.any(axis=1)] = np.nan
                 have = have + fill.sum(axis=1)
                 filled_total = int(fill.sum())
+            _warn_mass_silence(uid, grid, out.sum(axis=1), expected)
             expected = expected - out.sum(axis=1)
         if filled_total:
             log.warning("demand %s: %d node-hour(s) missing inside their node's span interpolated", uid, filled_total)
@@ -127,6 +128,22 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     out = pd.concat(parts, ignore_index=True)
     out.attrs["filled"] = tuple(invented)  # see regularize
     return out
+
+
+def _warn_mass_silence(uid: str, grid: pd.DatetimeIndex, silent: np.ndarray, expected: np.ndarray) -> None:
+    """Warn when more than ``MIN_REPORTING_SHARE`` of a series' nodes fall silent together for
+    longer than ``MAX_NODE_GAP`` hours and report again after: more likely the monitoring than
+    the fleet. Those hours count only the nodes that reported (silent nodes are taken as off)."""
+    mass = (expected > 0) & (silent > MIN_REPORTING_SHARE * expected)
+    if not mass.any():
+        return
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mass.astype(np.int8), [0]])))
+    runs = list(zip(edges[::2], edges[1::2]))
+    a, b = max(runs, key=lambda r: r[1] - r[0])
+    log.warning("demand %s: %d of %d nodes silent together from %s to %s, all reporting again after (%d such "
+                "stretch(es)): a monitoring outage? Those hours count only the nodes that reported, a drop in "
+                "demand that forecasts and plans will learn", uid, int(silent[a:b].max()), int(expected[a:b].max()),
+                grid[a], grid[b - 1], len(runs))
 
 
 def _latest_anywhere(spans: pd.DataFrame) -> pd.DataFrame:

@@ -28,6 +28,24 @@ def test_a_node_silent_for_some_hours_is_not_counted_as_zero(caplog) -> None:
     assert "5 node-hour(s)" in caplog.text and "2 hour(s) with 50% or fewer" in caplog.text
 
 
+def test_most_nodes_silent_together_and_back_is_said_to_look_like_an_outage(caplog) -> None:
+    """Three of four nodes silent for 10 hours, then back: the monitoring, more likely than the
+    fleet; the hours still count the one node that reported, and the log says so."""
+    hours = pd.date_range("2024-01-01", periods=72, freq="h")
+    rows = [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": 10.0}
+            for k in range(4) for i, h in enumerate(hours) if not (k > 0 and 30 <= i < 40)]
+    with caplog.at_level("WARNING"):
+        out = demand.regularize(demand.sum_nodes(pd.DataFrame(rows))).set_index("ds")["y"]
+    assert (out.loc[hours[30]:hours[39]] == 10).all()
+    assert "3 of 4 nodes silent together from 2024-01-02 06:00:00 to 2024-01-02 15:00:00" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # one node of four off for a while is the fleet, not the monitoring
+        demand.regularize(demand.sum_nodes(pd.DataFrame(
+            [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": 10.0}
+             for k in range(4) for i, h in enumerate(hours) if not (k == 2 and 30 <= i < 40)])))
+    assert "silent together" not in caplog.text
+
+
 def test_hours_most_nodes_have_not_reported_yet_are_dropped() -> None:
     """100 nodes, 60 of them 2 hours late: the last 2 hours are not a drop in demand."""
     hours = pd.date_range("2024-01-01", periods=48, freq="h")
