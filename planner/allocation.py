@@ -1,10 +1,12 @@
 """The "3-5-2" hybrid-cloud split and the cost simulator that re-tunes it.
 
-A split shares every hour's demand between private cloud, public on-demand and edge
-(30/50/20 by default). Private and edge capacity is bought for the month: it is sized
-to the ``provision_quantile`` of its hourly share and idles when demand is low (the
-idle penalty). Public on-demand is elastic: instances follow the hourly load, and it
-also absorbs whatever the fixed locations cannot carry. The simulator prices a split
+A split shares demand between private cloud, public on-demand and edge (30/50/20 by
+default). Private and edge capacity is bought for the month and idles when demand is low
+(the idle penalty). By default (``fill="layered"``) it carries the bottom of the demand
+curve, private first, each sized to carry its share of the month's unit-hours, and public
+on-demand, elastic, carries the rest: the peaks. With ``fill="proportional"`` each
+location takes its share of every hour, the fixed ones sized to the ``provision_quantile``
+of that share, and public also absorbs what they cannot carry. The simulator prices a split
 on an hourly demand path with :mod:`planner.cost`; :func:`tune_split` searches the
 splits within the policy's bounds for the cheapest one.
 """
@@ -53,6 +55,10 @@ class AllocationPolicy:
     bounds: dict[str, tuple[float, float]] = field(default_factory=lambda: {
         "private": (0.30, 0.70), "public": (0.20, 0.80), "edge": (0.05, 0.35)})
     provision_quantile: float = 1.0  # fixed capacity covers this quantile of its hourly share
+    # how the fixed locations take their share: "layered", the bottom of the demand curve
+    # (private first, then edge; public on-demand carries the rest, the peaks), each sized to
+    # carry its share of the month's unit-hours; "proportional", that share of every hour
+    fill: str = "layered"
     # demand scenarios the tuned split must do well on (multipliers of the demand path): with
     # whole machines the cost is a step function of the shares, and the cheapest split for
     # exactly last month's demand is often a rounding accident that next month does not repeat
@@ -68,6 +74,8 @@ class AllocationPolicy:
             raise ValueError(f"step must divide 1 into whole steps (such as 0.05, 0.1, 0.125, 0.25), got {self.step}")
         if not 0 < self.provision_quantile <= 1:
             raise ValueError("provision_quantile must be in (0, 1]")
+        if self.fill not in ("layered", "proportional"):
+            raise ValueError(f"fill must be 'layered' or 'proportional', got {self.fill!r}")
         if set(self.bounds) != set(LOCATIONS):
             raise ValueError(f"bounds must name exactly {LOCATIONS}")
         for loc, (lo, hi) in self.bounds.items():
@@ -84,9 +92,52 @@ class AllocationPolicy:
             raise ValueError("scenarios must be positive demand multipliers")
 
 
+def layer_top(demand: np.ndarray, volume: float) -> float:
+    """The least capacity ``c`` whose bottom layer of ``demand``, ``min(demand, c)``, carries
+    ``volume`` unit-hours (the whole peak when ``volume`` is all of it)."""
+    d = np.sort(np.asarray(demand, dtype=float))
+    if volume <= 0 or d.size == 0:
+        return 0.0
+    if volume >= d.sum() - 1e-9:
+        return float(d[-1])
+    # sum(min(d, c)) = sum of the values below c + c x the count at or above it
+    below = np.concatenate([[0.0], np.cumsum(d)])
+    above = d.size - np.arange(d.size + 1)
+    carried = below[:-1] + d * above[:-1]  # at c = d[k]
+    k = int(np.searchsorted(carried, volume))
+    return float((volume - below[k]) / above[k])
+
+
+def _layered(demand: np.ndarray, split: Split, offers: dict[str, Offer]
+             ) -> tuple[dict[str, tuple[float, np.ndarray]], np.ndarray]:
+    """Private, then edge, on the bottom of the demand curve, each in whole machines sized to
+    carry its share of the unit-hours; a layer with no offer spills to public."""
+    fixed: dict[str, tuple[float, np.ndarray]] = {}
+    spill = np.zeros_like(demand)
+    total, floor, share = float(demand.sum()), 0.0, 0.0
+    for loc in ("private", "edge"):
+        if split.share(loc) == 0:
+            continue
+        share += split.share(loc)
+        top = max(layer_top(demand, share * total), floor)
+        layer = np.clip(demand - floor, 0.0, top - floor)  # the load in [floor, top]
+        offer = offers.get(loc)
+        if offer is None:
+            spill += layer
+            floor = top
+            continue
+        instances = float(np.ceil((top - floor) / offer.units - 1e-9))
+        served = np.clip(demand - floor, 0.0, instances * offer.units)
+        fixed[loc] = (instances, served)
+        floor += instances * offer.units
+    return fixed, spill
+
+
 def _fixed(demand: np.ndarray, split: Split, offers: dict[str, Offer],
            policy: AllocationPolicy) -> tuple[dict[str, tuple[float, np.ndarray]], np.ndarray]:
     """Private and edge: (instances, served units per hour) per location, and the spill."""
+    if policy.fill == "layered":
+        return _layered(demand, split, offers)
     fixed: dict[str, tuple[float, np.ndarray]] = {}
     spill = np.zeros_like(demand)
     for loc in ("private", "edge"):
@@ -122,7 +173,8 @@ def public_load(demand: np.ndarray, split: Split, offers: dict[str, Offer],
                 policy: AllocationPolicy = AllocationPolicy()) -> np.ndarray:
     """Units per hour that run on public on-demand: its share plus what the fixed locations spill."""
     d = _demand(demand)
-    return d * split.public + _fixed(d, split, offers, policy)[1]
+    fixed, _ = _fixed(d, split, offers, policy)
+    return d - sum((served for _, served in fixed.values()), np.zeros_like(d))
 
 
 def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
@@ -140,8 +192,8 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
         c = provisioned_cost(np.full(d.size, instances), served, offers[loc], costs.at(loc))
         out[f"{loc}_cost"] += c["compute"]
         out["idle_penalty"] += c["idle_penalty"]
-    load = d * split.public + spill
-    if load.sum() > 0:
+    load = d - sum((served for _, served in fixed.values()), np.zeros_like(d))  # public: the rest
+    if load.sum() > 1e-9:
         if "public" not in offers:
             raise ValueError("no public offer to carry the public share and the spill-over")
         c = _elastic_cost(load, offers["public"], costs)

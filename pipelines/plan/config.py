@@ -74,6 +74,7 @@ class _Allocation(_Strict):
     default_split: _Split | None = None
     step: Num | None = Field(default=None, gt=0, le=0.5)
     provision_quantile: Num | None = Field(default=None, gt=0, le=1)
+    fill: Literal["layered", "proportional"] | None = None
     scenarios: tuple[Annotated[Num, Field(gt=0, le=1000)], ...] | None = Field(default=None, min_length=1)
     min_savings: Num | None = Field(default=None, ge=0, lt=1)
     bounds: dict[Literal["private", "public", "edge"], tuple[Num, Num]] | None = None

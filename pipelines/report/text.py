@@ -31,8 +31,9 @@ GLOSSARY = (
      "they had not seen them, and are scored on what happened; the champion is the model with the lowest WAPE. "
      "windows: how many (each one horizon long); all_models_wape: every model's WAPE on the same windows, lowest "
      "first: a champion that wins by a hair over few windows could as well be the next one."),
-    ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of every hour's demand run in the "
-     "private cloud, on public on-demand and at the edge; 3-5-2 is the default 30/50/20."),
+    ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of the month's demand (unit-hours) run "
+     "in the private cloud, at the edge and on public on-demand; 3-5-2 is the default 30/50/20. Private and edge "
+     "machines carry the bottom of the demand curve, public the peaks."),
     ("retuned", "retuned, tuned_this_run", ("retuned", "tuned_this_run"), "retuned: the split is not the default "
      "(the tuner moved it); tuned_this_run: this plan run chose the split (the month's first run, or plan "
      "--retune), otherwise this month's earlier choice was kept and only re-priced."),

@@ -96,14 +96,27 @@ def test_offers_convert_gpus_by_tflops_and_never_downgrade() -> None:
 def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     offers = {"private": Offer("private", "p", "r", "own", 4.0, 4.0), "public": Offer("public", "c", "r", "od", 1.0, 3.0)}
     demand = np.array([8.0, 4.0])  # two hours
-    out = P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE)
+    share = P.AllocationPolicy(fill="proportional")
+    out = P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE, share)
     # private: 0.5 x peak 8 = 4 units = 1 instance at 1/unit-hour for 2 hours = 8; public: 4 + 2 units at 3
     assert out["private_cost"] * 2 / 730 == pytest.approx(8.0)
     assert out["public_cost"] * 2 / 730 == pytest.approx(18.0)
     assert out["spill_units"] == 0
     # an edge share with nothing to buy at the edge spills to public
-    spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
+    spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE, share)
     assert spilled["spill_units"] == pytest.approx(0.2 * 12 * 730 / 2)  # unit-hours per month
+    # layered (the default): private carries the bottom of the curve, half the 12 unit-hours:
+    # min(d, 3) = 3 + 3, so one 4-unit machine (8 unit-hours, 8); public only the peak's 4 units: 12
+    out = P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE)
+    assert out["private_cost"] * 2 / 730 == pytest.approx(8.0)
+    assert out["public_cost"] * 2 / 730 == pytest.approx(12.0)
+    assert P.allocation.layer_top(demand, 6.0) == pytest.approx(3.0)
+    assert P.allocation.layer_top(demand, 12.0) == 8.0 and P.allocation.layer_top(demand, 0.0) == 0.0
+    # the edge layer has nothing to buy: its unit-hours spill to public. The layers stack to
+    # their cumulative share: 70% is min(d, 4.4), and private's whole machine already carries
+    # min(d, 4), so the edge layer is 0.4 unit-hours (hour one)
+    spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
+    assert spilled["spill_units"] == pytest.approx(0.4 * 730 / 2)
 
 
 def test_tuner_follows_the_prices() -> None:
@@ -210,7 +223,8 @@ def test_make_plan_uses_future_hours_and_reserves_for_the_spill() -> None:
     split = P.Split(tuned["private"], tuned["public"], tuned["edge"])
     offers = P.select_offers(catalog(), "gpu", "h100")
     load = P.allocation.public_load(np.r_[y, np.full(4, 40.0)], split, offers)
-    assert load.sum() >= (np.r_[y, np.full(4, 40.0)] * split.public).sum() - 1e-9
+    path = np.r_[y, np.full(4, 40.0)]
+    assert load[np.argmin(path)] == 0 and load[np.argmax(path)] > 0  # public carries the peaks, not the base
     assert P.make_plan(history, forecast, capacity.iloc[0:0], catalog())["allocation"].empty
     assert (plan["allocation"]["current_fleet_cost"] > 0).all()  # the running fleet, for reference
 
