@@ -418,7 +418,9 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
             text += (", the same as the running fleet" if round(below) == 0
                      else f", {_usd(below)}/month below the running fleet")
     oos = None if tuned is None else tuned.get("out_of_sample_savings")
-    if oos is not None and np.isfinite(oos):
+    # (re-tuning that neither saved nor cost anything, in or out of sample, is not worth a clause)
+    if (oos is not None and np.isfinite(oos)
+            and (round(oos) != 0 or round(float(tuned.get("in_sample_savings", 0.0))) != 0)):
         days = float(tuned["backtest_hours"]) / 24
         ins = float(tuned["in_sample_savings"])
         # the backtest tunes its own split on older demand: name it, and the default it is priced against

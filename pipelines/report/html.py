@@ -370,7 +370,8 @@ def summary_lines(data: ReportData) -> list[str]:
                            if current.sum() < total else "") + "."
                if len(current) and current.notna().all() and "headline" not in alloc.columns else "")
         against = ("" if compared.empty else
-                   f", {money(abs(saved))} {direction} than the default split"
+                   (", the same as the default split" if round(saved) == 0 else
+                    f", {money(abs(saved))} {direction} than the default split")
                    + ("" if len(compared) == len(tuned) else
                       f" for the {len(compared)} of them whose default can be bought as it reads"))
         lines.append(f"Split private/public/edge: {who}; {money(total)} per month on the demand path (the "

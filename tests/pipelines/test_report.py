@@ -360,6 +360,11 @@ def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
     alloc["reason"] = ["cannot be bought as it reads: its edge share has no offer that fits the pool", ""]
     line = summary_lines(dataclasses.replace(data, recommendations={"allocation": alloc}))[0]
     assert "forecast after it)." in line and "than the default" not in line
+    # a split that costs what the default does says so, not "$0 less"
+    alloc["reason"] = ""
+    alloc["monthly_cost"] = [7000.0, 7000.0]
+    line = summary_lines(dataclasses.replace(data, recommendations={"allocation": alloc}))[0]
+    assert "forecast after it), the same as the default split." in line
 
 
 def test_the_summary_speaks_of_the_recommended_plan_only() -> None:

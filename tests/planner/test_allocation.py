@@ -72,6 +72,10 @@ def test_a_tie_with_the_running_fleet_gives_no_reason_for_a_zero_difference() ->
     assert out.set_index("plan").loc["running_fleet", "headline"].endswith(
         "; out of sample, re-tuning saved $20/month: the split 45%/55%/0% tuned on 14 days, against the default "
         "30%/50%/20% (which cannot be bought as it reads) on the 14 days after them (in sample it saved $70)")
+    # re-tuning that saved nothing either way is not worth a clause
+    nil = {**oos, "in_sample_savings": 0.2, "out_of_sample_savings": -0.3}
+    out = P.allocation.recommend(alloc.assign(**{k: [np.nan, v, np.nan] for k, v in nil.items()}), wide, offers)
+    assert "out of sample" not in out.set_index("plan").loc["running_fleet", "headline"]
 
 
 def test_out_of_sample_savings_price_the_earlier_months_split_on_the_last() -> None:
