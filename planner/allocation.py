@@ -177,13 +177,18 @@ def public_load(demand: np.ndarray, split: Split, offers: dict[str, Offer],
     return d - sum((served for _, served in fixed.values()), np.zeros_like(d))
 
 
+CARRIED = ("carried_private", "carried_public", "carried_edge")  # shares of the unit-hours served
+
+
 def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: CostPolicy,
              policy: AllocationPolicy = AllocationPolicy()) -> dict[str, float]:
     """Cost of serving the hourly ``demand`` path with ``split``, by location, per month.
 
     Returns ``private_cost, public_cost, edge_cost`` (compute incl. surcharges),
     ``idle_penalty``, ``monthly_cost`` (all scaled to ``costs.hours_per_month``) and
-    ``spill_units`` (unit-hours per month the fixed locations could not carry).
+    ``spill_units`` (unit-hours per month the fixed locations could not carry), and
+    ``carried_private``, ``carried_public``, ``carried_edge``: the share of the unit-hours
+    each really serves (whole machines carry more, or less, than the split's shares).
     """
     d = _demand(demand)
     out = {"private_cost": 0.0, "public_cost": 0.0, "edge_cost": 0.0, "idle_penalty": 0.0}
@@ -204,6 +209,11 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
     result = {k: v * scale for k, v in out.items()}
     result["monthly_cost"] = total * scale
     result["spill_units"] = float(spill.sum()) * scale
+    # the unit-hours each location really carries: whole machines move them off the shares
+    volume = float(d.sum())
+    for loc in ("private", "edge"):
+        result[f"carried_{loc}"] = float(fixed[loc][1].sum()) / volume if loc in fixed and volume > 0 else 0.0
+    result["carried_public"] = float(load.sum()) / volume if volume > 0 else 0.0
     return result
 
 
@@ -362,7 +372,7 @@ def price_plans(demand: np.ndarray, plans: dict[str, Split], offers: dict[str, O
         sim = simulate(demand, split, offers, costs, policy)
         rows.append({"plan": plan, "private": split.private, "public": split.public, "edge": split.edge,
                      **{k: sim[k] for k in ("monthly_cost", "private_cost", "public_cost", "edge_cost",
-                                            "idle_penalty", "spill_units")}})
+                                            "idle_penalty", "spill_units", *CARRIED)}})
     out = pd.DataFrame(rows)
     ref = out.loc[out["plan"] == "default_3_5_2", "monthly_cost"]
     base = float(ref.iloc[0]) if not ref.empty else float(out["monthly_cost"].iloc[0])
@@ -396,6 +406,18 @@ def _shares(row: dict) -> str:
     return f"{float(row['private']):.0%}/{float(row['public']):.0%}/{float(row['edge']):.0%}"
 
 
+def _carried_note(row: dict) -> str:
+    """Where whole machines move a split's unit-hours off its shares by more than 5 points,
+    what each location really carries."""
+    carried = {loc: row.get(f"carried_{loc}") for loc in LOCATIONS}
+    if any(v is None or not np.isfinite(float(v)) for v in carried.values()):
+        return ""
+    if max(abs(float(carried[loc]) - float(row[loc])) for loc in LOCATIONS) <= 0.05:
+        return ""
+    return (" (in whole machines private carries {:.0%}, public {:.0%}, edge {:.0%} of the unit-hours)"
+            .format(*(float(carried[loc]) for loc in LOCATIONS)))
+
+
 def headline(best: dict, rows: list[dict], why: str) -> str:
     """One pool's allocation in a sentence: the recommended plan, the others against it (a split
     dearer than the running fleet says why first), and what re-tuning saved out of sample."""
@@ -412,7 +434,7 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
         name = f"the split {_shares(best)}"
         if best["plan"] == "default_3_5_2":  # the config's default may be another split than 3-5-2
             name = "the default 3-5-2 split" if _shares(best) == "30%/50%/20%" else f"the default split {_shares(best)}"
-        text = f"{name}, {_usd(best['monthly_cost'])}/month"
+        text = f"{name}, {_usd(best['monthly_cost'])}/month{_carried_note(best)}"
         below = float(fleet["monthly_cost"]) - float(best["monthly_cost"]) if fleet is not None else 0.0
         if fleet is not None:
             text += (", the same as the running fleet" if round(below) == 0

@@ -42,7 +42,8 @@ RESERVATION_TABLE_COLUMNS = ["unique_id", "resource", "term", "instance_type", "
                              "coverage_quantile", "location"]
 PRESCALE_COLUMNS = ["ts", "unique_id", "resource", "action", "instances_delta", "units_per_instance", "capacity",
                     "target_capacity", "forecast_mean", "forecast_upper", "reason"]
-ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "monthly_cost", *COST_PARTS,
+ALLOCATION_COLUMNS = ["unique_id", "resource", "plan", "private", "public", "edge", "carried_private",
+                      "carried_public", "carried_edge", "monthly_cost", *COST_PARTS,
                       "savings_vs_default", "expected_savings", "out_of_sample_savings", "in_sample_savings",
                       "backtest_split", "current_fleet_cost", "recommended", "reason", "retuned", "tuned_this_run",
                       "offers"]

@@ -34,6 +34,9 @@ GLOSSARY = (
     ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of the month's demand (unit-hours) run "
      "in the private cloud, at the edge and on public on-demand; 3-5-2 is the default 30/50/20. Private and edge "
      "machines carry the bottom of the demand curve, public the peaks."),
+    ("carried", "carried_private, carried_public, carried_edge", ("carried_private", "carried_public",
+     "carried_edge"), "the share of the demand's unit-hours each location really serves: machines come whole, so "
+     "one private machine bigger than its share's layer carries more than the share, and public less."),
     ("retuned", "retuned, tuned_this_run", ("retuned", "tuned_this_run"), "retuned: the split is not the default "
      "(the tuner moved it); tuned_this_run: this plan run chose the split (the month's first run, or plan "
      "--retune), otherwise this month's earlier choice was kept and only re-priced."),

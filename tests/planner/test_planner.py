@@ -110,6 +110,11 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     out = P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE)
     assert out["private_cost"] * 2 / 730 == pytest.approx(8.0)
     assert out["public_cost"] * 2 / 730 == pytest.approx(12.0)
+    # what each location really carries: the whole machine takes 8 of the 12 unit-hours, not 6
+    assert (out["carried_private"], out["carried_public"], out["carried_edge"]) == pytest.approx((8 / 12, 4 / 12, 0))
+    assert P.allocation._carried_note({"private": 0.5, "public": 0.5, "edge": 0.0, **{
+        k: out[k] for k in P.allocation.CARRIED}}) == (
+        " (in whole machines private carries 67%, public 33%, edge 0% of the unit-hours)")
     assert P.allocation.layer_top(demand, 6.0) == pytest.approx(3.0)
     assert P.allocation.layer_top(demand, 12.0) == 8.0 and P.allocation.layer_top(demand, 0.0) == 0.0
     # the edge layer has nothing to buy: its unit-hours spill to public. The layers stack to
