@@ -171,7 +171,7 @@ def _demand(demand: np.ndarray) -> np.ndarray:
 
 def public_load(demand: np.ndarray, split: Split, offers: dict[str, Offer],
                 policy: AllocationPolicy = AllocationPolicy()) -> np.ndarray:
-    """Units per hour that run on public on-demand: its share plus what the fixed locations spill."""
+    """Units per hour that run on public on-demand: what the fixed locations' machines leave."""
     d = _demand(demand)
     fixed, _ = _fixed(d, split, offers, policy)
     return d - sum((served for _, served in fixed.values()), np.zeros_like(d))

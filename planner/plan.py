@@ -294,8 +294,8 @@ def make_plan(
                 alloc.loc[alloc["plan"] == "tuned", k] = v
             alloc = recommend(alloc, policy.allocation, offers)
             out["allocation"].append(alloc)
-            # reservations and spot cover what the recommended plan runs on public: a split's share
-            # plus what private and edge spill, or what exceeds the running fleet
+            # reservations and spot cover what the recommended plan runs on public: what a split's
+            # private and edge machines leave, or what exceeds the running fleet
             best = alloc.loc[alloc["recommended"]].iloc[0]
             if best["plan"] == RUNNING_FLEET:
                 load = fleet_spill(path, float(row.capacity), offers)
