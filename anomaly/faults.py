@@ -203,8 +203,9 @@ class FaultPredictor(BaseEstimator):
                         "learn from): the predictor will not alert until it has seen more failures", m["events"])
         elif self.threshold_rule_ == "no_skill":
             log.warning("fault alerts: on out-of-fold scores, no threshold that catches a failure is right more "
-                        "often than alerts at random times would be by luck (chance precision %.2f; %d failures to "
-                        "learn from): the predictor will not alert until it has seen more failures", m["chance_precision"], m["events"])
+                        "often than alerts at random times would be by luck (chance precision %.2f, %d failures): "
+                        "the telemetry does not tell the failing devices apart yet, so the predictor will not "
+                        "alert", m["chance_precision"], m["events"])
         elif self.threshold_rule_ == "max_f1_fallback":
             log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
                         "to learn from); alerting at the best-F1 one (precision %.2f, recall %.2f), as warnings",

@@ -98,35 +98,34 @@ def layer_top(demand: np.ndarray, volume: float) -> float:
     d = np.sort(np.asarray(demand, dtype=float))
     if volume <= 0 or d.size == 0:
         return 0.0
-    if volume >= d.sum() - 1e-9:
-        return float(d[-1])
     # sum(min(d, c)) = sum of the values below c + c x the count at or above it
     below = np.concatenate([[0.0], np.cumsum(d)])
     above = d.size - np.arange(d.size + 1)
     carried = below[:-1] + d * above[:-1]  # at c = d[k]
     k = int(np.searchsorted(carried, volume))
+    if k >= d.size:  # all of it (the sums can differ in the last bits): the peak
+        return float(d[-1])
     return float((volume - below[k]) / above[k])
 
 
 def _layered(demand: np.ndarray, split: Split, offers: dict[str, Offer]
              ) -> tuple[dict[str, tuple[float, np.ndarray]], np.ndarray]:
     """Private, then edge, on the bottom of the demand curve, each in whole machines sized to
-    carry its share of the unit-hours; a layer with no offer spills to public."""
+    carry its share of the unit-hours. A location with no offer buys nothing: its share goes
+    to public (``spill``, that share of every hour), and the other layer sits at the bottom."""
     fixed: dict[str, tuple[float, np.ndarray]] = {}
     spill = np.zeros_like(demand)
     total, floor, share = float(demand.sum()), 0.0, 0.0
     for loc in ("private", "edge"):
         if split.share(loc) == 0:
             continue
-        share += split.share(loc)
-        top = max(layer_top(demand, share * total), floor)
-        layer = np.clip(demand - floor, 0.0, top - floor)  # the load in [floor, top]
         offer = offers.get(loc)
         if offer is None:
-            spill += layer
-            floor = top
+            spill += demand * split.share(loc)
             continue
-        instances = float(np.ceil((top - floor) / offer.units - 1e-9))
+        share += split.share(loc)
+        top = max(layer_top(demand, share * total), floor)
+        instances = max(float(np.ceil((top - floor) / offer.units - 1e-9)), 0.0)
         served = np.clip(demand - floor, 0.0, instances * offer.units)
         fixed[loc] = (instances, served)
         floor += instances * offer.units
@@ -410,11 +409,11 @@ def _carried_note(row: dict) -> str:
     """Where whole machines move a split's unit-hours off its shares by more than 5 points,
     what each location really carries."""
     carried = {loc: row.get(f"carried_{loc}") for loc in LOCATIONS}
-    if any(v is None or not np.isfinite(float(v)) for v in carried.values()):
-        return ""
+    if any(v is None or not np.isfinite(float(v)) for v in carried.values()) or sum(carried.values()) <= 0:
+        return ""  # (no demand: nothing is carried anywhere)
     if max(abs(float(carried[loc]) - float(row[loc])) for loc in LOCATIONS) <= 0.05:
         return ""
-    return (" (in whole machines private carries {:.0%}, public {:.0%}, edge {:.0%} of the unit-hours)"
+    return (" (as bought, private carries {:.0%}, public {:.0%}, edge {:.0%} of the unit-hours)"
             .format(*(float(carried[loc]) for loc in LOCATIONS)))
 
 

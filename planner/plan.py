@@ -266,6 +266,7 @@ def make_plan(
             # tuned_this_run: this run searched the splits (the month's first run, or --retune);
             # False: this month's earlier choice is kept and only re-priced.
             alloc["tuned_this_run"] = kept is None
+            alloc["fill"] = policy.allocation.fill  # how the split's machines take their share
             # retuned: the row's split is not the default (the tuner moved it, now or earlier this
             # month); the default row, and a tuned row that kept the default, are not re-tuned
             alloc["retuned"] = [not _same_split(r, policy.default_split) for r in alloc.to_dict("records")]

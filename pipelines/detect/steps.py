@@ -320,8 +320,8 @@ def fault_threshold_note(model: FaultPredictor | None, policy: FaultPolicy) -> s
     m = getattr(model, "oof_metrics_", {})
     if rule == "no_skill":
         return (f"not alerting: out of fold, no threshold that catches a failure is right more often than alerts "
-                f"at random times would be by luck (chance precision {m.get('chance_precision', float('nan')):.2f}); "
-                f"too few failures to learn from")
+                f"at random times would be by luck (chance precision {m.get('chance_precision', float('nan')):.2f}): "
+                f"the telemetry does not tell the failing devices apart yet")
     return (f"target precision {policy.target_precision} not reached out of fold; alerting at the best-F1 "
             f"threshold (out-of-fold precision {m.get('precision', float('nan')):.2f}, recall "
             f"{m.get('recall', float('nan')):.2f}) as warnings")

@@ -32,11 +32,11 @@ def policy_task(config_path: str | None) -> PlanPolicy:
 
 @task(cache_policy=NO_CACHE)
 def load_task(db_path: str, lookback_days: int, lock_timeout_s: float,
-              calibration: str) -> tuple[planning.PlanInputs, dict]:
-    """The planner's inputs and this month's tuned splits."""
+              calibration: str, fill: str = "layered") -> tuple[planning.PlanInputs, dict]:
+    """The planner's inputs and this month's tuned splits (those tuned under ``fill``)."""
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=lock_timeout_s) as con:
         inputs = planning.load_inputs(con, lookback_days, calibration)
-        return inputs, planning.kept_splits(con, inputs)
+        return inputs, planning.kept_splits(con, inputs, fill)
 
 
 @task(cache_policy=NO_CACHE)
@@ -69,7 +69,8 @@ def plan_flow(db_path: str | None = None, lookback_days: int = 28, retune: bool 
     settings = Settings.from_env()
     db_path = db_path or str(settings.db_path)  # a deployment names no path: HEADROOM_DB
     policy = policy_task(config_path or (str(settings.plan_config) if settings.plan_config else None))
-    inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s, policy.prescale.calibration)
+    inputs, splits = load_task(db_path, lookback_days, settings.lock_timeout_s, policy.prescale.calibration,
+                               policy.allocation.fill)
     if inputs.data_cutoff is None:
         raise ValueError(f"no utilization in {db_path}: ingest some before planning")
     plan = plan_task(inputs, splits, retune, policy)

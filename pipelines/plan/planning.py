@@ -111,22 +111,30 @@ def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:
     return market_stats(spot, lookback, on_demand=inputs.catalog, end=inputs.data_cutoff)
 
 
-def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs) -> dict[str, Split]:
+def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs, fill: str = "layered") -> dict[str, Split]:
     """Splits already tuned this month, per series: re-tuning is monthly. A series whose
     newest tuning is this very run's (a re-run, or a plain run after ``plan --retune`` on the
     same data) is left out: the run tunes it again, to the same split, so re-running any
-    plan leaves the same rows and a retune is not undone by an earlier run's split."""
+    plan leaves the same rows and a retune is not undone by an earlier run's split. So is one
+    tuned under another ``fill`` rule (rows without one were proportional): a split means
+    other machines under each."""
     if inputs.data_cutoff is None:
         return {}
     rows = warehouse.query(con, TUNED_SPLITS_SQL, [f"{inputs.data_cutoff:%Y-%m}"])
     newest: dict[str, tuple[str, Split]] = {}
+    fills: dict[str, str] = {}
     for run_id, key, payload in zip(rows["run_id"], rows["key"], rows["payload"]):
         p = json.loads(payload)
         # the run that tuned it, not one that kept an earlier split (runs written before
         # tuned_this_run existed said so with retuned)
         if p.get("tuned_this_run", p.get("retuned")):
             newest[key.rsplit("/", 1)[0]] = (run_id, Split(p["private"], p["public"], p["edge"]))
-    return {uid: split for uid, (run_id, split) in newest.items() if run_id != inputs.run_id}
+            fills[key.rsplit("/", 1)[0]] = p.get("fill", "proportional")
+    other = sorted(uid for uid in newest if fills[uid] != fill)
+    if other:
+        log.warning("this month's split of %s was tuned under fill = %r, not %r: re-tuned", ", ".join(other),
+                    fills[other[0]], fill)
+    return {uid: split for uid, (run_id, split) in newest.items() if run_id != inputs.run_id and uid not in other}
 
 
 def _clean(value: object) -> object:

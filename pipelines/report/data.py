@@ -29,10 +29,11 @@ PROVENANCE = ("run_id", "kind", "key", "model_id", "model_note", "generated_at",
 CURRENCY = "USD"  # the catalog's prices, as the planner reads them
 UNITS = {"gpu": "GPU", "cpu": "vCPU", "mem": "GiB"}  # demand units per resource
 # why a kind of recommendation has no model: it prices history, not a forecast
-NO_MODEL = {"allocation": "priced on the demand history of the lookback, not a forecast",
-            "reservation": "priced on the demand history of the lookback, not a forecast",
-            "spot": "priced on the spot prices of price_lookback and the demand history of the lookback, not a "
-                    "forecast",
+NO_MODEL = {"allocation": "priced on the demand path: the lookback's history and the champions' forecast mean "
+                          "after it, no model of its own",
+            "reservation": "priced on the demand path: the lookback's history and the champions' forecast mean "
+                           "after it, no model of its own",
+            "spot": "priced on the spot prices of price_lookback and the demand path, no model of its own",
             "prescale": "no champion forecast for this series: the schedule follows recent demand"}
 # AWS Cost Explorer's names for the reservation figures
 RESERVATION_NAMES = {"monthly_savings": "estimated_monthly_savings", "savings_pct": "estimated_savings_pct"}

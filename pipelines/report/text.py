@@ -33,7 +33,8 @@ GLOSSARY = (
      "first: a champion that wins by a hair over few windows could as well be the next one."),
     ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of the month's demand (unit-hours) run "
      "in the private cloud, at the edge and on public on-demand; 3-5-2 is the default 30/50/20. Private and edge "
-     "machines carry the bottom of the demand curve, public the peaks."),
+     "machines carry the bottom of the demand curve, public the peaks (with fill = proportional, each location "
+     "takes its share of every hour)."),
     ("carried", "carried_private, carried_public, carried_edge", ("carried_private", "carried_public",
      "carried_edge"), "the share of the demand's unit-hours each location really serves: machines come whole, so "
      "one private machine bigger than its share's layer carries more than the share, and public less."),
@@ -46,8 +47,9 @@ GLOSSARY = (
      "rests on). Higher is better; below 0 it costs more than the default."),
     ("idle", "idle penalty", ("idle_penalty",), "the charge for capacity bought but not used, per idle unit-hour "
      "as a share of its price (power, cooling, what it could have run). Lower is better."),
-    ("spill", "spill_units", ("spill_units",), "unit-hours per month the private and edge capacity could not "
-     "carry, run on public on-demand instead."),
+    ("spill", "spill_units", ("spill_units",), "unit-hours per month run on public on-demand instead of their "
+     "location: a share whose location has no offer (and, with fill = proportional, what private and edge "
+     "capacity could not carry)."),
     ("fleet", "current_fleet_cost", ("current_fleet_cost",), "the same demand on the capacity running now, "
      "priced as the pool's private machines (any excess on public on-demand): what to compare a bill with."),
     ("reserve", "coverage_quantile, expected_utilization, break_even", ("coverage_quantile", "expected_utilization",

@@ -117,9 +117,12 @@ def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
         con.execute("INSERT INTO recommendations VALUES (?, 'allocation', ?, ?, NULL, ?, ?)",
                     [run_id, key, json.dumps(payload), cutoff - pd.Timedelta(days=1), cutoff - pd.Timedelta(days=1)])
     empty = pd.DataFrame()
-    kept = kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff))
+    # rows without a fill rule were tuned under the proportional one
+    kept = kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff), "proportional")
     assert {uid: (s.private, s.public, s.edge) for uid, s in kept.items()} == {
         "a/p/gpu": (0.3, 0.5, 0.2), "b/p/gpu": (0.5, 0.5, 0.0)}
+    # a split means other machines under another rule: the month's split is tuned again
+    assert kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff), "layered") == {}
 
 
 def test_capacity_counts_every_node_at_its_last_reading(con) -> None:

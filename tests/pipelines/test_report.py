@@ -148,7 +148,7 @@ def test_report_on_full_warehouse(prefect_harness, full_db: Path, tmp_path: Path
         assert rows[["run_id", "model_id", "generated_at", "data_cutoff", "currency", "unit"]].notna().all().all()
         assert rows["generated_at"].str.endswith("+00:00").all() and (rows["currency"] == "USD").all()
         none = rows["model_id"] == "none"
-        assert rows.loc[none, "model_note"].astype(str).str.contains("not a forecast|no champion forecast").all()
+        assert rows.loc[none, "model_note"].astype(str).str.contains("no model of its own|no champion forecast").all()
     assert set(alloc["run_id"]) == {"plan-1"}  # the latest plan run only
     assert {"resource", "plan", "private", "monthly_cost", "idle_penalty"} <= set(alloc.columns)
     pre = pd.read_parquet(out_dir / "recommendations_prescale.parquet")

@@ -114,14 +114,27 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     assert (out["carried_private"], out["carried_public"], out["carried_edge"]) == pytest.approx((8 / 12, 4 / 12, 0))
     assert P.allocation._carried_note({"private": 0.5, "public": 0.5, "edge": 0.0, **{
         k: out[k] for k in P.allocation.CARRIED}}) == (
-        " (in whole machines private carries 67%, public 33%, edge 0% of the unit-hours)")
+        " (as bought, private carries 67%, public 33%, edge 0% of the unit-hours)")
     assert P.allocation.layer_top(demand, 6.0) == pytest.approx(3.0)
     assert P.allocation.layer_top(demand, 12.0) == 8.0 and P.allocation.layer_top(demand, 0.0) == 0.0
-    # the edge layer has nothing to buy: its unit-hours spill to public. The layers stack to
-    # their cumulative share: 70% is min(d, 4.4), and private's whole machine already carries
-    # min(d, 4), so the edge layer is 0.4 unit-hours (hour one)
+    # the edge share has nothing to buy: it goes to public (20% of the 12 unit-hours), priced as
+    # the same split with that share on public; private's machine stays at the bottom
     spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
-    assert spilled["spill_units"] == pytest.approx(0.4 * 730 / 2)
+    assert spilled["spill_units"] == pytest.approx(0.2 * 12 * 730 / 2)
+    assert spilled["monthly_cost"] == pytest.approx(P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE)[
+        "monthly_cost"])
+    # nor does a missing private offer lift the edge layer off the bottom: 3-5-2 there prices as 0-8-2
+    edge_only = {"public": offers["public"], "edge": Offer("edge", "e", "r", "box", 1.0, 1.5)}
+    bumpy = np.array([1.0, 1.0, 1.0, 1.0, 10.0])
+    assert P.simulate(bumpy, P.DEFAULT_SPLIT, edge_only, FREE)["monthly_cost"] == pytest.approx(
+        P.simulate(bumpy, P.Split(0.0, 0.8, 0.2), edge_only, FREE)["monthly_cost"])
+    # a layer of all the demand is the peak, even where the sums differ in the last bits
+    big = np.random.default_rng(4).uniform(2000, 10000, 1344).round(3) * 0.85
+    assert P.allocation.layer_top(big, float(np.sort(big).sum())) == big.max()
+    assert np.isfinite(P.simulate(big, P.Split(1.0, 0.0, 0.0), offers, FREE)["monthly_cost"])
+    # no demand: nothing carried, and no note about it
+    assert P.allocation._carried_note({"private": 0.3, "public": 0.5, "edge": 0.2, **{
+        k: 0.0 for k in P.allocation.CARRIED}}) == ""
 
 
 def test_tuner_follows_the_prices() -> None:
