@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from planner.cost import LOCATIONS, CostPolicy, Offer, provisioned_cost
+from planner.layers import layered
 
 
 @dataclass(frozen=True)
@@ -92,51 +93,11 @@ class AllocationPolicy:
             raise ValueError("scenarios must be positive demand multipliers")
 
 
-def layer_top(demand: np.ndarray, volume: float) -> float:
-    """The least capacity ``c`` whose bottom layer of ``demand``, ``min(demand, c)``, carries
-    ``volume`` unit-hours (the whole peak when ``volume`` is all of it)."""
-    d = np.sort(np.asarray(demand, dtype=float))
-    if volume <= 0 or d.size == 0:
-        return 0.0
-    # sum(min(d, c)) = sum of the values below c + c x the count at or above it
-    below = np.concatenate([[0.0], np.cumsum(d)])
-    above = d.size - np.arange(d.size + 1)
-    carried = below[:-1] + d * above[:-1]  # at c = d[k]
-    k = int(np.searchsorted(carried, volume))
-    if k >= d.size:  # all of it (the sums can differ in the last bits): the peak
-        return float(d[-1])
-    return float((volume - below[k]) / above[k])
-
-
-def _layered(demand: np.ndarray, split: Split, offers: dict[str, Offer]
-             ) -> tuple[dict[str, tuple[float, np.ndarray]], np.ndarray]:
-    """Private, then edge, on the bottom of the demand curve, each in whole machines sized to
-    carry its share of the unit-hours. A location with no offer buys nothing: its share goes
-    to public (``spill``, that share of every hour), and the other layer sits at the bottom."""
-    fixed: dict[str, tuple[float, np.ndarray]] = {}
-    spill = np.zeros_like(demand)
-    total, floor, share = float(demand.sum()), 0.0, 0.0
-    for loc in ("private", "edge"):
-        if split.share(loc) == 0:
-            continue
-        offer = offers.get(loc)
-        if offer is None:
-            spill += demand * split.share(loc)
-            continue
-        share += split.share(loc)
-        top = max(layer_top(demand, share * total), floor)
-        instances = max(float(np.ceil((top - floor) / offer.units - 1e-9)), 0.0)
-        served = np.clip(demand - floor, 0.0, instances * offer.units)
-        fixed[loc] = (instances, served)
-        floor += instances * offer.units
-    return fixed, spill
-
-
 def _fixed(demand: np.ndarray, split: Split, offers: dict[str, Offer],
            policy: AllocationPolicy) -> tuple[dict[str, tuple[float, np.ndarray]], np.ndarray]:
     """Private and edge: (instances, served units per hour) per location, and the spill."""
     if policy.fill == "layered":
-        return _layered(demand, split, offers)
+        return layered(demand, {loc: split.share(loc) for loc in ("private", "edge")}, offers)
     fixed: dict[str, tuple[float, np.ndarray]] = {}
     spill = np.zeros_like(demand)
     for loc in ("private", "edge"):

@@ -115,8 +115,8 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     assert P.allocation._carried_note({"private": 0.5, "public": 0.5, "edge": 0.0, **{
         k: out[k] for k in P.allocation.CARRIED}}) == (
         " (as bought, private carries 67%, public 33%, edge 0% of the unit-hours)")
-    assert P.allocation.layer_top(demand, 6.0) == pytest.approx(3.0)
-    assert P.allocation.layer_top(demand, 12.0) == 8.0 and P.allocation.layer_top(demand, 0.0) == 0.0
+    assert P.layers.layer_top(demand, 6.0) == pytest.approx(3.0)
+    assert P.layers.layer_top(demand, 12.0) == 8.0 and P.layers.layer_top(demand, 0.0) == 0.0
     # the edge share has nothing to buy: it goes to public (20% of the 12 unit-hours), priced as
     # the same split with that share on public; private's machine stays at the bottom
     spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
@@ -130,7 +130,7 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
         P.simulate(bumpy, P.Split(0.0, 0.8, 0.2), edge_only, FREE)["monthly_cost"])
     # a layer of all the demand is the peak, even where the sums differ in the last bits
     big = np.random.default_rng(4).uniform(2000, 10000, 1344).round(3) * 0.85
-    assert P.allocation.layer_top(big, float(np.sort(big).sum())) == big.max()
+    assert P.layers.layer_top(big, float(np.sort(big).sum())) == big.max()
     assert np.isfinite(P.simulate(big, P.Split(1.0, 0.0, 0.0), offers, FREE)["monthly_cost"])
     # no demand: nothing carried, and no note about it
     assert P.allocation._carried_note({"private": 0.3, "public": 0.5, "edge": 0.2, **{
