@@ -133,8 +133,12 @@ def public_load(demand: np.ndarray, split: Split, offers: dict[str, Offer],
                 policy: AllocationPolicy = AllocationPolicy()) -> np.ndarray:
     """Units per hour that run on public on-demand: what the fixed locations' machines leave."""
     d = _demand(demand)
-    fixed, _ = _fixed(d, split, offers, policy)
-    return d - sum((served for _, served in fixed.values()), np.zeros_like(d))
+    return _public(d, _fixed(d, split, offers, policy)[0])
+
+
+def _public(demand: np.ndarray, fixed: dict[str, tuple[float, np.ndarray]]) -> np.ndarray:
+    """What public on-demand carries: the demand the fixed locations' machines do not serve."""
+    return demand - sum((served for _, served in fixed.values()), np.zeros_like(demand))
 
 
 CARRIED = ("carried_private", "carried_public", "carried_edge")  # shares of the unit-hours served
@@ -157,7 +161,7 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
         c = provisioned_cost(np.full(d.size, instances), served, offers[loc], costs.at(loc))
         out[f"{loc}_cost"] += c["compute"]
         out["idle_penalty"] += c["idle_penalty"]
-    load = d - sum((served for _, served in fixed.values()), np.zeros_like(d))  # public: the rest
+    load = _public(d, fixed)
     if load.sum() > 1e-9:
         if "public" not in offers:
             raise ValueError("no public offer to carry the public share and the spill-over")
@@ -408,7 +412,7 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
         # the backtest tunes its own split on older demand: name it, and the default it is priced against
         split = "/".join(f"{10 * float(x):g}%" for x in str(tuned["backtest_split"]).split("-"))
         base = by.get("default_3_5_2", {})
-        unbuyable = str(base.get("reason", "")).startswith("cannot be bought")
+        unbuyable = not base.get("buyable", True)
         text += (f"; out of sample, re-tuning {'saved' if round(oos) >= 0 else 'cost'} {_usd(oos)}/month: the split "
                  f"{split} tuned on {days:.0f} days, against the default "
                  f"{_shares(base) if base else 'split'}{' (which cannot be bought as it reads)' if unbuyable else ''} "
@@ -454,6 +458,7 @@ def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, O
             tail = f": {why}" if chosen["plan"] == RUNNING_FLEET else ""
             reasons.append(f"costs {_usd(more)}/month more than the {name}{tail}")
     out["reason"] = reasons
+    out["buyable"] = [not m for m in missing]  # every share has an offer that fits the pool
     out["headline"] = [headline(chosen.to_dict(), out.to_dict("records"), why) if i == best else ""
                        for i in out.index]
     return out

@@ -353,8 +353,7 @@ def summary_lines(data: ReportData) -> list[str]:
                      & np.array([_pool_of(r) in mine for r in alloc.to_dict("records")], dtype=bool)]
     if not tuned.empty:
         # a default that cannot be bought as it reads (a share with no offer) is no yardstick
-        buyable = ~base.get("reason", pd.Series("", index=base.index)).fillna("").astype(str).str.startswith(
-            "cannot be bought")
+        buyable = base.get("buyable", pd.Series(True, index=base.index)).fillna(True).astype(bool)
         pools = {_pool_of(r) for r in base[buyable].to_dict("records")}
         compared = tuned[[_pool_of(r) in pools for r in tuned.to_dict("records")]]
         saved = float(pd.to_numeric(base.loc[buyable, "monthly_cost"]).sum()

@@ -357,11 +357,11 @@ def test_the_summary_prices_the_running_fleet_beside_the_split() -> None:
     assert "The running fleet, priced as private machines, would cost $5,000 for the same demand (less than" in line
     assert "widen them in the plan config" in line
     # a default that cannot be bought as it reads is no yardstick: no "less than the default"
-    alloc["reason"] = ["cannot be bought as it reads: its edge share has no offer that fits the pool", ""]
+    alloc["buyable"] = [False, True]
     line = summary_lines(dataclasses.replace(data, recommendations={"allocation": alloc}))[0]
     assert "forecast after it)." in line and "than the default" not in line
     # a split that costs what the default does says so, not "$0 less"
-    alloc["reason"] = ""
+    alloc["buyable"] = True
     alloc["monthly_cost"] = [7000.0, 7000.0]
     line = summary_lines(dataclasses.replace(data, recommendations={"allocation": alloc}))[0]
     assert "forecast after it), the same as the default split." in line
