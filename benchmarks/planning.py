@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import planner as P
-from planner.plan import primary_series
+from planner.plan import cheapest_public, primary_series
 
 
 def fleet_demand(nodes: int, days: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -74,7 +74,10 @@ def allocation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, 
 def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict, costs: P.CostPolicy) -> list[dict]:
     t = P.tune_split(last, offers, costs).set_index("plan").loc["tuned"]
     split = P.Split(t["private"], t["public"], t["edge"])
-    rec = P.recommend_reservations(P.allocation.public_load(last, split, offers), offers["public"], costs)
+    public_last = P.allocation.public_load(last, split, offers)
+    low = min(P.AllocationPolicy().scenarios)  # as headroom plan: no more than still pay at demand x low
+    rec = P.recommend_reservations(public_last, offers["public"], costs, downside=(
+        low, np.clip(last * low - (last - public_last), 0.0, None)))
     rows = []
     public_this = P.allocation.public_load(this, split, offers)
     od = float(costs.public.effective(offers["public"].unit_price))
@@ -89,6 +92,17 @@ def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict,
                      "reserved_units": r["reserved_units"], "monthly_cost": cost, "cost_vs_default": cost / all_od,
                      "expected_savings": r["monthly_savings"], "realised_savings": all_od - cost})
     return rows
+
+
+def public_machine(last: np.ndarray, offers: dict, catalog: pd.DataFrame, resource: str, pool: str,
+                   costs: P.CostPolicy) -> P.cost.Offer:
+    """Public's machine as ``headroom plan`` picks it on last month: the cheapest in whole
+    instances for the default split's public load, then for the tuned split's."""
+    choices = P.cost.public_choices(P.cost.qualifying_offers(catalog, resource, pool))
+    pick = cheapest_public(P.allocation.public_load(last, P.DEFAULT_SPLIT, offers), choices, costs, offers["public"])
+    t = P.tune_split(last, {**offers, "public": pick}, costs).set_index("plan").loc["tuned"]
+    split = P.Split(t["private"], t["public"], t["edge"])
+    return cheapest_public(P.allocation.public_load(last, split, offers), choices, costs, pick)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         last, this = y[:half], y[half:]
         offers = P.select_offers(catalog, row.resource, row.pool_id.split("/")[-1])
         if "public" in offers:
+            offers["public"] = public_machine(last, offers, catalog, row.resource, row.pool_id.split("/")[-1], costs)
             rows += allocation_rows(row.unique_id, last, this, offers, costs)
             rows += reservation_rows(row.unique_id, last, this, offers, costs)
     table = pd.DataFrame(rows)

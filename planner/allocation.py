@@ -115,7 +115,7 @@ def _fixed(demand: np.ndarray, split: Split, offers: dict[str, Offer],
     return fixed, spill
 
 
-def _elastic_cost(load: np.ndarray, offer: Offer, costs: CostPolicy) -> dict[str, float]:
+def elastic_cost(load: np.ndarray, offer: Offer, costs: CostPolicy) -> dict[str, float]:
     """Public on-demand following the hourly ``load`` in whole instances."""
     return provisioned_cost(np.ceil(load / offer.units - 1e-9), load, offer, costs.public)
 
@@ -165,7 +165,7 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
     if load.sum() > 1e-9:
         if "public" not in offers:
             raise ValueError("no public offer to carry the public share and the spill-over")
-        c = _elastic_cost(load, offers["public"], costs)
+        c = elastic_cost(load, offers["public"], costs)
         out["public_cost"] += c["compute"]
         out["idle_penalty"] += c["idle_penalty"]
     total = out["private_cost"] + out["public_cost"] + out["edge_cost"] + out["idle_penalty"]
@@ -205,7 +205,7 @@ def current_fleet_parts(demand: np.ndarray, capacity_units: float, offers: dict[
     if spill.sum() > 0:
         if "public" not in offers:
             return None
-        p = _elastic_cost(spill, offers["public"], costs)
+        p = elastic_cost(spill, offers["public"], costs)
         out["public_cost"] += p["compute"]
         out["idle_penalty"] += p["idle_penalty"]
     scale = costs.hours_per_month / d.size

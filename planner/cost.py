@@ -180,7 +180,8 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
     without a price, or priced at 0, are ignored. CPU offers count vCPUs as they are, and
     qualify only with at least ``min_memory_ratio`` of the pool machine's memory per vCPU
     (when the catalog gives the pool machine's memory): a 1-vCPU, 0.6 GB shared-core
-    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes.
+    machine is cheap per vCPU but cannot run the work of 64-core, 256 GB nodes; nor can one
+    of less than a whole vCPU (e2-micro's 0.25), whatever its memory per vCPU.
     ``memory_per_unit`` (GiB per vCPU the pool's own nodes have, from their reported
     capacity) takes the place of the pool machine's when given: it is what the work needs,
     also when the catalog lists no machine of the pool's own. With ``regions``, public
@@ -204,13 +205,27 @@ def select_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ra
             best = g.loc[ref.name]  # the private cloud is the fleet's own machines
         else:
             best = g.loc[(g["on_demand_price"] / g["pool_units"]).idxmin()]
-        out[str(loc)] = Offer(
-            location=str(loc), provider=str(best["provider"]), region=str(best["region"]),
-            instance_type=str(best["instance_type"]), units=float(best["pool_units"]),
-            price=float(best["on_demand_price"]),
-            reserved_1y=_maybe(best.get("reserved_1y_price")), reserved_3y=_maybe(best.get("reserved_3y_price")),
-        )
+        out[str(loc)] = _offer(best)
     return out
+
+
+def _offer(row: pd.Series) -> Offer:
+    """A :func:`qualifying_offers` row as an :class:`Offer`."""
+    return Offer(
+        location=str(row["location"]), provider=str(row["provider"]), region=str(row["region"]),
+        instance_type=str(row["instance_type"]), units=float(row["pool_units"]), price=float(row["on_demand_price"]),
+        reserved_1y=_maybe(row.get("reserved_1y_price")), reserved_3y=_maybe(row.get("reserved_3y_price")),
+    )
+
+
+def public_choices(qualifying: pd.DataFrame) -> list[Offer]:
+    """The public rows of ``qualifying`` (:func:`qualifying_offers`) a load can run on: of each
+    instance size, the cheapest per unit. Which is cheapest for a load depends on the load: in
+    whole instances, a big machine bought for a small load is mostly idle."""
+    pub = qualifying[qualifying["location"] == "public"]
+    pub = pub.assign(_unit=pub["on_demand_price"] / pub["pool_units"])
+    pub = pub.sort_values(["_unit", "provider", "region", "instance_type"], kind="stable")
+    return [_offer(r) for _, r in pub.drop_duplicates("pool_units").iterrows()]
 
 
 def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflops_ratio: float = 1.0,
@@ -233,6 +248,8 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflop
             else pd.Series(np.nan, index=cat.index)
         ratio[cat.index == ref.name] = 1.0
     keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
+    if resource == "cpu":  # a fraction of a vCPU is a shared core (e2-micro: 0.25), not a pool's machine
+        keep &= (cat["units"] >= 1 - 1e-9) | ((cat.index == ref.name) & (ref["location"] == "private"))
     if resource == "cpu" and "memory_gb" in cat:
         ref_memory = pd.to_numeric(pd.Series([ref.get("memory_gb")]), errors="coerce").iloc[0] / float(ref["units"])
         if memory_per_unit is not None and np.isfinite(memory_per_unit) and memory_per_unit > 0:

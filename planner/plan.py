@@ -22,6 +22,7 @@ from planner.allocation import (
     allowed,
     current_fleet_cost,
     current_fleet_parts,
+    elastic_cost,
     fleet_spill,
     kept_plans,
     out_of_sample,
@@ -35,8 +36,11 @@ from planner.allocation import (
 from planner.cost import (
     LOCATIONS,
     CostPolicy,
+    Offer,
     OfferPolicy,
+    continent,
     named_for,
+    public_choices,
     qualifying_offers,
     reference_offer,
     select_offers,
@@ -187,6 +191,66 @@ def own_machine_priced(catalog: pd.DataFrame, resource: str, pool: str, uid: str
 SHORT_HISTORY_HOURS = 24 * 7
 
 
+def _allocate(uid: str, resource: str, path: np.ndarray, hist: np.ndarray, capacity: float, kept: Split | None,
+              offers: dict[str, Offer], policy: PlanPolicy) -> pd.DataFrame:
+    """A pool's allocation rows (:func:`recommend`'s): the tuned split (or this month's
+    ``kept`` one, re-priced), the default and the running fleet, on the demand ``path``."""
+    if kept is None:
+        alloc = tune_split(path, offers, policy.costs, policy.allocation, policy.default_split)
+    else:  # this month's split stands (re-tuning is monthly): price it on today's demand
+        alloc = kept_plans(path, policy.default_split, kept, offers, policy.costs, policy.allocation)
+    alloc.insert(0, "unique_id", uid)
+    alloc.insert(1, "resource", resource)
+    # tuned_this_run: this run searched the splits (the month's first run, or --retune);
+    # False: this month's earlier choice is kept and only re-priced.
+    alloc["tuned_this_run"] = kept is None
+    alloc["fill"] = policy.allocation.fill  # how the split's machines take their share
+    # retuned: the row's split is not the default (the tuner moved it, now or earlier this
+    # month); the default row, and a tuned row that kept the default, are not re-tuned
+    alloc["retuned"] = [not _same_split(r, policy.default_split) for r in alloc.to_dict("records")]
+    alloc["offers"] = offer_names(offers)
+    # the reference a bill payer compares with: the running capacity as it is
+    parts = current_fleet_parts(path, capacity, offers, policy.costs)
+    current = None if parts is None else parts["monthly_cost"]
+    alloc["current_fleet_cost"] = np.nan if current is None else current
+    if current is not None:  # the fleet as it runs, priced on the same demand: a plan to beat
+        base = float(alloc.loc[alloc["plan"] == "default_3_5_2", "monthly_cost"].iloc[0])
+        # over the same demand scenarios the split is chosen on (None: a scenario spills with no offer)
+        fleet = [current_fleet_cost(path * m, capacity, offers, policy.costs)
+                 for m in policy.allocation.scenarios]
+        default_mean = scenario_cost(path, policy.default_split, offers, policy.costs, policy.allocation)
+        alloc = pd.concat([alloc, pd.DataFrame([{
+            "unique_id": uid, "resource": resource, "plan": RUNNING_FLEET, "private": 1.0, "public": 0.0,
+            "edge": 0.0, **parts,  # monthly_cost and its parts, as the splits' rows give them
+            "savings_vs_default": saving(base, current),
+            "expected_savings": np.nan if None in fleet else saving(default_mean, float(np.mean(fleet))),
+            "tuned_this_run": kept is None, "retuned": False, "offers": alloc["offers"].iloc[0],
+            "current_fleet_cost": current}])], ignore_index=True)
+    oos = out_of_sample(hist, offers, policy.costs, policy.allocation, policy.default_split)
+    for k, v in (oos or {}).items():  # on the tuned row: what its re-tune is worth out of sample
+        alloc.loc[alloc["plan"] == "tuned", k] = v
+    return recommend(alloc, policy.allocation, offers)
+
+
+def _recommended_load(alloc: pd.DataFrame, path: np.ndarray, capacity: float, offers: dict[str, Offer],
+                      policy: PlanPolicy) -> np.ndarray:
+    """The hourly load the recommended plan of ``alloc`` runs on public on-demand."""
+    best = alloc.loc[alloc["recommended"]].iloc[0]
+    if best["plan"] == RUNNING_FLEET:
+        return fleet_spill(path, capacity, offers)
+    return public_load(path, Split(float(best["private"]), float(best["public"]), float(best["edge"])), offers,
+                       policy.allocation)
+
+
+def cheapest_public(load: np.ndarray, choices: list[Offer], costs: CostPolicy, current: Offer) -> Offer:
+    """Of ``choices``, the machine that carries ``load`` for least in whole instances (ties,
+    and no choices: ``current``, the cheapest per unit)."""
+    def cost(o: Offer) -> float:
+        c = elastic_cost(load, o, costs)
+        return round(c["compute"] + c["idle_penalty"], 6)
+    return min([current, *choices], key=cost)
+
+
 def make_plan(
     history: pd.DataFrame,
     forecast: pd.DataFrame,
@@ -231,6 +295,12 @@ def make_plan(
         else:
             log.warning("%s: reports only %s, no gpu or cpu series to plan on: not planned", pool_id,
                         ", ".join(sorted(resources)))
+    if policy.offers.regions is None and not policy.offers.any_region and not pools.empty:
+        own = catalog.loc[catalog["location"] == "private", "region"].astype(str)
+        if len(own) and not any(continent(r) for r in own):
+            log.warning("the fleet's own machines are in %s, of no continent headroom knows: public offers and spot "
+                        "markets from any region qualify (set [offers] regions in the plan config to keep them near)",
+                        ", ".join(sorted(set(own))[:3]))
     for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
         pool = row.pool_id.split("/")[-1]
@@ -257,52 +327,25 @@ def make_plan(
                 log.warning("%s: this month's split %s is not one the plan allows now (the config's bounds or step, "
                             "or the offers that fit the pool, changed): re-tuned", uid, kept.label())
                 kept = None
-            if kept is None:
-                alloc = tune_split(path, offers, policy.costs, policy.allocation, policy.default_split)
-            else:  # this month's split stands (re-tuning is monthly): price it on today's demand
-                alloc = kept_plans(path, policy.default_split, kept, offers, policy.costs, policy.allocation)
-            alloc.insert(0, "unique_id", uid)
-            alloc.insert(1, "resource", resource)
-            # tuned_this_run: this run searched the splits (the month's first run, or --retune);
-            # False: this month's earlier choice is kept and only re-priced.
-            alloc["tuned_this_run"] = kept is None
-            alloc["fill"] = policy.allocation.fill  # how the split's machines take their share
-            # retuned: the row's split is not the default (the tuner moved it, now or earlier this
-            # month); the default row, and a tuned row that kept the default, are not re-tuned
-            alloc["retuned"] = [not _same_split(r, policy.default_split) for r in alloc.to_dict("records")]
-            alloc["offers"] = offer_names(offers)
-            # the reference a bill payer compares with: the running capacity as it is
-            parts = current_fleet_parts(path, float(row.capacity), offers, policy.costs)
-            current = None if parts is None else parts["monthly_cost"]
-            alloc["current_fleet_cost"] = np.nan if current is None else current
-            if current is not None:  # the fleet as it runs, priced on the same demand: a plan to beat
-                base = float(alloc.loc[alloc["plan"] == "default_3_5_2", "monthly_cost"].iloc[0])
-                # over the same demand scenarios the split is chosen on (None: a scenario spills with no offer)
-                fleet = [current_fleet_cost(path * m, float(row.capacity), offers, policy.costs)
-                         for m in policy.allocation.scenarios]
-                default_mean = scenario_cost(path, policy.default_split, offers, policy.costs, policy.allocation)
-                alloc = pd.concat([alloc, pd.DataFrame([{
-                    "unique_id": uid, "resource": resource, "plan": RUNNING_FLEET, "private": 1.0, "public": 0.0,
-                    "edge": 0.0, **parts,  # monthly_cost and its parts, as the splits' rows give them
-                    "savings_vs_default": saving(base, current),
-                    "expected_savings": np.nan if None in fleet else saving(default_mean, float(np.mean(fleet))),
-                    "tuned_this_run": kept is None, "retuned": False, "offers": alloc["offers"].iloc[0],
-                    "current_fleet_cost": current}])], ignore_index=True)
             hist = history.loc[history["unique_id"] == uid].sort_values("ds")["y"].to_numpy(dtype=float)
-            oos = out_of_sample(hist[np.isfinite(hist)], offers, policy.costs, policy.allocation,
-                                policy.default_split)
-            for k, v in (oos or {}).items():  # on the tuned row: what its re-tune is worth out of sample
-                alloc.loc[alloc["plan"] == "tuned", k] = v
-            alloc = recommend(alloc, policy.allocation, offers)
+            hist = hist[np.isfinite(hist)]
+            choices = public_choices(qualifying_offers(catalog, resource, pool, *fit))
+            # public's machine is the cheapest in whole instances for the load public carries: first
+            # the kept (or default) split's, then, if the recommended plan's load prefers another, once more
+            offers["public"] = cheapest_public(
+                public_load(path, kept or policy.default_split, offers, policy.allocation), choices, policy.costs,
+                offers["public"])
+            alloc = _allocate(uid, resource, path, hist, float(row.capacity), kept, offers, policy)
+            better = cheapest_public(_recommended_load(alloc, path, float(row.capacity), offers, policy), choices,
+                                     policy.costs, offers["public"])
+            if better != offers["public"]:
+                offers["public"] = better
+                alloc = _allocate(uid, resource, path, hist, float(row.capacity), kept, offers, policy)
             out["allocation"].append(alloc)
             # reservations and spot cover what the recommended plan runs on public: what a split's
             # private and edge machines leave, or what exceeds the running fleet
             best = alloc.loc[alloc["recommended"]].iloc[0]
-            if best["plan"] == RUNNING_FLEET:
-                load = fleet_spill(path, float(row.capacity), offers)
-            else:
-                load = public_load(path, Split(float(best["private"]), float(best["public"]), float(best["edge"])),
-                                   offers, policy.allocation)
+            load = public = _recommended_load(alloc, path, float(row.capacity), offers, policy)
             if with_spot:
                 public_rows = qualifying_offers(catalog, resource, pool, *fit)
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
@@ -311,7 +354,15 @@ def make_plan(
                 out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object))
                 if spot["action"] == "use_spot":  # reserve only what stays on on-demand (spot: whole machines)
                     load = on_demand_rest(load, policy.spot.interruptible_share, float(spot["pool_units"]))
-            res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations)
+            low = min(policy.allocation.scenarios)
+            downside = None
+            if low < 1:  # the public load, and what spot leaves of it, if demand comes in lower on the
+                # machines bought for this path (what they serve now, they serve at most then)
+                fall = np.clip(path * low - (path - public), 0.0, None)
+                if with_spot and spot["action"] == "use_spot":
+                    fall = on_demand_rest(fall, policy.spot.interruptible_share, float(spot["pool_units"]))
+                downside = (low, fall)
+            res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations, downside)
             if not res.empty:
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)

@@ -69,10 +69,13 @@ def best_reserved_instances(counts: np.ndarray, ratio: float) -> int:
 
 
 def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
-                           policy: ReservationPolicy = ReservationPolicy()) -> pd.DataFrame:
+                           policy: ReservationPolicy = ReservationPolicy(),
+                           downside: tuple[float, np.ndarray] | None = None) -> pd.DataFrame:
     """One row per term: the reserved instances and what they save on ``demand`` (hourly
     units that would otherwise run on ``offer``'s whole instances on demand), per month.
 
+    A commitment outlives the month it is sized on: with ``downside`` (a demand multiplier
+    below 1 and the load then), no more instances are reserved than still pay at that load.
     Terms without a reserved price in the catalog, and levels of zero instances, give no row.
     """
     d = np.clip(np.asarray(demand, dtype=float), 0.0, None)
@@ -93,6 +96,9 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
             continue
         quantile = 1.0 - reserved / on_demand
         instances = best_reserved_instances(counts, reserved / on_demand)
+        if downside is not None:  # no more than still pay if demand comes in lower
+            instances = min(instances, best_reserved_instances(instances_needed(downside[1], offer.units),
+                                                               reserved / on_demand))
         if instances < 1:
             continue
         units = instances * offer.units
@@ -118,7 +124,9 @@ def recommend_reservations(demand: np.ndarray, offer: Offer, costs: CostPolicy,
             "recurring_monthly_cost": units * reserved * costs.hours_per_month,
             "reason": (f"{instances} x {offer.instance_type} reserved for {term} would run {used:.0%} of their hours, "
                        f"above the {ratio:.0%} that breaks even, and save ${savings:,.0f}/month "
-                       f"({savings / baseline:.0%}) against running all of it on demand" if baseline > 0 else
+                       f"({savings / baseline:.0%}) against running all of it on demand"
+                       + ("" if downside is None else f"; they still pay with demand x {downside[0]:g}")
+                       if baseline > 0 else
                        f"{instances} x {offer.instance_type} reserved for {term} run {used:.0%} of their hours"),
         })
     return pd.DataFrame(rows, columns=RESERVATION_COLUMNS)

@@ -53,15 +53,19 @@ class SpotPolicy:
 
 
 MARKET_COLUMNS = [*SERIES_KEY, "region", "price_now", "price_expected", "price_max", "hours",
-                  "hours_above_on_demand"]
+                  "hours_above_on_demand", "days_since_change"]
+# a price log never says a market closed: its last price just stops changing. A market whose
+# price has not changed for this long is taken as gone (GCP's change at most monthly)
+MAX_PRICE_AGE = pd.Timedelta("365D")
 
 
 def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | None = None,
                  end: pd.Timestamp | None = None) -> pd.DataFrame:
     """Per spot market (``SERIES_KEY`` and ``region``) over the ``lookback`` before ``end``
     (default: the latest change), on an hourly grid: the latest price, the mean and max
-    price, the hours observed and, with ``on_demand`` (``provider, region,
-    instance_type, on_demand_price``), the hours priced at or above on-demand."""
+    price, the hours observed, the days since its price last changed and, with ``on_demand``
+    (``provider, region, instance_type, on_demand_price``), the hours priced at or above
+    on-demand."""
     require_columns(prices, [*SERIES_KEY, "region", "ts", "price"], "spot prices")
     prices = prices[prices["price"] > 0]  # a price of 0 is a placeholder: the last real one holds
     if prices.empty:
@@ -82,9 +86,13 @@ def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | 
         recent = recent.assign(above=above.where(recent["on_demand_price"].notna()))
     else:
         recent = recent.assign(above=np.nan)
+    last = prices[prices["ts"] <= stop].groupby(SERIES_KEY)["ts"].max()
+    recent = recent.merge(((stop - last) / pd.Timedelta(days=1)).rename("days_since_change").reset_index(),
+                          on=SERIES_KEY, how="left")
     out = recent.groupby([*SERIES_KEY, "region"], sort=True).agg(
         price_now=("price", "last"), price_expected=("price", "mean"), price_max=("price", "max"),
         hours=("price", "size"), hours_above_on_demand=("above", lambda a: a.sum(min_count=1)),
+        days_since_change=("days_since_change", "first"),
     ).reset_index()
     return out[MARKET_COLUMNS]
 
@@ -157,9 +165,11 @@ def recommend_spot(
     cand = markets.merge(offers, on=["provider", "region", "instance_type"], how="inner")
     min_hours = pd.Timedelta(policy.lookback) / pd.Timedelta(hours=1) / 2
     cand = cand[(cand["price_expected"] > 0) & (cand["hours"] >= min_hours)]
+    if "days_since_change" in cand:  # a market silent for a year is gone, not calm
+        cand = cand[~(cand["days_since_change"] > MAX_PRICE_AGE / pd.Timedelta(days=1))]
     if cand.empty:
-        row["reason"] = (f"no spot price history (at least half of the last {policy.lookback}) for a public "
-                         "instance type that fits this pool")
+        row["reason"] = (f"no spot price history (at least half of the last {policy.lookback}, changed within "
+                         f"{MAX_PRICE_AGE.days} days) for a public instance type that fits this pool")
         return row
     if probabilities is not None and not probabilities.empty:
         keep = [*SERIES_KEY, "p_spike"] + (["threshold"] if "threshold" in probabilities else [])

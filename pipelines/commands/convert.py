@@ -4,8 +4,15 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
+# a change log says nothing of an offer that was withdrawn: its last price simply stops
+# changing. An offer silent this long before the newest snapshot given is taken as withdrawn
+RETIRED_AFTER_DAYS = 365
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +72,8 @@ def run_convert(args: argparse.Namespace) -> int:
             if "_as_of" in frame:
                 frame = frame.sort_values("_as_of", kind="stable", na_position="first")
             frame = frame.drop_duplicates(["provider", "region", "instance_type"], keep="last").sort_index()
+            if "_as_of" in frame:
+                frame = _drop_retired(frame)
             frame = frame.drop(columns="_as_of", errors="ignore")
         done[out / f"{kind.replace('-', '_')}.csv"] = (kind, frame)
     from pipelines.ingest.loading import kind_named
@@ -86,3 +95,20 @@ def run_convert(args: argparse.Namespace) -> int:
     for target, (kind, frame) in done.items():
         print(f"{target}: {len(frame)} rows (ingest with --kind {kind})")
     return 0
+
+
+def _drop_retired(catalog: pd.DataFrame) -> pd.DataFrame:
+    """The catalog without offers whose newest price is more than ``RETIRED_AFTER_DAYS``
+    older than the newest snapshot given (GCP's log: 2024's GPU-less a3-megagpu-8g prices
+    in 30 regions, 2023's A100s in northamerica-northeast2), named on the console."""
+    import pandas as pd
+
+    when = pd.to_datetime(catalog["_as_of"], utc=True, errors="coerce")
+    old = when < when.max() - pd.Timedelta(days=RETIRED_AFTER_DAYS)
+    if old.any():
+        shown = ", ".join(f"{r.instance_type} {r.region} ({w:%Y-%m-%d})" for r, w in
+                          zip(catalog[old].head(3).itertuples(), when[old].head(3)))
+        log.warning("%d offer(s) last priced over %d days before the newest snapshot (%s), taken as withdrawn and "
+                    "left out of the catalog: %s%s", int(old.sum()), RETIRED_AFTER_DAYS, f"{when.max():%Y-%m-%d}",
+                    shown, ", ..." if old.sum() > 3 else "")
+    return catalog[~old]

@@ -16,9 +16,9 @@ from pipelines.synth.config import CATALOG_COLUMNS, SPOT_COLUMNS, FleetConfig, a
 
 # provider, region, instance_type, location, resource, units, vcpus, memory_gb, on_demand, tflops
 _OFFERS: tuple[tuple, ...] = (
-    ("onprem", "dc-west", "h100-4x", "private", "gpu", 4, 96, 1024, 8.40, 3956.0),
-    ("onprem", "dc-west", "a100-4x", "private", "gpu", 4, 64, 512, 4.20, 1248.0),
-    ("onprem", "dc-west", "cpu-64c", "private", "cpu", 64, 64, 256, 1.10, 4.1),
+    ("onprem", "us-west-dc", "h100-4x", "private", "gpu", 4, 96, 1024, 8.40, 3956.0),
+    ("onprem", "us-west-dc", "a100-4x", "private", "gpu", 4, 64, 512, 4.20, 1248.0),
+    ("onprem", "us-west-dc", "cpu-64c", "private", "cpu", 64, 64, 256, 1.10, 4.1),
     ("aws", "us-east-1", "p5.48xlarge", "public", "gpu", 8, 192, 2048, 98.32, 7912.0),
     ("aws", "us-east-1", "p4d.24xlarge", "public", "gpu", 8, 96, 1152, 32.77, 2496.0),
     ("aws", "us-east-1", "g5.12xlarge", "public", "gpu", 4, 48, 192, 5.672, 500.0),

@@ -200,3 +200,29 @@ def test_convert_reads_timestamps_as_ingest_does_and_names_files_it_did_not_writ
     assert ts == ["2014-02-14T16:00:00", "2014-02-14T14:00:00", "2014-02-14T14:00:00", "2014-02-14T17:00:00"]
     assert "failures.csv was not written by this convert" in caplog.text
     assert "utilization-old.csv was not written by this convert" in caplog.text and "notes.txt" not in caplog.text
+
+
+def test_gcp_offers_silent_for_over_a_year_are_taken_as_withdrawn(tmp_path, caplog) -> None:
+    """The log never says an offer was withdrawn: 2024's GPU-less a3-megagpu-8g prices, at a
+    ninth of an H100's, would otherwise be the cheapest GPUs in the catalog for good."""
+    (tmp_path / "gcp_instance_specs_latest.csv").write_text(
+        "instance_type,cpu,ram,h100-80gb,h100-80gb-mega\na3-highgpu-8g,208,1872,8,\na3-megagpu-8g,208,1872,,8\n")
+    (tmp_path / "gcp_compute_price_changes_2024.csv.gz").write_bytes(_gz(pd.DataFrame({
+        "snapshot_utc": ["2024-08-17T12:14:16+02:00"] * 2, "commit": "a" * 12,
+        "instance_type": ["a3-megagpu-8g", "a3-highgpu-8g"], "region": "us-central1", "hour": [10.12, 88.49],
+        "hour_spot": [5.66, 40.0], "month": [7385.0, 64597.0], "month_1y": [5105.0, 44810.0],
+        "month_3y": [3259.0, 28370.0], "month_spot": [4133.0, 29200.0],
+    })))
+    (tmp_path / "gcp_compute_price_changes_2026.csv.gz").write_bytes(_gz(pd.DataFrame({
+        "snapshot_utc": ["2026-07-22T16:23:37+02:00"], "commit": "b" * 12, "instance_type": ["a3-highgpu-8g"],
+        "region": "us-central1", "hour": [88.49], "hour_spot": [50.6], "month": [64597.0], "month_1y": [44810.0],
+        "month_3y": [28370.0], "month_spot": [36944.0],
+    })))
+    files = [str(tmp_path / f"gcp_compute_price_changes_{y}.csv.gz") for y in (2024, 2026)]
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "o"), *files]) == 0
+    cat = pd.read_csv(tmp_path / "o" / "catalog.csv")
+    assert cat["instance_type"].tolist() == ["a3-highgpu-8g"]
+    assert "1 offer(s) last priced over 365 days" in caplog.text and "a3-megagpu-8g us-central1 (2024-08-17)" in caplog.text
+    # the 2024 file alone: its offers are as new as its newest snapshot, all kept
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "p"), files[0]]) == 0
+    assert len(pd.read_csv(tmp_path / "p" / "catalog.csv")) == 2

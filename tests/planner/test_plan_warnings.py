@@ -114,3 +114,19 @@ def test_reservations_cover_the_recommended_plans_public_load(caplog) -> None:
     with caplog.at_level("WARNING", logger="planner.plan"):
         P.make_plan(*_pool(days=2), catalog())
     assert "c/h100/gpu: 48 hour(s) of demand history" in caplog.text
+
+
+def test_a_fleet_of_no_known_continent_is_told_public_offers_come_from_anywhere(caplog) -> None:
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    history = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": ds, "y": 10.0})
+    forecast = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 10.0})
+    capacity = pd.DataFrame({"unique_id": ["c/h100/gpu"], "capacity": [16.0], "units_per_node": [4.0]})
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        P.make_plan(history, forecast, capacity, catalog())  # its own machines are in "dc"
+    assert "the fleet's own machines are in dc, of no continent headroom knows" in caplog.text
+    caplog.clear()
+    us = catalog().assign(region=lambda c: c["region"].replace({"dc": "us-west-dc"}))
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        P.make_plan(history, forecast, capacity, us)
+    assert "of no continent" not in caplog.text
