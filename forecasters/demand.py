@@ -264,6 +264,18 @@ def filled_points(frame: pd.DataFrame) -> pd.MultiIndex | None:
     return pd.MultiIndex.from_tuples(filled, names=["unique_id", "ds"])
 
 
+def blank_filled(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``y`` NaN at the points :func:`regularize` filled: hours no node reported
+    are no evidence (a chart's gap, a detector's silence), not the line drawn across them."""
+    filled = filled_points(frame)
+    if filled is None:
+        return frame
+    keys = pd.MultiIndex.from_arrays([frame["unique_id"].astype(str), frame["ds"]])
+    out = frame.copy()
+    out.loc[keys.isin(filled), "y"] = np.nan
+    return out
+
+
 def series_group(unique_id: str, group_by: str) -> str:
     """The group a ``cluster/pool/resource`` series belongs to: 'resource', 'cluster',
     'pool' (cluster/pool) or 'all'."""

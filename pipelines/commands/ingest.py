@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_ingest(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
+    from pipelines.commands.summaries import skipped_text
     from pipelines.ingest import loading as ingest
     from pipelines.ingest.registry import LABELLED
     from pipelines.runtime.settings import Settings
@@ -57,7 +58,8 @@ def run_ingest(args: argparse.Namespace) -> int:
                 code = max(code, 1)
                 continue
             if r.status == "skipped":
-                print(f"{r.path}: skipped, already ingested as batch {r.batch_id}")
+                print(f"{r.path}: " + (skipped_text(0) if r.rows_read == 0 else
+                                       f"skipped, already ingested as batch {r.batch_id}"))
                 continue
             print(f"{r.path}: {ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected, r.swallowed)} [{r.fmt}]")
             for reason in r.sample_reasons:

@@ -29,12 +29,19 @@ def seconds_text(seconds: float) -> str:
     return f"({seconds:.1f} s)" if seconds < 60 else f"({int(seconds // 60)} min {round(seconds % 60)} s)"
 
 
+def skipped_text(rows_read: int) -> str:
+    """Why a file was skipped: its content was ingested before (a header-only file: any
+    earlier one with no rows, which is nothing to load either way)."""
+    return ("no rows (the same content as an earlier file: nothing to load)" if rows_read == 0
+            else "skipped (already ingested)")
+
+
 def ingest_file_lines(r: dict) -> list[str]:
     """One ingested file: its counts, and a few reasons rows were refused."""
     from pipelines.ingest.loading import counts_text
 
     if r["status"] == "skipped":
-        return [f"  {r['path']}: skipped (already ingested)"]
+        return [f"  {r['path']}: {skipped_text(r['rows_read'])}"]
     return [f"  {r['path']}: {counts_text(r['rows_read'], r['rows_loaded'], r['rows_rejected'], r.get('swallowed') or ())}",
             *(f"    {reason}" for reason in r.get("sample_reasons") or [])]
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pandas as pd
 
-from forecasters.demand import filled_points
+from forecasters.demand import blank_filled
 from pipelines.runtime.outputs import write_set
 from pipelines.store import demand, replays, warehouse
 from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
@@ -146,11 +145,8 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
     history = pd.DataFrame(columns=["unique_id", "ds", "y"])
     if not forecasts.empty and cutoff is not None:
         since = min(forecasts["ds"].min(), cutoff) - pd.Timedelta(days=history_days)
-        history = demand.load_demand(con, since=since)
-        filled = filled_points(history)
-        if filled is not None:  # an interpolated hour is no reading: the chart leaves a gap there
-            keys = pd.MultiIndex.from_arrays([history["unique_id"].astype(str), history["ds"]])
-            history.loc[keys.isin(filled), "y"] = np.nan
+        # an interpolated hour is no reading: the chart leaves a gap there
+        history = blank_filled(demand.load_demand(con, since=since))
         history = history[history["unique_id"].isin(set(forecasts["unique_id"]))].reset_index(drop=True)
 
     resource, heatmap = None, pd.DataFrame()

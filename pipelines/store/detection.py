@@ -15,6 +15,7 @@ from anomaly.cusum import CusumState
 from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SERIES_KEY, SpikePolicy
 from anomaly.spikes import SpikePredictor
+from forecasters.demand import blank_filled
 from pipelines.store.demand import load_demand
 from pipelines.store.warehouse import query, query_categorical, transaction, upsert
 
@@ -33,10 +34,12 @@ def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
     hours behind has not reported yet wait for it (``late="wait"``): the CUSUM reads an hour
     once, so it must not read a stand-in for the node's load. ``since``: the readings from
     then on only (what the CUSUM states still need, see
-    :func:`pipelines.detect.steps.burst_read_since`)."""
-    return load_demand(con, since=since,
-                       until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1),
-                       late="wait")
+    :func:`pipelines.detect.steps.burst_read_since`). Hours no node reported (a monitoring
+    outage, which ``load_demand`` interpolates) come back as NaN: the CUSUM reads no evidence
+    there, where a straight line across a day would look like a burst against the daily cycle."""
+    return blank_filled(load_demand(con, since=since,
+                                    until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1),
+                                    late="wait"))
 
 
 def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
@@ -184,11 +187,12 @@ def alert_counts(con: duckdb.DuckDBPyConnection, sinks: Sequence[str]) -> dict[s
 
 def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_before: datetime,
                  until: datetime | None = None) -> bytes | None:
-    """The newest artifact of ``kind`` trained with exactly ``params`` since ``not_before``
+    """The newest artifact of ``kind`` trained with exactly ``params`` after ``not_before``
     (and, with ``until``, made at or before it from data up to it: a replay does not use a
-    model that learned from its future)."""
+    model that learned from its future). After, not at: a daily run whose clock is the data's
+    end finds yesterday's model exactly a day old, and retrains it daily as it should."""
     row = con.execute(
-        "SELECT artifact FROM models WHERE kind = ? AND params = ? AND created_at >= ? "
+        "SELECT artifact FROM models WHERE kind = ? AND params = ? AND created_at > ? "
         "AND created_at <= ? AND data_cutoff <= ? ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
         [kind, params, not_before, _upto(until), _upto(until)],
     ).fetchone()

@@ -33,6 +33,12 @@ def test_cli_ingest_reports_and_is_idempotent(tmp_path, db_path, capsys):
     assert "skipped, already ingested" in capsys.readouterr().out
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 3
+    # a new day's header-only file is byte for byte an earlier day's: not "already ingested"
+    for day in ("d1", "d2"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "failures.csv").write_text("ts,device_id,node_id,failure_type\n")
+        assert cli.main(["ingest", "--kind", "failures", "--db", str(db_path), str(tmp_path / day)]) == 0
+    assert "d2/failures.csv: no rows (the same content as an earlier file" in capsys.readouterr().out
 
 
 def test_labels_given_for_a_file_that_carries_its_own_are_said_to_be_unused(tmp_path, db_path, capsys):

@@ -1,0 +1,54 @@
+"""A monitoring outage is no evidence: the burst detector reads nothing in hours no node
+reported, where a line interpolated across a day looked like bursts against the daily cycle."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from anomaly.cusum import CusumPolicy
+from pipelines.detect import jobs
+from pipelines.store import detection, warehouse
+from pipelines.synth.fleet import generate_fleet
+
+
+def test_no_burst_is_raised_inside_a_day_no_node_reported(db_path: Path) -> None:
+    util = generate_fleet(nodes=4, days=30, seed=2, telemetry=False)["utilization"]
+    gap = pd.Timestamp("2026-01-30")
+    before, after = util[util["ts"] < gap], util[util["ts"] >= gap + pd.Timedelta(days=1)]
+    policy = CusumPolicy()
+    for part in (before, after):  # the day after the outage arrives with the next delivery
+        with warehouse.open_warehouse(db_path) as con:
+            con.register("_u", part)
+            con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _u")
+            con.unregister("_u")
+        until = part["ts"].max().to_pydatetime()
+        jobs.detect_bursts(str(db_path), until, [], policy, until=until)
+    with warehouse.open_warehouse(db_path) as con:
+        series = detection.demand_series(con)
+        bursts = con.execute("SELECT entity, window_start, window_end FROM alerts WHERE kind = 'burst'").df()
+    silent = series[(series["ds"] >= gap) & (series["ds"] < gap + pd.Timedelta(days=1))]
+    assert len(silent) == 24 * series["unique_id"].nunique() and silent["y"].isna().all()
+    assert np.isfinite(series.loc[series["ds"] < gap, "y"]).all()
+    inside = bursts[(bursts["window_start"] >= gap) & (bursts["window_start"] < gap + pd.Timedelta(days=1))]
+    assert inside.empty, inside  # before this fix: 8 alerts there, 6 of them critical
+    assert not bursts.empty  # the detector still runs: the fleet's real bursts are raised
+
+
+def test_a_daily_run_retrains_the_fault_model_it_made_a_day_before(db_path: Path) -> None:
+    """With ``run`` once a day, the clock (the data's end) moves exactly a day: yesterday's
+    model is a day old and must be retrained, not reused every other day."""
+    from datetime import datetime, timedelta
+
+    from anomaly.fault_features import FaultPolicy
+    from pipelines.detect import steps
+
+    made = datetime(2026, 2, 1, 23, 55)
+    params = detection.policy_params(FaultPolicy())
+    with warehouse.open_warehouse(db_path) as con:
+        detection.save_model(con, detection.FAULT_MODEL, "device_telemetry", params, made, b"x", "{}", made)
+        job = lambda now: steps._model_job(con, detection.FAULT_MODEL, "device_telemetry", params, now, "1D",  # noqa: E731
+                                           lambda: (lambda: (None, None)))
+        assert job(made + timedelta(hours=23, minutes=55)) is None  # younger than a day: reused
+        assert job(made + timedelta(days=1)) is not None  # a day old: retrained
