@@ -50,6 +50,8 @@ def as_of(value: str, db_path: str):
     if pd.isna(t):  # pd.Timestamp("") and "NaT" are NaT, not an error: alerts with no start
         raise ValueError(f"--as-of {value!r} is not now, data or a time")
     t = t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t
+    if t < pd.Timestamp("1970-01-01"):  # pandas' ns clock ends in 1677: 0001-01-01 crashed the reads
+        raise ValueError(f"--as-of {value!r} is before 1970: no readings are that old")
     # a clock past both now and the data (a year mistyped: 2062) registers models dated then, which
     # live runs take as fresh until that date; a day's slack for a local "today" ahead of UTC
     end = _data_end(db_path)

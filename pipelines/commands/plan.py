@@ -104,8 +104,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
     if args.instance_units is not None and not 0 < args.instance_units < math.inf:
         raise CliError(f"--instance-units must be a finite number > 0, got {args.instance_units:g}", 2)
-    if args.unit_price is not None and not 0 < args.unit_price < math.inf:
-        raise CliError(f"--unit-price must be a finite number > 0, got {args.unit_price:g}", 2)
+    if args.unit_price is not None and not 0 < args.unit_price <= 1e6:  # so no cost overflows to inf
+        raise CliError(f"--unit-price must be a number > 0 and at most 1e6 (per unit-hour), got {args.unit_price:g}", 2)
     settings = Settings.from_env(db_path=args.db)
     try:  # --config, else HEADROOM_PLAN_CONFIG, as plan and run read it
         plan_policy = load_plan_policy(args.config or (str(settings.plan_config) if settings.plan_config else None))

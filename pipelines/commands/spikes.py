@@ -72,7 +72,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
     except (tables.InputError, ValueError) as exc:
         hint = ("; with prices that never move that much, try a lower --k or a longer --horizon; with an "
-                "on-demand price below every spot price, check --on-demand" if "single class" in str(exc) else "")
+                "on-demand price below every spot price, check --on-demand" if "single class" in str(exc) else
+                f" (the training or test span of --test-fraction {args.test_fraction:g} holds no hours)"
+                if "0 sample(s)" in str(exc) else "")
         raise CliError(f"{exc}{hint}", 2) from exc
     if args.out is not None:
         write_csv(metrics, args.out)

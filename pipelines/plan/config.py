@@ -47,7 +47,7 @@ class _Location(_Strict):
 
 
 class _Costs(_Strict):
-    hours_per_month: Num | None = Field(default=None, gt=0, le=744)  # 31 days
+    hours_per_month: Num | None = Field(default=None, ge=1, le=744)  # an hour to 31 days
     private: _Location | None = None
     public: _Location | None = None
     edge: _Location | None = None
@@ -72,7 +72,8 @@ class _Bound(BaseModel):
 
 class _Allocation(_Strict):
     default_split: _Split | None = None
-    step: Num | None = Field(default=None, gt=0, le=0.5)
+    # at least 0.01: the tuner searches a grid of about 1/step^2 splits (1e-9 never ended)
+    step: Num | None = Field(default=None, ge=0.01, le=0.5)
     provision_quantile: Num | None = Field(default=None, gt=0, le=1)
     fill: Literal["layered", "proportional"] | None = None
     scenarios: tuple[Annotated[Num, Field(gt=0, le=1000)], ...] | None = Field(default=None, min_length=1)
@@ -93,13 +94,20 @@ class _Allocation(_Strict):
 class _Offers(_Strict):
     min_tflops_ratio: Num | None = Field(default=None, ge=0)
     min_memory_ratio: Num | None = Field(default=None, ge=0)
-    regions: tuple[str, ...] | None = Field(default=None, min_length=1)
+    regions: tuple[Annotated[str, Field(pattern=r"\S")], ...] | None = Field(default=None, min_length=1)
     any_region: Annotated[bool, Field(strict=True)] | None = None  # true or false, not 1 nor "yes"
     max_size_ratio: Num | None = Field(default=None, gt=0)
 
 
 class _Reservations(_Strict):
     terms: tuple[Literal["1y", "3y"], ...] | None = None
+
+    @field_validator("terms")
+    @classmethod
+    def _once(cls, value: tuple | None) -> tuple | None:
+        if value is not None and len(set(value)) < len(value):
+            raise ValueError(f"a term is named twice in {list(value)}")
+        return value
     min_monthly_savings: Num | None = Field(default=None, ge=0, le=1e12)
 
 
@@ -127,7 +135,7 @@ class _Prescale(_Strict):
     stabilization: str | None = None
     refresh: str | None = None
     calibration: str | None = None
-    min_instances: Int | None = Field(default=None, ge=0)
+    min_instances: Int | None = Field(default=None, ge=0, le=1_000_000)
     instance_units: Num | None = Field(default=None, gt=0, le=1e9)
 
     _durations = field_validator("stabilization", "refresh", "calibration")(_positive_duration)
@@ -215,7 +223,7 @@ def load_plan_policy(path: str | Path | None) -> PlanPolicy:
         return PlanPolicy()
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        raw = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark (Windows editors) is no error
     except FileNotFoundError:
         raise PlanConfigError(f"{p}: no such plan config file") from None
     except IsADirectoryError:

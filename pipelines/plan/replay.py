@@ -284,4 +284,7 @@ def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.T
 def _utc(text: str) -> pd.Timestamp:
     """A timestamp option as naive UTC."""
     t = pd.Timestamp(text)
-    return t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t
+    t = t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t
+    if not pd.Timestamp("1970-01-01") <= t <= pd.Timestamp("2200-01-01"):  # pandas' ns clock ends in 1677 and 2262
+        raise ValueError(f"{text!r} is not between 1970 and 2200")
+    return t

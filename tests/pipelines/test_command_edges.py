@@ -106,3 +106,19 @@ def test_an_output_over_an_input_is_refused_before_any_work(tmp_path, monkeypatc
     assert cli.main(argv) == 2
     assert said in _error(capsys)
     assert (tmp_path / "wh.duckdb").read_bytes() == b"not read" and (tmp_path / "u.csv").read_text() == "unique_id,ds,y\n"
+
+
+def test_times_before_1970_are_one_line_not_a_traceback(tmp_path: Path, db_path: Path, capsys) -> None:
+    """pandas' nanosecond clock starts in 1677: year 1 crashed detect's reads and replay's search."""
+    from pipelines.plan.replay import ReplayError, span_of
+
+    util = tmp_path / "u.csv"
+    util.write_text("ts,cluster,pool,node_id,resource,used,capacity\n2026-01-01T00:00:00,c,p,n1,gpu,1,8\n")
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(util)]) == 0
+    capsys.readouterr()
+    assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts", "--as-of", "0001-01-01"]) == 2
+    assert "--as-of '0001-01-01' is before 1970" in _error(capsys)
+    series = pd.Series(1.0, index=pd.date_range("2026-01-01", periods=72, freq="h"), name="c/p/gpu")
+    for start in ("1000-01-01", "0001-01-01"):
+        with pytest.raises(ReplayError, match=f"--start/--end: '{start}' is not between 1970 and 2200"):
+            span_of(series, start, None)

@@ -64,6 +64,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys):
     assert "line 2, column 'age_days'" in capsys.readouterr().err
     assert main(["faults", "hazard", "--lifetimes", str(tmp_path / "none.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+    assert main(["faults", "hazard", "--lifetimes", str(_contract(tmp_path, 50)), "--horizon", "500ns"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--horizon: '500ns' is under a second")
 
 
 def test_faults_evaluate_prints_what_the_age_hazard_expects(tmp_path: Path, capsys):

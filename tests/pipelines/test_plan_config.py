@@ -67,7 +67,13 @@ def test_the_policy_reaches_the_plan() -> None:
     ({"allocation": {"default_split": {"private": 0.5, "public": 0.6, "edge": 0.1}}},
      "allocation.default_split: split shares must be >= 0 and sum to 1"),
     ({"allocation": {"step": "small"}}, "allocation.step"),
-    ({"costs": {"hours_per_month": 0}}, "costs.hours_per_month: Input should be greater than 0"),
+    ({"costs": {"hours_per_month": 0}}, "costs.hours_per_month: Input should be greater than or equal to 1"),
+    ({"costs": {"hours_per_month": 1e-300}}, "costs.hours_per_month: Input should be greater than or equal to 1"),
+    # a grid of ~1/step^2 splits: 1e-9 never ended
+    ({"allocation": {"step": 1e-9}}, "allocation.step: Input should be greater than or equal to 0.01"),
+    ({"offers": {"regions": [" "]}}, "offers.regions.0: String should match pattern"),
+    ({"reservations": {"terms": ["1y", "1y"]}}, "reservations.terms: a term is named twice"),
+    ({"prescale": {"min_instances": 2**63 - 1}}, "prescale.min_instances: Input should be less than or equal to"),
     # finite but past any real value: costs would overflow to inf and NaN
     ({"costs": {"hours_per_month": 1e308}}, "costs.hours_per_month: Input should be less than or equal to 744"),
     ({"costs": {"private": {"idle_penalty": 1e308}}}, "costs.private.idle_penalty: Input should be less than"),
@@ -107,6 +113,12 @@ def test_a_bad_item_is_not_also_called_a_list_too_short(raw: dict, message: str)
     with pytest.raises(PlanConfigError) as err:
         policy_from_mapping(raw, "plan.toml")
     assert str(err.value) == message
+
+
+def test_a_byte_order_mark_is_no_error(tmp_path: Path) -> None:
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf[spot]\ninterruptible_share = 0.3\n")
+    assert load_plan_policy(bom).spot.interruptible_share == 0.3
 
 
 def test_bad_files_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -104,7 +104,8 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     ("start after end", ["--start", "2026-01-08", "--end", "2026-01-07"], "is not before"),
     ("instance size 0", ["--instance-units", "0"], "must be a finite number > 0"),
     ("instance size inf", ["--instance-units", "inf"], "must be a finite number > 0, got inf"),
-    ("price inf", ["--unit-price", "inf"], "--unit-price must be a finite number > 0"),
+    ("price inf", ["--unit-price", "inf"], "--unit-price must be a number > 0 and at most 1e6"),
+    ("price 1e308", ["--unit-price", "1e308"], "at most 1e6 (per unit-hour), got 1e+308"),  # every cost inf
     ("unknown model", ["--models", "nope"], "--models: unknown model(s) nope; choose from"),
     ("no model", ["--models", ","], "--models: no model named in ','; choose from"),
     ("span outside the data", ["--start", "2027-01-01"], "is not before"),
