@@ -3,6 +3,7 @@
 error that names it. ``data/samples/plan.toml`` lists every key with its default."""
 from __future__ import annotations
 
+import logging
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -24,6 +25,8 @@ from planner.plan import PlanPolicy
 from planner.prescale import PrescalePolicy
 from planner.reservations import ReservationPolicy
 from planner.spot import SpotPolicy
+
+log = logging.getLogger(__name__)
 
 
 class PlanConfigError(ValueError):
@@ -196,6 +199,12 @@ def policy_from_mapping(raw: dict, source: str = "plan config") -> PlanPolicy:
             default_split = Split(**split) if split else base.default_split
         except ValueError as exc:
             raise ValueError(f"allocation.default_split: {exc}") from None
+        outside = [loc for loc, (lo, hi) in allocation.bounds.items()
+                   if not lo - 1e-9 <= default_split.share(loc) <= hi + 1e-9]
+        if outside:  # allowed (the default is the reference a re-tune must beat), but said
+            log.warning("%s: allocation.default_split %s is outside [allocation.bounds] for %s: it is kept where no "
+                        "split within the bounds saves min_savings against it", source, default_split.label(),
+                        ", ".join(outside))
         return PlanPolicy(
             costs=costs,
             offers=OfferPolicy(**{**base.offers.__dict__, **_set(cfg.offers)}),

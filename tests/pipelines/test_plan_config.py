@@ -159,3 +159,11 @@ def test_saving_text_says_which_way() -> None:
 def test_offer_regions_reach_the_policy() -> None:
     policy = policy_from_mapping({"offers": {"regions": ["us-east-1", "us-central1"], "min_memory_ratio": 0.5}})
     assert policy.offers.regions == ("us-east-1", "us-central1") and policy.offers.min_memory_ratio == 0.5
+
+
+def test_a_default_split_outside_the_bounds_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    raw = {"allocation": {"default_split": {"private": 0.9, "public": 0.05, "edge": 0.05}}}
+    policy = policy_from_mapping(raw, "plan.toml")
+    assert policy.default_split.private == 0.9  # allowed: the reference a re-tune must beat
+    assert "plan.toml: allocation.default_split 9-0.5-0.5 is outside [allocation.bounds] for private, public" \
+        in caplog.text
