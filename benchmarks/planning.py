@@ -77,7 +77,7 @@ def reservation_rows(uid: str, last: np.ndarray, this: np.ndarray, offers: dict,
     public_last = P.allocation.public_load(last, split, offers)
     low = min(P.AllocationPolicy().scenarios)  # as headroom plan: no more than still pay at demand x low
     rec = P.recommend_reservations(public_last, offers["public"], costs, downside=(
-        low, np.clip(last * low - (last - public_last), 0.0, None)))
+        low, P.allocation.public_load(last, split, offers, at=low)))
     rows = []
     public_this = P.allocation.public_load(this, split, offers)
     od = float(costs.public.effective(offers["public"].unit_price))

@@ -130,10 +130,17 @@ def _demand(demand: np.ndarray) -> np.ndarray:
 
 
 def public_load(demand: np.ndarray, split: Split, offers: dict[str, Offer],
-                policy: AllocationPolicy = AllocationPolicy()) -> np.ndarray:
-    """Units per hour that run on public on-demand: what the fixed locations' machines leave."""
+                policy: AllocationPolicy = AllocationPolicy(), at: float = 1.0) -> np.ndarray:
+    """Units per hour that run on public on-demand: what the fixed locations' machines leave;
+    with ``at``, if demand came in at ``at`` times ``demand`` on the machines bought for it."""
     d = _demand(demand)
-    return _public(d, _fixed(d, split, offers, policy)[0])
+    fixed = _fixed(d, split, offers, policy)[0]
+    if at == 1.0:
+        return _public(d, fixed)
+    other, caps = d * at, {loc: n * offers[loc].units for loc, (n, _) in fixed.items()}
+    if policy.fill == "layered":  # the layers stack from the bottom: together they serve min(demand, capacity)
+        return other - np.minimum(other, sum(caps.values()))
+    return other - sum((np.minimum(other * split.share(loc), c) for loc, c in caps.items()), np.zeros_like(d))
 
 
 def _public(demand: np.ndarray, fixed: dict[str, tuple[float, np.ndarray]]) -> np.ndarray:

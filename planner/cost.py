@@ -151,6 +151,8 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
     would size an H100 pool's work in L4s."""
     require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
     mine = catalog[(catalog["resource"] == resource) & (catalog["units"] > 0)]
+    if resource == "cpu":  # a fraction of a vCPU (a shared core) is no pool's machine
+        mine = mine[mine["units"] >= 1 - 1e-9]
     own = mine[mine["location"] == "private"]
     named = own[own["instance_type"].map(lambda t: named_for(t, pool)).astype(bool)]
     if not named.empty:

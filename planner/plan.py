@@ -233,13 +233,14 @@ def _allocate(uid: str, resource: str, path: np.ndarray, hist: np.ndarray, capac
 
 
 def _recommended_load(alloc: pd.DataFrame, path: np.ndarray, capacity: float, offers: dict[str, Offer],
-                      policy: PlanPolicy) -> np.ndarray:
-    """The hourly load the recommended plan of ``alloc`` runs on public on-demand."""
+                      policy: PlanPolicy, at: float = 1.0) -> np.ndarray:
+    """The hourly load the recommended plan of ``alloc`` runs on public on-demand (with ``at``:
+    if demand came in at ``at`` times ``path``, on the machines bought for it)."""
     best = alloc.loc[alloc["recommended"]].iloc[0]
     if best["plan"] == RUNNING_FLEET:
-        return fleet_spill(path, capacity, offers)
+        return fleet_spill(path * at, capacity, offers)
     return public_load(path, Split(float(best["private"]), float(best["public"]), float(best["edge"])), offers,
-                       policy.allocation)
+                       policy.allocation, at=at)
 
 
 def cheapest_public(load: np.ndarray, choices: list[Offer], costs: CostPolicy, current: Offer) -> Offer:
@@ -295,14 +296,17 @@ def make_plan(
         else:
             log.warning("%s: reports only %s, no gpu or cpu series to plan on: not planned", pool_id,
                         ", ".join(sorted(resources)))
-    if policy.offers.regions is None and not policy.offers.any_region and not pools.empty:
-        own = catalog.loc[catalog["location"] == "private", "region"].astype(str)
-        if len(own) and not any(continent(r) for r in own):
-            log.warning("the fleet's own machines are in %s, of no continent headroom knows: public offers and spot "
-                        "markets from any region qualify (set [offers] regions in the plan config to keep them near)",
-                        ", ".join(sorted(set(own))[:3]))
+    nowhere = set()  # resources whose own machines' regions name no continent: said once each
     for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
+        if policy.offers.regions is None and not policy.offers.any_region and resource not in nowhere:
+            # as qualifying_offers reads the fleet's home: the regions of its private machines of the resource
+            own = catalog.loc[(catalog["location"] == "private") & (catalog["resource"] == resource), "region"]
+            if len(own) and not any(continent(r) for r in own.astype(str)):
+                nowhere.add(resource)
+                log.warning("the fleet's own %s machines are in %s, of no continent headroom knows: public offers and "
+                            "spot markets from any region qualify (set [offers] regions in the plan config to keep "
+                            "them near)", resource, ", ".join(sorted(set(own.astype(str)))[:3]))
         pool = row.pool_id.split("/")[-1]
         path = demand_path(history, forecast, uid)
         if path.size == 0:
@@ -345,7 +349,7 @@ def make_plan(
             # reservations and spot cover what the recommended plan runs on public: what a split's
             # private and edge machines leave, or what exceeds the running fleet
             best = alloc.loc[alloc["recommended"]].iloc[0]
-            load = public = _recommended_load(alloc, path, float(row.capacity), offers, policy)
+            load = _recommended_load(alloc, path, float(row.capacity), offers, policy)
             if with_spot:
                 public_rows = qualifying_offers(catalog, resource, pool, *fit)
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
@@ -356,9 +360,8 @@ def make_plan(
                     load = on_demand_rest(load, policy.spot.interruptible_share, float(spot["pool_units"]))
             low = min(policy.allocation.scenarios)
             downside = None
-            if low < 1:  # the public load, and what spot leaves of it, if demand comes in lower on the
-                # machines bought for this path (what they serve now, they serve at most then)
-                fall = np.clip(path * low - (path - public), 0.0, None)
+            if low < 1:  # the public load, and what spot leaves of it, if demand comes in lower
+                fall = _recommended_load(alloc, path, float(row.capacity), offers, policy, at=low)
                 if with_spot and spot["action"] == "use_spot":
                     fall = on_demand_rest(fall, policy.spot.interruptible_share, float(spot["pool_units"]))
                 downside = (low, fall)

@@ -68,11 +68,14 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     if not fresh.empty:
         cut = fresh.groupby("unique_id")["ds"].transform("max") - pd.Timedelta(first_window)
         hist = fresh[fresh["ds"] <= cut]
-        # a series too young to calibrate waits for a later run
-        counts = hist.groupby("unique_id")["ds"].transform("size")
-        hist = hist[counts >= policy.season_length + MIN_RESIDUALS + 1]
-        if not hist.empty:
-            states.update(CusumDetector(policy).fit(hist).states_)
+        # a series too young to calibrate waits for a later run: too few readings (hours no node
+        # reported are NaN, no reading), or too few that a season before them gives a residual
+        counts = hist["y"].notna().groupby(hist["unique_id"]).transform("sum")
+        for uid, g in hist[counts >= policy.season_length + MIN_RESIDUALS + 1].groupby("unique_id", sort=True):
+            try:
+                states.update(CusumDetector(policy).fit(g).states_)
+            except ValueError as exc:
+                log.info("bursts: %s not calibrated yet: %s", uid, exc)
     events, new_states = CusumDetector(policy).detect(series, states=states)
     current, ended = [], []
     silent = []

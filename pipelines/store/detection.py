@@ -35,7 +35,7 @@ def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
     once, so it must not read a stand-in for the node's load. ``since``: the readings from
     then on only (what the CUSUM states still need, see
     :func:`pipelines.detect.steps.burst_read_since`). Hours no node reported (a monitoring
-    outage, which ``load_demand`` interpolates) come back as NaN: the CUSUM reads no evidence
+    outage), or too few nodes to count, which ``load_demand`` fills, come back as NaN: the CUSUM reads no evidence
     there, where a straight line across a day would look like a burst against the daily cycle."""
     return blank_filled(load_demand(con, since=since,
                                     until=None if until is None else pd.Timestamp(until) + pd.Timedelta(microseconds=1),

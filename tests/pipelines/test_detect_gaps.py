@@ -52,3 +52,22 @@ def test_a_daily_run_retrains_the_fault_model_it_made_a_day_before(db_path: Path
                                            lambda: (lambda: (None, None)))
         assert job(made + timedelta(hours=23, minutes=55)) is None  # younger than a day: reused
         assert job(made + timedelta(days=1)) is not None  # a day old: retrained
+
+
+def test_a_young_series_with_an_outage_waits_to_calibrate_without_stopping_the_others() -> None:
+    """Hours no node reported are NaN: a series whose readings are too few for a first
+    calibration waits for a later run, and the other series are calibrated meanwhile."""
+    from forecasters.demand import blank_filled, regularize
+    from pipelines.detect.steps import run_bursts
+
+    ds = pd.date_range("2026-01-01", periods=80, freq="h")
+    y = 10 + 3 * np.sin(np.arange(80) * 2 * np.pi / 24) + np.random.default_rng(0).normal(0, 0.3, 80)
+    young = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "y": y})
+    young = young[~young["ds"].between(ds[20], ds[43])]  # a day's outage in its first days
+    old_ds = pd.date_range("2025-12-01", periods=24 * 40, freq="h")
+    old = pd.DataFrame({"unique_id": "c/q/gpu", "ds": old_ds,
+                        "y": 10 + 3 * np.sin(np.arange(len(old_ds)) * 2 * np.pi / 24)})
+    series = blank_filled(regularize(pd.concat([young, old], ignore_index=True)))
+    assert series["y"].isna().sum() == 24
+    result = run_bursts(series, {}, CusumPolicy())
+    assert set(result.states) == {"c/q/gpu"}

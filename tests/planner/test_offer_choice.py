@@ -57,6 +57,11 @@ def test_a_fraction_of_a_vcpu_is_no_machine_for_a_pool() -> None:
     ], columns=COLS)
     q = P.cost.qualifying_offers(cat, "cpu", "batch")
     assert "e2-micro" not in set(q["instance_type"]) and "n2-standard-8" in set(q["instance_type"])
+    # nor the machine that sets a pool's memory per vCPU when it has none of its own
+    public = pd.concat([cat.iloc[1:], pd.DataFrame([("gcp", "r1", "n2-highcpu-8", "public", "cpu", 8, 8, 8.0, 0.28,
+                                                     None, None, None)], columns=COLS)], ignore_index=True)
+    assert P.cost.reference_offer(public, "cpu", "batch")["instance_type"] == "n2-highcpu-8"
+    assert set(P.cost.qualifying_offers(public, "cpu", "batch")["instance_type"]) == {"n2-highcpu-8", "n2-standard-8"}
 
 
 def test_a_spot_market_silent_for_a_year_is_gone() -> None:
@@ -91,3 +96,36 @@ def test_reservations_only_as_many_as_still_pay_if_demand_falls() -> None:
     assert P.recommend_reservations(thin, offer, FREE, policy)["instances"].tolist() == [1]
     assert P.recommend_reservations(thin, offer, FREE, policy, downside=(0.85, np.clip(thin - 0.15 * 1, 0, None) * (
         np.arange(720) % 10 < 5))).empty
+
+
+def test_the_plan_is_priced_again_when_its_own_public_load_prefers_another_machine() -> None:
+    """The default split leaves public 6-10 A100s, which the 8-H100 box (at 20/h) carries for
+    least; the plan it recommends, the running fleet, leaves public 2 A100s for 2 hours a day,
+    which 1-A100 machines carry for least: the plan is priced on those."""
+    cat = _gpu_catalog()
+    cat.loc[cat["instance_type"] == "h100-8x", "on_demand_price"] = 20.0
+    ds = pd.date_range("2026-03-02", periods=24 * 28, freq="h")
+    y = np.where(ds.hour.isin([14, 15]), 14.0, 10.0)
+    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": y})
+    fds = pd.date_range(ds[-1] + pd.Timedelta("1h"), periods=24, freq="h")
+    forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": fds, "mean": np.where(fds.hour.isin([14, 15]), 14., 10.)})
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [12.0], "units_per_node": [4.0]})
+    offers = P.select_offers(cat, "gpu", "a100")
+    choices = P.cost.public_choices(P.cost.qualifying_offers(cat, "gpu", "a100"))
+    first = P.allocation.public_load(np.r_[y, forecast["mean"]], P.DEFAULT_SPLIT, offers)
+    assert cheapest_public(first, choices, FREE, offers["public"]).instance_type == "h100-8x"
+    alloc = P.make_plan(history, forecast, capacity, cat, P.PlanPolicy(costs=FREE))["allocation"]
+    best = alloc.loc[alloc["recommended"]].iloc[0]
+    assert best["plan"] == "running_fleet" and alloc["offers"].str.contains("public: cloud/r1/a100-1x").all()
+    assert abs(best["monthly_cost"] - 730 * (12.0 + 2 * 2 * 3.8 / 24)) < 1e-6
+
+
+def test_the_downside_public_load_is_on_the_machines_bought_for_the_path() -> None:
+    one = {loc: P.cost.Offer(loc, "x", "r", f"{loc}-1", 1.0, 1.0) for loc in ("private", "public", "edge")}
+    path = np.full(48, 10.0)
+    for fill, public, downside in (("layered", 5.0, 8.5 - 5.0), ("proportional", 5.0, 8.5 * 0.5)):
+        policy = P.AllocationPolicy(fill=fill)
+        assert np.allclose(P.allocation.public_load(path, P.DEFAULT_SPLIT, one, policy), public)
+        # private and edge keep the machines bought for 10: layered, they serve 5 of 8.5 units; in
+        # proportion, each its share of the 8.5 (2.55 and 1.7), and public the other half
+        assert np.allclose(P.allocation.public_load(path, P.DEFAULT_SPLIT, one, policy, at=0.85), downside)

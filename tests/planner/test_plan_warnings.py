@@ -124,9 +124,14 @@ def test_a_fleet_of_no_known_continent_is_told_public_offers_come_from_anywhere(
     capacity = pd.DataFrame({"unique_id": ["c/h100/gpu"], "capacity": [16.0], "units_per_node": [4.0]})
     with caplog.at_level("WARNING", logger="planner.plan"):
         P.make_plan(history, forecast, capacity, catalog())  # its own machines are in "dc"
-    assert "the fleet's own machines are in dc, of no continent headroom knows" in caplog.text
+    assert "the fleet's own gpu machines are in dc, of no continent headroom knows" in caplog.text
     caplog.clear()
     us = catalog().assign(region=lambda c: c["region"].replace({"dc": "us-west-dc"}))
     with caplog.at_level("WARNING", logger="planner.plan"):
         P.make_plan(history, forecast, capacity, us)
     assert "of no continent" not in caplog.text
+    # CPU machines in a known region say nothing of where the GPU pools' offers may come from
+    cpu_us = catalog().assign(region=lambda c: c["region"].where(c["instance_type"] != "cpu-64c", "us-west-2"))
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        P.make_plan(history, forecast, capacity, cpu_us)
+    assert "the fleet's own gpu machines are in dc" in caplog.text
