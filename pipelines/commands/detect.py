@@ -79,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     try:
         configured_sinks(args.jsonl, args.webhook, args.alertmanager)
-        if args.season_length < 1:
-            raise ValueError(f"--season-length must be >= 1, got {args.season_length}")
+        # the daily refit reads 28 days of hours (672) and needs a season and 24 residuals after it
+        if not 1 <= args.season_length <= 648:
+            raise ValueError(f"--season-length must be 1 to 648 hours (a season and a day's residuals inside the "
+                             f"28-day calibration span), got {args.season_length}")
         now = as_of(args.as_of, str(settings.db_path))
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc

@@ -161,8 +161,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if hazard is not None:
         print(_hazard_line(hazard, devices, args, metrics), file=sys.stderr)
     if int(metrics["events"].iloc[0]) == 0:
+        remedy = ("data with failures on more devices (each device is held out once)" if args.split == "device"
+                  else "a larger --test-fraction")
         print("warning: no failure falls in the test span (of the held-out devices): recall and AUC are "
-              "undefined, and every alert judged counts as false; use a larger --test-fraction", file=sys.stderr)
+              f"undefined, and every alert judged counts as false; use {remedy}", file=sys.stderr)
     return 0
 
 

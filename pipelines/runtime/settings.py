@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -36,7 +37,7 @@ class Settings(BaseModel):
     lock_timeout_s: float = Field(default=30.0, ge=0, le=86400, allow_inf_nan=False)
     data_dir: Path = Field(default=REPO_ROOT / "data" / "demo")
     report_dir: Path = Field(default=REPO_ROOT / "reports")
-    task_runner: str = Field(default="thread", pattern="^(thread|dask)$")
+    task_runner: Literal["thread", "dask"] = "thread"
     dask_address: str | None = None
     max_workers: int = Field(default=2, ge=1)
     alert_jsonl: Path | None = None
@@ -44,7 +45,7 @@ class Settings(BaseModel):
     alertmanager_url: str | None = None
     plan_config: Path | None = None
     stale_after_hours: float = Field(default=24.0, gt=0, allow_inf_nan=False)  # headroom status: a source older is stale
-    unused_spot_markets: str = Field(default="info", pattern="^(info|off)$")  # spike alerts where no pool runs
+    unused_spot_markets: Literal["info", "off"] = "info"  # spike alerts where no pool runs
     input_dir: Path | None = None  # the drop folder of the hourly ingest deployment (serve --input)
     schedule_timezone: str = "UTC"  # the IANA zone the deployments' crons are read in
     # the detect flow reuses the registered spike model until it is this old, or until the
@@ -75,8 +76,10 @@ class Settings(BaseModel):
         values = {k: v for k, v in env.items() if v not in (None, "")}
         given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
-        if isinstance(values.get("task_runner"), str):
-            values["task_runner"] = values["task_runner"].strip().lower()
+        # words are read as typed in any case, with spaces around them dropped; a zone's name keeps its case
+        for key in ("task_runner", "unused_spot_markets", "schedule_timezone"):
+            if isinstance(values.get(key), str):
+                values[key] = values[key].strip() if key == "schedule_timezone" else values[key].strip().lower()
         if values.get("dask_address") and "task_runner" not in values:
             values["task_runner"] = "dask"
         try:

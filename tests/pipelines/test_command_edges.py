@@ -118,6 +118,9 @@ def test_times_before_1970_are_one_line_not_a_traceback(tmp_path: Path, db_path:
     capsys.readouterr()
     assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts", "--as-of", "0001-01-01"]) == 2
     assert "--as-of '0001-01-01' is before 1970" in _error(capsys)
+    # a season no calibration window can hold calibrated nothing, silently
+    assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts", "--season-length", "100000"]) == 2
+    assert "--season-length must be 1 to 648 hours" in _error(capsys)
     series = pd.Series(1.0, index=pd.date_range("2026-01-01", periods=72, freq="h"), name="c/p/gpu")
     for start in ("1000-01-01", "0001-01-01"):
         with pytest.raises(ReplayError, match=f"--start/--end: '{start}' is not between 1970 and 2200"):

@@ -11,6 +11,18 @@ def test_task_runner_is_case_insensitive(monkeypatch) -> None:
     assert Settings.from_env().task_runner == "dask"
 
 
+def test_every_word_setting_is_read_alike(monkeypatch) -> None:
+    """Trimmed, and in any case where the value is a word (a zone keeps its case)."""
+    monkeypatch.setenv("HEADROOM_TASK_RUNNER", "DASK ")
+    monkeypatch.setenv("HEADROOM_UNUSED_SPOT_MARKETS", "OFF")
+    monkeypatch.setenv("HEADROOM_SCHEDULE_TIMEZONE", "Europe/Berlin ")
+    s = Settings.from_env()
+    assert (s.task_runner, s.unused_spot_markets, s.schedule_timezone) == ("dask", "off", "Europe/Berlin")
+    monkeypatch.setenv("HEADROOM_UNUSED_SPOT_MARKETS", "loud")
+    with pytest.raises(SettingsError, match="HEADROOM_UNUSED_SPOT_MARKETS='loud': Input should be 'info' or 'off'"):
+        Settings.from_env()
+
+
 @pytest.mark.parametrize(("var", "value"), [
     ("HEADROOM_MAX_WORKERS", "0"), ("HEADROOM_LOCK_TIMEOUT", "abc"), ("HEADROOM_TASK_RUNNER", "ray"),
     # NaN waited no time at all; inf and 1e12 overflowed the alert lease built on the wait
