@@ -171,7 +171,7 @@ def configured_sinks(
     return alerts.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
 
 
-def alert_counts(db_path: str, sink_names: list[str]) -> dict[str, object]:
+def alert_counts(db_path: str, sink_names: list[str], until: datetime | None = None) -> dict[str, object]:
     """Firing alerts and pending deliveries, as :func:`pipelines.store.detection.alert_counts`."""
     with open_warehouse(db_path) as con:
-        return detection.alert_counts(con, sink_names)
+        return detection.alert_counts(con, sink_names, until)

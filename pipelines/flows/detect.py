@@ -76,9 +76,9 @@ def deliver(db_path: str, now: datetime, sinks: list[Sink]) -> dict[str, dict]:
 
 
 @task
-def alert_counts(db_path: str, sink_names: list[str]) -> dict[str, object]:
-    """Firing alerts and pending deliveries."""
-    return jobs.alert_counts(db_path, sink_names)
+def alert_counts(db_path: str, sink_names: list[str], until: datetime | None = None) -> dict[str, object]:
+    """Firing alerts (started by a replay's clock) and pending deliveries."""
+    return jobs.alert_counts(db_path, sink_names, until)
 
 
 @flow(name="detect")
@@ -161,5 +161,5 @@ def detect_flow(
     out["delivered"] = sent["delivered"]
     if sent["failed"]:  # pending for the next run; said, so that a scheduler sees a sink is down
         out["delivery_failed"] = sent["failed"]
-    out.update(alert_counts(str(db_path), names))
+    out.update(alert_counts(str(db_path), names, until))
     return out

@@ -168,12 +168,15 @@ def save_states(con: duckdb.DuckDBPyConnection, detector: str, states: Mapping[s
         return upsert(con, "detector_state", frame)
 
 
-def alert_counts(con: duckdb.DuckDBPyConnection, sinks: Sequence[str]) -> dict[str, object]:
-    """Firing alerts and the pending deliveries of the configured ``sinks``, for the flow's
-    summary. Deliveries still pending for a sink not configured now (a JSONL file of another
-    report folder, a webhook since removed) are kept, to go out if it comes back, and
-    counted apart as ``pending_unconfigured``: {sink: n}, present only when there are any."""
-    firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing'").fetchone()
+def alert_counts(con: duckdb.DuckDBPyConnection, sinks: Sequence[str],
+                 until: datetime | None = None) -> dict[str, object]:
+    """Firing alerts (with ``until``, a replay's clock: those started by then) and the pending
+    deliveries of the configured ``sinks``, for the flow's summary. Deliveries still pending for
+    a sink not configured now (a JSONL file of another report folder, a webhook since removed)
+    are kept, to go out if it comes back, and counted apart as ``pending_unconfigured``:
+    {sink: n}, present only when there are any."""
+    firing = con.execute("SELECT count(*) FROM alerts WHERE status = 'firing' AND starts_at <= ?",
+                         [_upto(until)]).fetchone()
     rows = con.execute("SELECT sink, count(*) FROM alert_deliveries WHERE state = 'pending' GROUP BY sink "
                        "ORDER BY sink").fetchall()
     mine = set(sinks)

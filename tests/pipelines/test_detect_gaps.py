@@ -71,3 +71,15 @@ def test_a_young_series_with_an_outage_waits_to_calibrate_without_stopping_the_o
     assert series["y"].isna().sum() == 24
     result = run_bursts(series, {}, CusumPolicy())
     assert set(result.states) == {"c/q/gpu"}
+
+
+def test_a_replay_counts_only_the_alerts_firing_by_its_clock(db_path: Path) -> None:
+    """detect --as-of an earlier time said "firing 8", counting alerts that start after it."""
+    from datetime import datetime
+
+    with warehouse.open_warehouse(db_path) as con:
+        for i, start in enumerate((datetime(2026, 1, 10), datetime(2026, 1, 14))):
+            con.execute("INSERT INTO alerts (fingerprint, kind, entity, severity, status, starts_at, updated_at) "
+                        "VALUES (?, 'burst', 'c/p/gpu', 'warning', 'firing', ?, ?)", [f"f{i}", start, start])
+        assert detection.alert_counts(con, [])["firing"] == 2
+        assert detection.alert_counts(con, [], datetime(2026, 1, 12))["firing"] == 1
