@@ -264,15 +264,19 @@ def filled_points(frame: pd.DataFrame) -> pd.MultiIndex | None:
     return pd.MultiIndex.from_tuples(filled, names=["unique_id", "ds"])
 
 
+def at_points(frame: pd.DataFrame, points: pd.MultiIndex) -> np.ndarray:
+    """Which rows of ``frame`` are at the (unique_id, ds) ``points``."""
+    return pd.MultiIndex.from_arrays([frame["unique_id"].astype(str), frame["ds"]]).isin(points)
+
+
 def blank_filled(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with ``y`` NaN at the points :func:`regularize` filled: hours no node reported
     are no evidence (a chart's gap, a detector's silence), not the line drawn across them."""
     filled = filled_points(frame)
     if filled is None:
         return frame
-    keys = pd.MultiIndex.from_arrays([frame["unique_id"].astype(str), frame["ds"]])
     out = frame.copy()
-    out.loc[keys.isin(filled), "y"] = np.nan
+    out.loc[at_points(frame, filled), "y"] = np.nan
     return out
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from forecasters.backtest import cross_validation
 from forecasters.base import BaseForecaster
+from forecasters.demand import at_points
 from forecasters.metrics import evaluate
 from forecasters.registry import create
 from forecasters.serialize import dumps
@@ -75,7 +76,7 @@ def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec, unscored: 
     skipped = cv.attrs["skipped"]
     scored = cv
     if unscored is not None and len(unscored):
-        blank = pd.MultiIndex.from_arrays([cv["unique_id"].astype(str), cv["ds"]]).isin(unscored)
+        blank = at_points(cv, unscored)
         cv.loc[blank, "y"] = np.nan
         scored = cv[~blank]
     metrics = evaluate(scored, history, spec.season_length).iloc[0].to_dict()

@@ -142,6 +142,13 @@ def named_for(instance_type: object, pool: str) -> bool:
     return str(instance_type).lower().startswith(pool.lower())
 
 
+def _machines(catalog: pd.DataFrame, resource: str) -> pd.DataFrame:
+    """The catalog rows of ``resource`` that are machines a pool's work can run on: some units,
+    and for CPUs at least a whole vCPU (a fraction is a shared core: GCP's e2-micro, 0.25)."""
+    units = catalog["units"]
+    return catalog[(catalog["resource"] == resource) & (units > 0) & ((resource != "cpu") | (units >= 1 - 1e-9))]
+
+
 def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Series | None:
     """The machine a pool runs on: the private offer of ``resource`` whose instance type
     starts with the pool name (``h100`` -> ``h100-4x``; a priced one before an unpriced
@@ -150,9 +157,7 @@ def reference_offer(catalog: pd.DataFrame, resource: str, pool: str) -> pd.Serie
     private machine has none: its GPU model is unknown, and a public L4 taken as its machine
     would size an H100 pool's work in L4s."""
     require_columns(catalog, CATALOG_COLUMNS, "instance catalog")
-    mine = catalog[(catalog["resource"] == resource) & (catalog["units"] > 0)]
-    if resource == "cpu":  # a fraction of a vCPU (a shared core) is no pool's machine
-        mine = mine[mine["units"] >= 1 - 1e-9]
+    mine = _machines(catalog, resource)
     own = mine[mine["location"] == "private"]
     named = own[own["instance_type"].map(lambda t: named_for(t, pool)).astype(bool)]
     if not named.empty:
@@ -238,8 +243,8 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflop
     ``pool_units``: the pool units one instance provides."""
     ref = reference_offer(catalog, resource, pool)
     # a price of 0 (or none) is not a free machine but an unknown price: not an offer
-    cat = catalog[(catalog["resource"] == resource) & (catalog["on_demand_price"] > 0)
-                  & (catalog["units"] > 0)].copy()
+    cat = _machines(catalog, resource)
+    cat = cat[cat["on_demand_price"] > 0].copy()
     if ref is None:
         return cat.iloc[0:0].assign(pool_units=pd.Series(dtype=float))
     ratio = pd.Series(1.0, index=cat.index)
@@ -250,8 +255,6 @@ def qualifying_offers(catalog: pd.DataFrame, resource: str, pool: str, min_tflop
             else pd.Series(np.nan, index=cat.index)
         ratio[cat.index == ref.name] = 1.0
     keep = (ratio >= min_tflops_ratio - 1e-9).fillna(False).astype(bool)
-    if resource == "cpu":  # a fraction of a vCPU is a shared core (e2-micro: 0.25), not a pool's machine
-        keep &= (cat["units"] >= 1 - 1e-9) | ((cat.index == ref.name) & (ref["location"] == "private"))
     if resource == "cpu" and "memory_gb" in cat:
         ref_memory = pd.to_numeric(pd.Series([ref.get("memory_gb")]), errors="coerce").iloc[0] / float(ref["units"])
         if memory_per_unit is not None and np.isfinite(memory_per_unit) and memory_per_unit > 0:
