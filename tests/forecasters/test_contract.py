@@ -410,13 +410,13 @@ def test_hybrid_booster_learns_from_out_of_sample_prophet(panel: pd.DataFrame, m
 
 
 @pytest.mark.slow
-def test_hybrid_mixes_its_booster_with_one_that_never_saw_prophet(panel: pd.DataFrame) -> None:
-    """The forecast is ``plain_share`` of a booster on the same rows without Prophet's features
-    and the rest of the Prophet-fed one; at 0 it is the Prophet-fed booster alone."""
+def test_hybrid_mixes_its_booster_with_lgbm_itself(panel: pd.DataFrame) -> None:
+    """The forecast is ``plain_share`` of lgbm, trained as the lgbm model trains, and the rest
+    of the Prophet-fed booster; at 0 it is the Prophet-fed booster alone."""
     from forecasters.base import Context, series_arrays, windows_at
 
     model = make_model("prophet_lgbm").set_params(plain_share=0.25).fit(panel)
-    assert model.plain_.num_feature() < model.booster_.num_feature()  # no Prophet columns
+    assert model.plain_.booster_.num_feature() < model.booster_.num_feature()  # no Prophet columns
     frame = model._validate(panel, model.min_points())
     uids, ys, starts = series_arrays(frame)
     width = model._context_length()
@@ -424,9 +424,15 @@ def test_hybrid_mixes_its_booster_with_one_that_never_saw_prophet(panel: pd.Data
                   np.array([s + len(y) - 1 for y, s in zip(ys, starts)]))
     mixed = model._predict_points(ctx, H)
     fed = model.set_params(plain_share=0.0)._predict_points(ctx, H)
-    plain = model._boost().direct(model.plain_, ctx, H)
+    plain = model.plain_._predict_points(ctx, H)
     np.testing.assert_allclose(mixed, 0.75 * fed + 0.25 * plain, rtol=1e-9)
     assert not np.allclose(fed, plain)
+    # the same forecasts, and the same intervals' errors, as the lgbm model's
+    lgbm = make_model("lgbm").fit(panel)
+    np.testing.assert_allclose(plain, lgbm._predict_points(ctx, H), rtol=1e-12)
+    assert model.plain_.probe_ is None and lgbm.probe_ is None  # each probe served as its calibration copy
+    model.plain_ = model.plain_.booster_  # an artifact from before: the plain booster bare
+    np.testing.assert_allclose(model.set_params(plain_share=0.25)._predict_points(ctx, H), mixed, rtol=1e-12)
     with pytest.raises(ValueError, match="plain_share must be in"):
         make_model("prophet_lgbm").set_params(plain_share=1.0).fit(panel)
 

@@ -32,7 +32,7 @@ FLAT_DEFAULTS = {
                      "n_estimators": 150, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
                      "objective": "l1", "max_train_points": 1008, "max_rows": 60000, "weighting": "equal",
                      "boost_target": "anchor", "feature_holdout": 336, "plain_share": 0.5,
-                     "lgbm_jobs": 1, "seed": 3},
+                     "plain_train_points": 1344, "lgbm_jobs": 1, "seed": 3},
 }
 
 
@@ -90,4 +90,5 @@ def test_artifacts_are_flat_and_flat_artifacts_load() -> None:
     assert list(vars(legacy)) == list(vars(ProphetLGBM()))
     assert legacy.feature_holdout == 0  # fit before out-of-sample features: in-sample, as it was
     assert legacy.plain_share == 0.0  # and before the plain booster: Prophet-fed booster alone
+    assert legacy.plain_train_points == 24 * 42  # a plain booster then trained as the hybrid's own
     assert pickle.loads(pickle.dumps(legacy)).get_params() == legacy.get_params()
