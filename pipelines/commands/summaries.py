@@ -136,8 +136,8 @@ def replay_lines(r: dict) -> list[str]:
                      f"{x['planned_underprovisioned_pct']:.2f}%, reactive_80 {x['reactive_80_cost_vs_oracle']:.2f}x "
                      f"{x['reactive_80_underprovisioned_pct']:.2f}%"
                      + ("" if x["beyond_frontier"] else " (a reactive autoscaler does as well)"))
-    if r.get("skipped"):
-        lines.append(f"  {r['skipped']} pool(s) too short to replay")
+    for pool, why in r.get("not_replayed", {}).items():
+        lines.append(f"  {pool:<20} not replayed: {why}")
     return lines
 
 

@@ -23,8 +23,9 @@ RUN_MODELS = ("seasonal_naive", "lgbm")  # the run's: the champion's rivals that
 
 @task(cache_policy=NO_CACHE)
 def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...], policy: PlanPolicy,
-                     lock_timeout_s: float) -> dict | None:
-    """Replay one pool's primary series over its last ``days`` and store it; None when it cannot be."""
+                     lock_timeout_s: float) -> dict:
+    """Replay one pool's primary series over its last ``days`` and store it; ``{"pool", "skipped":
+    why}`` when it cannot be."""
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=lock_timeout_s) as con:
         try:
             series, node_units = plan_replay.pick_series(con, pool, None)
@@ -33,12 +34,12 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
             units, price = plan_replay.sizing(con, str(series.name), node_units, policy)
         except plan_replay.ReplayError as exc:
             log.warning("replay %s: %s", pool, exc)
-            return None
+            return {"pool": pool, "skipped": str(exc)}
     try:
         result = plan_replay.replay(series, start, end, units, policy.prescale, unit_price=price, models=models)
     except plan_replay.ReplayError as exc:
         log.warning("replay %s: %s", pool, exc)
-        return None
+        return {"pool": pool, "skipped": str(exc)}
     with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
         plan_replay.store(con, series, start, end, units, models, result, policy.prescale)
     t = result.table.set_index("strategy")
@@ -51,7 +52,8 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
 @flow(name="replay")
 def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RUN_MODELS,
                 config_path: str | None = None) -> dict:
-    """Replay every planned pool's last ``days``; returns ``{"replays": [per pool], "skipped": n}``."""
+    """Replay every planned pool's last ``days``; returns ``{"replays": [per pool], "skipped": n,
+    "not_replayed": {pool: why}}``."""
     settings = Settings.from_env()
     policy = load_plan_policy(config_path or (str(settings.plan_config) if settings.plan_config else None))
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=settings.lock_timeout_s) as con:
@@ -61,6 +63,7 @@ def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RU
         for p in pools:
             done.append(replay_pool_task(db_path, p, days, tuple(models), policy, settings.lock_timeout_s))
             bar(len(done), len(pools))
-    out = {"replays": [d for d in done if d is not None], "skipped": sum(d is None for d in done)}
+    skipped = {d["pool"]: d["skipped"] for d in done if "skipped" in d}
+    out = {"replays": [d for d in done if "skipped" not in d], "skipped": len(skipped), "not_replayed": skipped}
     log.info("replay: %s", out)
     return out

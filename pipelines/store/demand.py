@@ -95,12 +95,48 @@ def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | No
     return frame
 
 
-# one series at the data's own resolution: the pool's nodes summed per reading time, and the
-# median capacity a node of it reports (the step capacity moves by when nothing else says)
-SERIES_AT_RESOLUTION_SQL = """
-SELECT ts, sum(used) AS y, count(*) AS nodes, median(capacity) AS node_capacity
-FROM utilization WHERE cluster || '/' || pool || '/' || resource = ?
-GROUP BY ts ORDER BY ts
+# The clock's steps (seconds) a series' readings are put on: its slowest node's median interval
+# between readings, snapped to the nearest of these. Each reading goes to the nearest step and
+# each node counts once per step (its mean), so nodes that report a few seconds or minutes
+# apart, jittered, or at different rates still add up; readings on the grid stay as they are.
+CLOCK_STEPS = (1, 2, 5, 10, 15, 20, 30, 60, 120, 180, 240, 300, 360, 600, 720, 900, 1200, 1800,
+               3600, 7200, 10800, 14400, 21600, 28800, 43200, 86400)
+_ON_STEPS = """
+WITH rows AS (
+    SELECT cluster || '/' || pool || '/' || resource AS unique_id, node_id, ts, used, capacity
+    FROM utilization WHERE {where}
+),
+gaps AS (
+    SELECT unique_id, node_id,
+           epoch_us(ts) - lag(epoch_us(ts)) OVER (PARTITION BY unique_id, node_id ORDER BY ts) AS gap
+    FROM rows
+),
+slowest AS (
+    SELECT unique_id, max(gap) AS gap
+    FROM (SELECT unique_id, node_id, median(gap) AS gap FROM gaps WHERE gap > 0 GROUP BY ALL) GROUP BY ALL
+),
+steps AS (
+    SELECT unique_id, arg_min(s, abs(ln(s * 1e6 / gap)))::BIGINT * 1000000 AS step
+    FROM slowest, (VALUES {clock}) AS clock(s) GROUP BY ALL
+),
+node_steps AS (
+    SELECT unique_id, node_id,
+           time_bucket(to_microseconds(coalesce(step, 1)), ts + to_microseconds(coalesce(step, 0) // 2)) AS ds,
+           avg(used) AS used, avg(capacity) AS capacity
+    FROM rows LEFT JOIN steps USING (unique_id) GROUP BY ALL
+)
+"""
+
+
+def _on_steps(where: str) -> str:
+    return _ON_STEPS.format(where=where, clock=", ".join(f"({s})" for s in CLOCK_STEPS))
+
+
+# one series on its own steps: the pool's nodes summed per step, and the median capacity a
+# node of it reports (the step capacity moves by when nothing else says)
+SERIES_AT_RESOLUTION_SQL = _on_steps("cluster || '/' || pool || '/' || resource = ?") + """
+SELECT ds AS ts, sum(used) AS y, count(*) AS nodes, median(capacity) AS node_capacity
+FROM node_steps GROUP BY ds ORDER BY ds
 """
 SERIES_IDS_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization ORDER BY 1"
 
@@ -111,18 +147,18 @@ def series_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def series_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str) -> pd.DataFrame:
-    """``ts, y, nodes, node_capacity`` of one series at its readings' own times."""
+    """``ts, y, nodes, node_capacity`` of one series on its own steps (see ``CLOCK_STEPS``)."""
     return warehouse.query(con, SERIES_AT_RESOLUTION_SQL, [unique_id])
 
 
-RECENT_SQL = """
-SELECT cluster || '/' || pool || '/' || resource AS unique_id, ts AS ds, sum(used) AS y
-FROM utilization WHERE ts >= ? GROUP BY ALL ORDER BY unique_id, ds
+RECENT_SQL = _on_steps("ts >= ?") + """
+SELECT unique_id, ds, sum(used) AS y FROM node_steps GROUP BY ALL ORDER BY unique_id, ds
 """
 
 
 def recent_at_resolution(con: duckdb.DuckDBPyConnection, span: pd.Timedelta) -> pd.DataFrame:
-    """Every series' nodes summed per reading time over the ``span`` before the newest reading."""
+    """Every series' nodes summed per step (see ``CLOCK_STEPS``) over the ``span`` before the
+    newest reading."""
     last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
     if last is None:
         return pd.DataFrame({"unique_id": pd.Series(dtype=str), "ds": pd.Series(dtype="datetime64[ns]"),

@@ -218,3 +218,52 @@ def test_replay_reads_the_configured_plan_policy(tmp_path: Path, monkeypatch, ca
     assert main(["plan", "replay", "--utilization", str(src), "--models", "seasonal_naive",
                  "--instance-units", "8"]) == 0
     assert "50% quantile" in capsys.readouterr().out
+
+
+def test_nodes_that_report_apart_or_at_other_rates_add_up(tmp_path: Path) -> None:
+    """Replay and the plan's margin sum a pool's nodes per step of its own grid: a node scraped
+    150 s after the others, one jittered by up to 40 s, and, in another pool, an hourly node
+    beside a per-minute one. Summed per exact reading time, each step held one node."""
+    import duckdb
+
+    from pipelines.store import demand
+
+    five = pd.date_range("2026-01-01", periods=3 * 288, freq="5min")
+    jitter = pd.to_timedelta(np.random.default_rng(0).integers(-40, 41, len(five)), unit="s")
+    minute = pd.date_range("2026-01-01", periods=3 * 1440, freq="1min")
+    hour = pd.date_range("2026-01-01 00:07", periods=3 * 24, freq="1h")
+    parts = [("train", "n1", five, 1.0), ("train", "n2", five + pd.Timedelta("150s"), 10.0),
+             ("train", "n3", five + jitter, 100.0), ("mixed", "m1", minute, 2.0), ("mixed", "m2", hour, 20.0)]
+    frame = pd.concat([pd.DataFrame({"ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "cluster": "c1", "pool": pool,
+                                     "node_id": node, "resource": "cpu", "used": used, "capacity": 400.0})
+                       for pool, node, ts, used in parts])
+    frame.to_csv(tmp_path / "u.csv", index=False)
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", "--kind", "utilization", "--db", str(db), str(tmp_path / "u.csv")]) == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        train = demand.series_at_resolution(con, "c1/train/cpu")
+        mixed = demand.series_at_resolution(con, "c1/mixed/cpu")
+        recent = demand.recent_at_resolution(con, pd.Timedelta("1D"))
+    inner = train.iloc[1:-1]  # the first and last steps: a node's reading rounded beyond the others'
+    assert (inner["ts"].diff().dropna() == STEP).all() and (inner["nodes"] == 3).all()
+    np.testing.assert_allclose(inner["y"], 111.0)
+    inner = mixed.iloc[1:-1]
+    assert (inner["ts"].diff().dropna() == pd.Timedelta("1h")).all() and (inner["nodes"] == 2).all()
+    np.testing.assert_allclose(inner["y"], 22.0)
+    last_day = recent[recent["unique_id"] == "c1/train/cpu"].iloc[1:-1]
+    np.testing.assert_allclose(last_day["y"], 111.0)
+
+
+def test_a_pool_the_run_cannot_replay_is_named_with_its_reason(tmp_path: Path) -> None:
+    """The run's summary said every such pool was 'too short', whatever stopped it."""
+    from pipelines.commands.summaries import replay_lines
+    from pipelines.flows.replay import replay_pool_task
+    from planner.plan import PlanPolicy
+
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", "--kind", "utilization", "--db", str(db),
+                 str(utilization_csv(tmp_path / "u.csv", tide(0.5)))]) == 0
+    out = replay_pool_task.fn(str(db), "c1/train", 7, ("seasonal_naive",), PlanPolicy(), 5.0)
+    assert out["pool"] == "c1/train" and "no data before the replay's start" in out["skipped"]
+    lines = replay_lines({"replays": [], "skipped": 1, "not_replayed": {out["pool"]: out["skipped"]}})
+    assert lines[1].startswith("  c1/train") and f"not replayed: {out['skipped']}" in lines[1]
