@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -148,8 +148,12 @@ class CusumState:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> CusumState:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`; a ValueError for fields this version does not know (a
+        newer headroom's state)."""
         values = dict(data)
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"CUSUM state with fields this version does not know: {', '.join(unknown)}")
         memory = values["memory"]
         values["memory"] = tuple(np.nan if v is None else float(v) for v in memory)  # type: ignore[union-attr]
         for key in TIME_FIELDS:

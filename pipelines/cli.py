@@ -261,8 +261,8 @@ def _main(argv: list[str] | None) -> int:
         if READ_BEHIND and type(exc).__name__ in ("CatalogException", "BinderException"):
             lacks = " ".join(str(exc).split("\n")[0].split())[:200]
             print(f"headroom {name}: error: warehouse {sorted(READ_BEHIND)[0]} is behind this headroom's "
-                  f"schema and lacks what this command reads ({lacks}); a writing command (headroom ingest or run) "
-                  "brings it up to date", file=sys.stderr)
+                  f"schema and lacks what this command reads ({lacks}); a command that writes to it (ingest, train or "
+                  "run) brings it up to date", file=sys.stderr)
             return 2
         if isinstance(exc, RuntimeError) and "ephemeral Prefect API" in str(exc):
             wait = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_WAIT_S)

@@ -399,8 +399,9 @@ def spike_model_status(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
     learnt from (beyond the horizon its last labels need: prices loaded late, a backfill)."""
     age = pd.Timedelta(retrain_every)
     row = detection.latest_model_row(con, SPIKE_MODEL, detection.spike_params(con, policy), until)
-    if row is None:
-        return None, "no model yet"
+    if row is None:  # a newer headroom, or another --horizon, trains under other settings
+        return None, ("no model for these settings yet (the registered ones were trained under others)"
+                      if detection.has_model(con, SPIKE_MODEL) else "no model yet")
     old = pd.Timestamp(now) - row["created_at"]
     if old >= age:
         return row, f"the model is {rough_duration(old)} old; retrain age {short_duration(age)}"

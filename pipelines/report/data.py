@@ -115,16 +115,9 @@ def no_negative_zero(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    found = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
-    ).fetchone()
-    return bool(found[0])
-
-
 def _read(con: duckdb.DuckDBPyConnection, table: str, sql: str, params: list | None = None) -> pd.DataFrame:
     """``sql`` over ``table``, or an empty frame when the table does not exist yet."""
-    if not _has_table(con, table):
+    if not warehouse.has_table(con, table):
         return pd.DataFrame()
     return warehouse.query(con, sql, params)
 
@@ -133,7 +126,7 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
     """Read the report's frames: champion forecasts with recent actuals, the node-by-hour
     utilization of the widest resource, alerts, champions and the latest plan run."""
     counts = {}
-    if _has_table(con, "utilization"):
+    if warehouse.has_table(con, "utilization"):
         tables = warehouse.table_counts(con)
         counts = {str(t): int(n) for t, n in zip(tables["table"], tables["rows"])}
     last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0] if counts else None
@@ -157,7 +150,7 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
             heatmap = warehouse.query(con, HEATMAP_SQL, [resource, since])
 
     plan = _read(con, "recommendations", LATEST_PLAN_SQL)
-    replayed, drawn = replays.latest_replays(con) if _has_table(con, "replays") else (pd.DataFrame(), {})
+    replayed, drawn = replays.latest_replays(con) if warehouse.has_table(con, "replays") else (pd.DataFrame(), {})
     return ReportData(
         data_cutoff=cutoff,
         counts=counts,
@@ -167,7 +160,7 @@ def load_report_data(con: duckdb.DuckDBPyConnection, history_days: int = HISTORY
         heatmap_resource=resource,
         alerts=_read(con, "alerts", ALERTS_SQL),
         champions=champion_metrics(_read(con, "models", CHAMPIONS_SQL),
-                                   _read(con, "backtests", RIVALS_SQL) if _has_table(con, "forecasts") else None),
+                                   _read(con, "backtests", RIVALS_SQL) if warehouse.has_table(con, "forecasts") else None),
         plan_run=None if plan.empty else str(plan["run_id"].iloc[0]),
         plan_cutoff=None if plan.empty or plan["data_cutoff"].isna().all()
         else pd.Timestamp(plan["data_cutoff"].dropna().iloc[0]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import pickle
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -18,6 +19,8 @@ from anomaly.spikes import SpikePredictor
 from forecasters.demand import blank_filled
 from pipelines.store.demand import load_demand
 from pipelines.store.warehouse import query, query_categorical, transaction, upsert
+
+log = logging.getLogger(__name__)
 
 
 def _upto(until: datetime | None) -> datetime:
@@ -151,9 +154,17 @@ def spot_markets_in_use(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def load_states(con: duckdb.DuckDBPyConnection, detector: str) -> dict[str, CusumState]:
-    """Persisted detector states by series."""
+    """Persisted detector states by series. One this headroom cannot read (another version
+    wrote it) is left out, with a warning: its series is calibrated afresh, as a new one."""
     rows = query(con, "SELECT unique_id, state FROM detector_state WHERE detector = ?", [detector])
-    return {r.unique_id: CusumState.from_dict(json.loads(r.state)) for r in rows.itertuples(index=False)}
+    out = {}
+    for r in rows.itertuples(index=False):
+        try:
+            out[r.unique_id] = CusumState.from_dict(json.loads(r.state))
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("%s: its %s state is not one this headroom reads (%s): calibrated afresh", r.unique_id,
+                        detector, exc)
+    return out
 
 
 def save_states(con: duckdb.DuckDBPyConnection, detector: str, states: Mapping[str, CusumState],
@@ -214,6 +225,11 @@ def latest_model_row(con: duckdb.DuckDBPyConnection, kind: str, params: str,
     if row is None:
         return None
     return {"model_id": str(row[0]), "created_at": pd.Timestamp(row[1]), "data_cutoff": pd.Timestamp(row[2])}
+
+
+def has_model(con: duckdb.DuckDBPyConnection, kind: str) -> bool:
+    """Whether any ``kind`` model is registered, whatever settings it was trained with."""
+    return bool(con.execute("SELECT count(*) FROM models WHERE kind = ?", [kind]).fetchone()[0])
 
 
 def spot_prices_end(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.Timestamp | None:

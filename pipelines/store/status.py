@@ -65,7 +65,9 @@ def last_runs(con: duckdb.DuckDBPyConnection) -> list[dict]:
     and on which clock (``CLOCK``)."""
     out = []
     for flow, sql in LAST_RUNS_SQL.items():
-        at, count = con.execute(sql).fetchone()
+        # a warehouse from before replays were stored has no replays table until a write migrates it
+        at, count = (con.execute(sql).fetchone() if flow != "replay" or warehouse.has_table(con, "replays")
+                     else (None, 0))
         out.append({"flow": flow, "last_written": _ts(at), "clock": CLOCK[flow], "count": int(count or 0)})
     batches = warehouse.query(con, "SELECT status, count(*) AS n, sum(rows_loaded) AS loaded, sum(rows_rejected) "
                                    "AS rejected FROM ingest_batches GROUP BY status ORDER BY status")

@@ -37,6 +37,11 @@ class NotAWarehouseError(RuntimeError):
     code = 2
 
 
+class NewerWarehouseError(NotAWarehouseError):
+    """The warehouse records a migration newer than this headroom has: a newer headroom wrote
+    it, and this one would misread what it cannot know. Exit status 2."""
+
+
 # what DuckDB says of a file it cannot read as a database (at open, or when a query meets the block)
 _CORRUPT = ("corrupt database file", "could not read enough bytes from file", "not a valid duckdb database file",
             "trying to read a database file with version number")
@@ -173,13 +178,15 @@ def connect(
             # an empty DuckDB file holds no data: read an empty warehouse, and write nothing to the file
             con.close()
             return connect(":memory:")
+        if target != ":memory:":
+            _refuse_newer(con, target)
         if migrate_schema and not read_only:
             migrate(con)
         elif migrate_schema and target != ":memory:" and not _schema_current(con):
             # a reader never writes (a read-only file system, another user's file): a writing
             # command (ingest, run) migrates it; until then the tables are read as they are
-            log.warning("warehouse %s is behind this headroom's schema; reading it as it is (a writing command, "
-                        "headroom ingest or run, brings it up to date)", target)
+            log.warning("warehouse %s is behind this headroom's schema; reading it as it is (a command that "
+                        "writes to it, as ingest, train or run, brings it up to date)", target)
             READ_BEHIND.add(target)
     except BaseException:
         con.close()
@@ -207,6 +214,19 @@ def _check_ours(con: duckdb.DuckDBPyConnection, target: str) -> bool:
     return True
 
 
+def _refuse_newer(con: duckdb.DuckDBPyConnection, target: str) -> None:
+    """NewerWarehouseError when the ledger records a migration beyond this headroom's newest."""
+    try:
+        newest = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    except duckdb.CatalogException:
+        return  # no ledger yet: a new warehouse
+    known = max(v for v, _, _ in migrations())
+    if newest is not None and newest > known:
+        raise NewerWarehouseError(
+            f"warehouse {target} was written by a newer headroom (schema version {newest:03d}; this one knows "
+            f"up to {known:03d}); nothing was read or written: upgrade headroom, or give --db another warehouse")
+
+
 def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether every migration is applied (an empty DuckDB file, or an older one, is not)."""
     try:
@@ -214,6 +234,12 @@ def _schema_current(con: duckdb.DuckDBPyConnection) -> bool:
     except duckdb.CatalogException:
         return False
     return {v for v, _, _ in migrations() if v} <= done  # 000, the ledger itself, is never recorded
+
+
+def has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the warehouse has ``table`` (one read behind the schema may not)."""
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [table]).fetchone()[0])
 
 
 @contextlib.contextmanager

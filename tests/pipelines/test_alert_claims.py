@@ -225,3 +225,25 @@ def test_an_interrupted_send_releases_its_claim_for_the_next_run(tmp_path):
     assert set(left["state"]) == {"pending"} and left["claimed_by"].isna().all()
     assert set(left["last_error"]) == {"interrupted before the receiver answered"}
     assert jobs.deliver(db, T1, [jl])["delivered"] == {"jsonl": 2}
+
+
+def test_a_warehouse_that_recorded_040_under_another_name_gets_its_columns(tmp_path):
+    """Main carried a 040_sink_targets for six minutes before 040_delivery_claims took the
+    number: a warehouse migrated then skipped 040's columns and every detect failed."""
+    from pipelines.store import warehouse
+    db = tmp_path / "old.duckdb"
+    con = warehouse.connect(db, migrate_schema=False)
+    try:
+        old_schema = tmp_path / "schema"
+        old_schema.mkdir()
+        for version, _name, path in warehouse.migrations():
+            if version < 40:
+                (old_schema / path.name).write_text(path.read_text())
+        (old_schema / "040_sink_targets.sql").write_text(
+            "DELETE FROM alert_deliveries WHERE sink IN ('jsonl', 'webhook', 'alertmanager') AND state = 'pending';")
+        warehouse.migrate(con, old_schema)
+    finally:
+        con.close()
+    with warehouse.open_warehouse(db) as con:
+        assert {"claimed_by", "claimed_until", "severity", "probability", "summary"} <= set(
+            warehouse.table_columns(con, "alert_deliveries"))

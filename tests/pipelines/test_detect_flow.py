@@ -449,3 +449,23 @@ def test_two_detect_runs_at_once_send_a_pending_delivery_once(db_path: Path, tmp
     assert json.loads(a.b.strip().splitlines()[-1]) == {"delivered": {name: 0}, "failed": {}}
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT state FROM alert_deliveries").fetchall() == [("delivered",)]
+
+
+def test_a_state_this_headroom_cannot_read_is_calibrated_afresh(con, caplog) -> None:
+    """A newer headroom's state (a field this one does not know) stopped every burst run with
+    a TypeError; now its series alone is left out, said, and calibrated as a new one."""
+    from anomaly.cusum import CusumState
+
+    frame = pd.DataFrame({"unique_id": "c/p/gpu", "ds": pd.date_range("2026-01-01", periods=24 * 21, freq="h"),
+                          "y": [5.0 + (h % 24 > 8) for h in range(24 * 21)]})
+    states = CusumDetector(CusumPolicy(season_length=24)).fit(frame).states_
+    now = datetime(2026, 1, 22)
+    detect_store.save_states(con, "cusum", {**states, "c/q/gpu": states["c/p/gpu"]}, now)
+    newer = {**states["c/p/gpu"].to_dict(), "phase_memory": [1, 2]}
+    con.execute("UPDATE detector_state SET state = ? WHERE unique_id = 'c/q/gpu'", [json.dumps(newer)])
+    with pytest.raises(ValueError, match="fields this version does not know: phase_memory"):
+        CusumState.from_dict(newer)
+    with caplog.at_level("WARNING"):
+        loaded = detect_store.load_states(con, "cusum")
+    assert set(loaded) == {"c/p/gpu"}
+    assert "c/q/gpu: its cusum state is not one this headroom reads" in caplog.text

@@ -98,4 +98,7 @@ def test_spike_model_is_retrained_when_the_prices_run_past_its_data(db_path: Pat
                    "spot_prices": fleet["spot_prices"][fleet["spot_prices"]["ts"] < now]})
     out = jobs.train_spike_model(str(db_path), now + pd.Timedelta(hours=2), policy, "3D")
     assert (out["trained"], out["model"], fits[0]) == (True, "retrained", 2)
+    # another horizon is another model: the reason says one exists under other settings
+    other = jobs.train_spike_model(str(db_path), now + pd.Timedelta(hours=3), SpikePolicy(horizon="3h"), "3D")
+    assert other["why"] == "no model for these settings yet (the registered ones were trained under others)"
     assert "past the model's data" in out["why"]

@@ -120,3 +120,42 @@ def test_a_warehouse_behind_the_schema_is_one_line_for_a_reader(tmp_path: Path, 
         assert cli.main([*argv, "--db", str(db)]) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert "is behind this headroom's schema and lacks what this command reads" in err, argv
+
+
+def test_a_warehouse_from_before_replays_has_its_status(tmp_path: Path, capsys) -> None:
+    """Status is the cron probe: on a warehouse made before the replays table it reports, exit 0,
+    with the replay never run, instead of exit 2 until a writing command migrates it."""
+    import duckdb
+
+    old = tmp_path / "schema"
+    old.mkdir()
+    for version, _name, path in warehouse.migrations():
+        if version < 50:
+            (old / path.name).write_text(path.read_text())
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    warehouse.migrate(con, old)
+    con.close()
+    assert cli.main(["status", "--db", str(db), "--now", NOW, "--json"]) == 0
+    runs = {r["flow"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs["replay"]["last_written"] is None and runs["replay"]["count"] == 0
+
+
+def test_a_warehouse_of_a_newer_headroom_is_refused_untouched(tmp_path: Path, capsys) -> None:
+    """An older headroom would misread tables it cannot know: one line, exit 2, nothing written."""
+    import duckdb
+
+    db = tmp_path / "w.duckdb"
+    with warehouse.open_warehouse(db) as con:
+        newest = max(v for v, _, _ in warehouse.migrations())
+        con.execute("INSERT INTO schema_version VALUES (?, 'from_the_future', now()::TIMESTAMP)", [newest + 10])
+    before = db.read_bytes()
+    src = tmp_path / "u.csv"
+    src.write_text("ts,cluster,pool,node_id,resource,used,capacity\n2026-01-01T00:00:00Z,c,p,n,cpu,1,2\n")
+    for argv in (["status"], ["ingest", "--kind", "utilization", str(src)], ["report", "--out", str(tmp_path / "r")]):
+        assert cli.main([*argv, "--db", str(db)]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"schema version {newest + 10:03d}; this one knows up to {newest:03d}" in err[0], argv
+    assert db.read_bytes() == before
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 0
