@@ -43,15 +43,12 @@ def as_of(value: str, db_path: str):
         if end is None:
             raise ValueError("--as-of data: the warehouse holds no readings yet")
         return end
-    try:
-        t = pd.Timestamp(value)
+    from pipelines.ingest.tables import time_option
+
+    try:  # read as ingest reads a timestamp: "2026-11-05 01:00 CET" is 00:00 UTC, not 01:00
+        t = time_option(value)
     except ValueError as exc:
-        raise ValueError(f"--as-of {value!r} is not now, data or a time ({exc})") from None
-    if pd.isna(t):  # pd.Timestamp("") and "NaT" are NaT, not an error: alerts with no start
-        raise ValueError(f"--as-of {value!r} is not now, data or a time")
-    t = t.tz_convert("UTC").tz_localize(None) if t.tzinfo else t
-    if t < pd.Timestamp("1970-01-01"):  # pandas' ns clock ends in 1677: 0001-01-01 crashed the reads
-        raise ValueError(f"--as-of {value!r} is before 1970: no readings are that old")
+        raise ValueError(f"--as-of {value!r} is not now or data, and {exc}") from None
     # a clock past both now and the data (a year mistyped: 2062) registers models dated then, which
     # live runs take as fresh until that date; a day's slack for a local "today" ahead of UTC
     end = _data_end(db_path)

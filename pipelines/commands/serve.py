@@ -57,9 +57,10 @@ def run_serve(args: argparse.Namespace) -> int:
     deployments = build_deployments(str(settings.db_path), input_dir, settings.schedule_timezone)
     if not deployments:
         raise CliError("nothing to serve: pass --input for the ingest deployment", 2)
-    crons = {deployment_name(s, str(settings.db_path)): s.cron for s in SCHEDULES}
+    crons = {deployment_name(s, str(settings.db_path)): s for s in SCHEDULES}
     for d in deployments:
-        print(f"{d.name:<36} {crons.get(d.name, ''):<14} {settings.schedule_timezone}")
+        s = crons[d.name]
+        print(f"{d.name:<36} {s.cron:<14} {s.zone(settings.schedule_timezone)}")
     if args.list:
         return 0
     if not input_dir and not Path(settings.db_path).exists():  # no scheduled run would ever create it

@@ -95,13 +95,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--max-age-hours must be a finite number > 0, got {args.max_age_hours:g}", 2)
     settings = Settings.from_env(db_path=args.db, stale_after_hours=args.max_age_hours)
     max_age = settings.stale_after_hours
-    try:
-        now = (datetime.now(UTC) if args.now is None else datetime.fromisoformat(args.now))
-        now = now.astimezone(UTC).replace(tzinfo=None) if now.tzinfo else now
-    except ValueError:
-        raise CliError(f"--now {args.now!r}: not an ISO time (2026-12-03T12:00, UTC)", 2) from None
-    except OverflowError:  # an offset past the year 1 or 9999
-        raise CliError(f"--now {args.now!r}: outside the years 1-9999 once in UTC", 2) from None
+    from pipelines.ingest.tables import time_option
+
+    try:  # read as ingest reads a timestamp (an offset or a zone name; none is UTC)
+        now = (datetime.now(UTC).replace(tzinfo=None) if args.now is None
+               else time_option(args.now).to_pydatetime())
+    except ValueError as exc:
+        raise CliError(f"--now {args.now!r} {exc}", 2) from None
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     with warehouse.open_warehouse(settings.db_path, read_only=True) as con:

@@ -20,6 +20,17 @@ class Schedule:
     cron: str
 
     @property
+    def daily(self) -> bool:
+        """Whether the cron names an hour (a daily run): only those are read in the schedule's
+        zone. One that runs every hour or quarter stays on UTC, where no hour repeats or goes
+        missing: read in a zone, Prefect skips the hour a DST change repeats."""
+        return self.cron.split()[1].isdigit()
+
+    def zone(self, timezone: str) -> str:
+        """The time zone this schedule's cron is read in, given the setting's."""
+        return timezone if self.daily else "UTC"
+
+    @property
     def entrypoint(self) -> str:
         """The flow, as ``prefect.yaml`` names it: the hourly ingest is the run flow with no
         later stages (it takes a folder; the ingest flow takes a list of files). A module path,
@@ -52,7 +63,8 @@ def deployment_name(schedule: Schedule, db_path: str) -> str:
 
 def build_deployments(db_path: str, input_dir: str | None, timezone: str = "UTC") -> list:
     """RunnerDeployments for every available flow (ingest only when an input folder is set),
-    each named ``<schedule>-<warehouse tag>``, its cron read in ``timezone`` (an IANA name)."""
+    each named ``<schedule>-<warehouse tag>``, a daily cron read in ``timezone`` (an IANA name;
+    see :meth:`Schedule.daily`)."""
     from prefect.schedules import Cron
     from prefect.types.entrypoint import EntrypointType
 
@@ -61,7 +73,7 @@ def build_deployments(db_path: str, input_dir: str | None, timezone: str = "UTC"
     out = []
     for s in SCHEDULES:
         # an explicit zone: whoever reads the deployment sees which clock its cron is on
-        schedules = [Cron(s.cron, timezone=timezone)]
+        schedules = [Cron(s.cron, timezone=s.zone(timezone))]
         # by module, as prefect.yaml does (Schedule.entrypoint): the run's loggers are headroom's
         common = {"name": deployment_name(s, db_path), "schedules": schedules,
                   "entrypoint_type": EntrypointType.MODULE_PATH}

@@ -194,10 +194,19 @@ def _cast_column(raw: RawInput, line_text: str, value: str, target: str, named: 
     return (fresh or hits or [named])[0]
 
 
+def _general_parser_reads(con: duckdb.DuckDBPyConnection, value: str) -> bool:
+    """Whether the general timestamp parser reads a value the fast reader refused (a lower-case
+    z, a space before the offset)."""
+    from pipelines.ingest.validate import lit, parse_timestamp_sql
+
+    return bool(con.execute(f"SELECT {parse_timestamp_sql(lit(value.strip()))} IS NOT NULL").fetchone()[0])
+
+
 def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: RawInput | None = None
                    ) -> list[tuple[int, str, str]] | None:
     """The reader's rejects as (line, raw, reason); None when a timestamp the fast reader
-    refused is an epoch number (the file must be read again with the general parser).
+    refused is an epoch number or another form the general parser reads (the file must be
+    read again with it).
     ``raw_input``: what the reader was told the columns are, to name a cast error's column."""
     out = []
     taken: dict[int, set[str]] = {}
@@ -216,7 +225,7 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
             column = _cast_column(raw_input, str(raw), value, bad.group(2), column, taken.setdefault(int(line), set()))
             taken[int(line)].add(column)
         if kind == "CAST" and column == spec.timestamp:
-            if _NUMBER.fullmatch(value):
+            if _NUMBER.fullmatch(value) or _general_parser_reads(con, value):
                 return None
             reason = f"{column}: unparseable timestamp '{value[:40]}'"
         elif kind == "CAST":

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -186,6 +187,22 @@ def parse_like_ingest(values: pd.Series, as_text: bool = False) -> pd.Series:
                           "ORDER BY i").df()["t"]
     out = got.to_numpy(dtype=object) if as_text else pd.to_datetime(got).astype("datetime64[ns]").to_numpy()
     return pd.Series(out, index=values.index, name=values.name)
+
+
+def time_option(text: str) -> pd.Timestamp:
+    """A time given on the command line, read as ingest reads a timestamp (an offset or a zone
+    name, CET or Europe/Berlin, converts to UTC; none is UTC; a number is epoch seconds or ms),
+    as naive UTC between 1970 and 2200; a ValueError saying why not otherwise."""
+    got = parse_like_ingest(pd.Series([str(text).strip()], dtype=object)).iloc[0]
+    if pd.isna(got):
+        year = re.match(r"\s*(\d{4})-\d\d", str(text))
+        if year is None or 1678 < int(year.group(1)) < 2262:  # else a date pandas cannot hold
+            raise ValueError("is not a time (ISO 8601, with an offset or a zone name where not UTC)")
+        got = pd.Timestamp.min
+    t = pd.Timestamp(got)
+    if not pd.Timestamp("1970-01-01") <= t <= pd.Timestamp("2200-01-01"):
+        raise ValueError("is not between 1970 and 2200")
+    return t
 
 
 def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd.Series:

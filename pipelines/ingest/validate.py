@@ -44,8 +44,12 @@ def parse_timestamp_sql(expr: str) -> str:
         f"WHEN abs({num}) >= 1e11 THEN make_timestamp(CAST({num} * 1000 AS BIGINT)) "
         f"WHEN {num} IS NOT NULL THEN make_timestamp(CAST({num} * 1000000 AS BIGINT)) END"
     )
+    # what DuckDB's cast refuses but RFC 3339 or `date +'%F %T %z'` write: a lower-case z, a
+    # space before the offset (tried only where the plain cast fails)
+    spaced = rf"regexp_replace(regexp_replace({expr}, '\s+([+-][0-9]|[zZ]$)', '\1'), 'z$', 'Z')"
+    aware = f"coalesce(TRY_CAST({expr} AS TIMESTAMPTZ), TRY_CAST({spaced} AS TIMESTAMPTZ))"
     return (
-        f"CASE WHEN {_has_offset(expr)} THEN CAST(TRY_CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP) "
+        f"CASE WHEN {_has_offset(expr)} THEN CAST({aware} AT TIME ZONE 'UTC' AS TIMESTAMP) "
         f"WHEN TRY_CAST({expr} AS TIMESTAMP) IS NOT NULL THEN TRY_CAST({expr} AS TIMESTAMP) "
         f"ELSE {epoch} END"
     )

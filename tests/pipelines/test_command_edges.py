@@ -2,6 +2,7 @@
 half written, one line for what cannot be used."""
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -52,8 +53,26 @@ def test_generate_that_fails_midway_leaves_the_old_fleet_whole(tmp_path: Path, c
     assert not list(old.glob(".*.tmp"))
 
 
+def test_time_options_read_a_zone_as_ingest_does(tmp_path: Path, db_path: Path, capsys) -> None:
+    """pandas dropped a zone abbreviation with a warning the CLI hid: "01:00 CET" ran at 01:00
+    UTC in detect and replay while ingest read the same text as 00:00 UTC."""
+    from pipelines.commands.detect import as_of
+    from pipelines.plan.replay import _utc
+
+    util = tmp_path / "u.csv"
+    util.write_text("ts,cluster,pool,node_id,resource,used,capacity\n2026-11-08T00:00:00,c,p,n1,gpu,1,8\n")
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(util)]) == 0
+    assert as_of("2026-11-05 01:00 CET", str(db_path)) == datetime(2026, 11, 5, 0, 0)
+    assert as_of("2026-11-05T01:00:00 +01:00", str(db_path)) == datetime(2026, 11, 5, 0, 0)
+    assert _utc("2026-11-07 19:00 EST") == pd.Timestamp("2026-11-08 00:00")
+    assert _utc("2026-07-05 14:00 Europe/Berlin") == pd.Timestamp("2026-07-05 12:00")
+    capsys.readouterr()
+    assert cli.main(["status", "--db", str(db_path), "--now", "2026-11-08 09:00 Europe/Berlin", "--json"]) in (0, 1)
+    assert '"now": "2026-11-08T08:00:00+00:00"' in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("args", "said"), [
-    (["--now", "0001-01-01T00:00+01:00"], "outside the years 1-9999 once in UTC"),  # a traceback
+    (["--now", "0001-01-01T00:00+01:00"], "is not between 1970 and 2200"),  # a traceback
     (["--max-age-hours", "inf"], "--max-age-hours must be a finite number > 0, got inf"),  # nothing ever stale
 ])
 def test_status_refuses_times_and_ages_it_cannot_use(tmp_path: Path, capsys, args, said) -> None:
@@ -117,7 +136,7 @@ def test_times_before_1970_are_one_line_not_a_traceback(tmp_path: Path, db_path:
     assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(util)]) == 0
     capsys.readouterr()
     assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts", "--as-of", "0001-01-01"]) == 2
-    assert "--as-of '0001-01-01' is before 1970" in _error(capsys)
+    assert "--as-of '0001-01-01' is not now or data, and is not between 1970 and 2200" in _error(capsys)
     # a season no calibration window can hold calibrated nothing, silently
     assert cli.main(["detect", "--db", str(db_path), "--detectors", "bursts", "--season-length", "100000"]) == 2
     assert "--season-length must be 1 to 648 hours" in _error(capsys)

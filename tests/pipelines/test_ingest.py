@@ -320,12 +320,15 @@ def test_named_time_zones_are_converted_or_rejected_never_dropped(con, tmp_path,
     reader's fast path and on the general parser alike (an epoch row sends it there);
     an unknown name is a reject, not a silently naive time."""
     text = (UTIL_HEADER + "\n2026-01-05 16:00:00 CET,c1,p1,n1,cpu,1,8\n"
-            "2026-01-05T13:00:00 America/New_York,c1,p1,n2,cpu,1,8\n2026-01-05 13:00:00 XYZ,c1,p1,n3,cpu,1,8\n")
+            "2026-01-05T13:00:00 America/New_York,c1,p1,n2,cpu,1,8\n2026-01-05 13:00:00 XYZ,c1,p1,n3,cpu,1,8\n"
+            # RFC 3339's lower-case z, and `date +'%F %T %z'`'s space before the offset
+            "2026-01-05T13:00:00z,c1,p1,n5,cpu,1,8\n2026-01-05 15:00:00 +0200,c1,p1,n6,cpu,1,8\n")
     if epoch_too:
         text += "1767620000,c1,p1,n4,cpu,1,8\n"
     r = ingest.ingest_file(con, write(tmp_path / "u.csv", text), "utilization")
     got = rows(con, "utilization").set_index("node_id")["ts"]
     assert got["n1"] == pd.Timestamp("2026-01-05 15:00") and got["n2"] == pd.Timestamp("2026-01-05 18:00")
+    assert got["n5"] == got["n6"] == pd.Timestamp("2026-01-05 13:00")
     assert "n3" not in got.index and r.rows_rejected == 1
     assert next(iter(rejects(con).values())).startswith("ts: unparseable timestamp '2026-01-05 13:00:00 XYZ'")
 
