@@ -180,8 +180,11 @@ def _fault(exc: BaseException, args: argparse.Namespace) -> Exception | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.runtime.signals import terminate_as_interrupt
+
     try:
-        return _main(argv)
+        with terminate_as_interrupt():  # SIGTERM, SIGHUP in the seconds of imports too, as Ctrl-C there
+            return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C before the command began (its imports take seconds)
         print("headroom: interrupted", file=sys.stderr)
         return 130

@@ -120,24 +120,23 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_writable(args.out)
     models = model_names(args.models, list(plan_replay.DEFAULT_MODELS))
-    stack = contextlib.ExitStack()  # holds the source open until the replay is done
+    stack = contextlib.ExitStack()  # holds the source open while the series and sizing are read
     con = _replay_source(args, settings, stack)
     try:
         series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
         series, start, end = plan_replay.prepare(series, args.start, args.end)
         units, price = plan_replay.sizing(con, str(series.name), node_units, plan_policy, args.instance_units,
                                           args.unit_price)
+    except plan_replay.ReplayError as exc:
+        raise CliError(str(exc), 2) from exc
+    finally:
+        stack.close()  # not held through the replay's minutes: other writers go on meanwhile
+    try:
         with progress_bar("replay", "days") as bar:
             result = plan_replay.replay(series, start, end, units, policy, unit_price=price, models=models,
                                         progress=bar)
     except plan_replay.ReplayError as exc:
         raise CliError(str(exc), 2) from exc
-    finally:
-        stack.close()
-    if args.utilization is None:  # the warehouse's own data: stored for the report
-        with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
-            rid = plan_replay.store(w, series, start, end, units, models, result, policy)
-        print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
     table = result.table
     print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "
           f"{series.index[1] - series.index[0]}, instances of {units:g} units; {plan_replay.rule_text(policy)}):")
@@ -148,6 +147,10 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         write_csv(table, args.out)
         print(f"table: {args.out}")
+    if args.utilization is None:  # the warehouse's own data: stored for the report (after the table is out)
+        with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
+            rid = plan_replay.store(w, series, start, end, units, models, result, policy)
+        print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import sys
 from collections.abc import Callable
@@ -56,6 +57,26 @@ def check_writable(path: str | Path) -> Path:
     return target
 
 
+def _remove_dead_temps(target: Path) -> None:
+    """The temp files of ``target`` whose writer is gone (killed before it could clean up:
+    SIGKILL, a power cut); a live writer's are left to it."""
+    for old in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        pid = old.name[len(target.name) + 2:-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temp file beside ``path``, then rename it into place; a
     path that cannot be written is an :class:`OutputError` naming it."""
@@ -73,6 +94,7 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
         for path, write in writes.items():
             target = check_writable(path)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            _remove_dead_temps(target)
             done.append((tmp, target))
             try:
                 missing = [p for p in (target.parent, *target.parent.parents) if not p.exists()]

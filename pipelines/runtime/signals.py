@@ -11,13 +11,29 @@ default SIGTERM ends the process at once and left the API running, orphaned).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
+
+
+# the signals a command stops on as on Ctrl-C: SIGTERM (kill, timeout, systemd) and SIGHUP (the
+# terminal or ssh session closed; the API, in a session of its own, never hears that one)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+# run before uvicorn (exec'd in its place): the kernel sends it SIGTERM when our main thread
+# dies, so a headroom killed with SIGKILL leaves no API behind
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]): sys.exit(0)\n"  # the parent died before that line
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -26,15 +42,16 @@ def _interrupt(signum: int, frame: object) -> None:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """Within it, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does."""
+    """Within it, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.signal(signal.SIGTERM, _interrupt)
+    before = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def is_interrupt(exc: BaseException) -> bool:
@@ -60,10 +77,11 @@ def quiet_shutdown() -> None:
 
     def first(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _interrupt)
+        for s in STOP_SIGNALS:
+            signal.signal(s, _interrupt)
 
-    signal.signal(signal.SIGINT, first)
-    signal.signal(signal.SIGTERM, first)
+    for s in (signal.SIGINT, *STOP_SIGNALS):
+        signal.signal(s, first)
 
 
 def ignore_late_signals() -> None:
@@ -72,13 +90,16 @@ def ignore_late_signals() -> None:
     process whose work is over (exit 130, no word); it is ignored (Python leaves an ignored
     signal ignored through its teardown)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for s in (signal.SIGINT, *STOP_SIGNALS):
+            signal.signal(s, signal.SIG_IGN)
 
 
 def isolate_ephemeral_api() -> None:
-    """Start Prefect's ephemeral API server, when one is started, in a session of its own.
-    Leaves Prefect as it is when its internals are not the ones this knows (another 3.x)."""
+    """Start Prefect's ephemeral API server, when one is started, in a session of its own, and
+    on Linux, when the main thread starts it, so that it ends when this process does, however
+    it ends (``_DIE_WITH_PARENT``; the kernel ties it to the thread that started it, so a
+    worker thread's start is left as it was). Leaves Prefect as it is when its internals are
+    not the ones this knows (another 3.x)."""
     try:
         from prefect.server.api import server
     except ImportError:  # pragma: no cover - prefect is a core dependency
@@ -93,6 +114,10 @@ def isolate_ephemeral_api() -> None:
 
         def own_session(*args: object, **kwargs: object) -> subprocess.Popen:
             kwargs.setdefault("start_new_session", True)
+            command = kwargs.get("args")
+            if (sys.platform == "linux" and isinstance(command, list) and not args
+                    and threading.current_thread() is threading.main_thread()):
+                kwargs["args"] = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
             return popen(*args, **kwargs)
 
         subprocess.Popen = own_session  # only for this call: it spawns the one uvicorn process

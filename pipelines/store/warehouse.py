@@ -44,11 +44,16 @@ class NewerWarehouseError(NotAWarehouseError):
 
 # what DuckDB says of a file it cannot read as a database (at open, or when a query meets the block)
 _CORRUPT = ("corrupt database file", "could not read enough bytes from file", "not a valid duckdb database file",
-            "trying to read a database file with version number")
+            "trying to read a database file with version number", "failure while replaying wal file")
 
 
 def _corrupt(db: str | Path, exc: BaseException) -> NotAWarehouseError:
     detail = str(exc).splitlines()[0].removeprefix("IO Error: ")
+    if "failure while replaying wal file" in detail.lower():  # a log of another copy of the file
+        return NotAWarehouseError(
+            f"warehouse {db}: its write-ahead log {db}.wal belongs to another copy of the file (one restored "
+            f"or copied over it after a crash) and cannot be replayed; nothing was written: move {db}.wal "
+            "aside (the log of the crashed run's unfinished writes) and run the command again")
     if "not a valid duckdb database file" in detail.lower():  # a zero-byte file, another format
         return NotAWarehouseError(f"{db} is not a DuckDB warehouse file ({detail[:160]}); nothing was written: "
                                   "give --db a headroom warehouse or a new file")

@@ -201,6 +201,26 @@ def test_a_corrupt_warehouse_is_one_line_exit_2_untouched(tmp_path, capsys, dama
     assert fingerprint(db) == before
 
 
+def test_a_log_left_by_a_crash_beside_a_restored_warehouse_is_one_line(tmp_path, capsys):
+    """A run killed mid-write leaves its .wal; the warehouse restored from a backup beside it
+    made every command a traceback ("Failure while replaying WAL file")."""
+    db = made_warehouse(tmp_path)
+    backup = tmp_path / "backup.duckdb"
+    shutil.copy(db, backup)
+    code = (f"import duckdb, os, signal\nc = duckdb.connect({str(db)!r})\n"
+            "c.execute('CREATE TABLE a AS SELECT 1 AS i'); c.execute('CHECKPOINT')\n"
+            "c.execute('CREATE TABLE b AS SELECT 1 AS i')\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    subprocess.run([sys.executable, "-c", code], check=False)
+    assert Path(f"{db}.wal").exists()
+    shutil.copy(backup, db)
+    for argv in (["status"], ["ingest", "--kind", "utilization", str(write_csv(tmp_path))]):
+        assert cli.main([argv[0], "--db", str(db), *argv[1:]]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert f"its write-ahead log {db}.wal belongs to another copy of the file" in line
+        assert line.endswith(f"move {db}.wal aside (the log of the crashed run's unfinished writes) and run the "
+                             "command again")
+
+
 def test_a_foreign_duckdb_database_is_refused_and_never_migrated_into(tmp_path, capsys, monkeypatch):
     db = tmp_path / "theirs.duckdb"
     with duckdb.connect(str(db)) as con:

@@ -191,3 +191,19 @@ def test_a_closed_pipe_ends_quietly_with_141(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_ingest_flow_retries_passing_io_trouble_but_not_a_lock() -> None:
+    """The connect waits HEADROOM_LOCK_TIMEOUT itself: two retries made `run` and the hourly
+    ingest wait three times that, while the message quoted the setting."""
+    from types import SimpleNamespace
+
+    from pipelines.flows.ingest import _io_only
+    from pipelines.ingest.adapters import IngestFileError
+
+    def retried(exc: BaseException) -> bool:
+        return _io_only(None, None, SimpleNamespace(data=exc))  # type: ignore[arg-type]
+
+    assert not retried(warehouse.WarehouseLockedError("locked (waited 5s)"))
+    assert retried(OSError("stale NFS handle")) and not retried(FileNotFoundError("gone"))
+    assert not retried(IngestFileError("u.csv", "bad"))

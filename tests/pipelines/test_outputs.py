@@ -49,3 +49,21 @@ def test_a_command_refuses_a_device_before_any_work(tmp_path: Path, capsys: pyte
     assert code == 2 and fifo.is_fifo()
     assert err.strip().endswith("it is not a regular file (a device, pipe or socket; give a file name)")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_temp_files_of_a_killed_writer_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A writer killed with SIGKILL cannot remove its temp file: reruns left them for good
+    (110 MB of them after a killed generate); a live writer's are its own."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    target = tmp_path / "report.html"
+    stale = tmp_path / f".report.html.{dead.pid}.tmp"
+    live = tmp_path / f".report.html.{os.getppid()}.tmp"
+    other = tmp_path / f".other.html.{dead.pid}.tmp"
+    for p in (stale, live, other):
+        p.write_text("half")
+    write_text("<html></html>", target)
+    assert target.read_text() == "<html></html>"
+    assert not stale.exists() and live.exists() and other.exists()

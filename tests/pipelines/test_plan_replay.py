@@ -267,3 +267,23 @@ def test_a_pool_the_run_cannot_replay_is_named_with_its_reason(tmp_path: Path) -
     assert out["pool"] == "c1/train" and "no data before the replay's start" in out["skipped"]
     lines = replay_lines({"replays": [], "skipped": 1, "not_replayed": {out["pool"]: out["skipped"]}})
     assert lines[1].startswith("  c1/train") and f"not replayed: {out['skipped']}" in lines[1]
+
+
+def test_the_warehouse_is_free_for_writers_while_the_replay_runs(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The replay's minutes held the read-only connection: every ingest meanwhile waited out
+    its lock timeout and failed."""
+    from pipelines.store import warehouse
+
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", "--kind", "utilization", "--db", str(db),
+                 str(utilization_csv(tmp_path / "u.csv", tide(3)))]) == 0
+    replay, opened = plan_replay.replay, []
+
+    def writing_meanwhile(*args, **kwargs):
+        with warehouse.open_warehouse(db, lock_timeout_s=0) as con:  # a writer, as ingest is
+            opened.append(con.execute("SELECT count(*) FROM utilization").fetchone()[0])
+        return replay(*args, **kwargs)
+
+    monkeypatch.setattr(plan_replay, "replay", writing_meanwhile)
+    assert main(["plan", "replay", "--db", str(db), "--models", "seasonal_naive"]) == 0, capsys.readouterr().err
+    assert opened == [3 * 288]

@@ -60,11 +60,12 @@ def test_a_signal_in_the_last_teardown_leaves_a_finished_command_exit_0() -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.Signals) -> None:
-    """As a terminal's Ctrl-C or `timeout` does: the ephemeral API, in a session of its own,
-    outlives the signal long enough for the flow to report its crash, then is stopped.
-    (It used to die with us: a minute of retries, then a 100-line traceback.)"""
+    """As a terminal's Ctrl-C, `timeout` or a closed ssh session does: the ephemeral API, in a
+    session of its own, outlives the signal long enough for the flow to report its crash, then
+    is stopped. (It used to die with us: a minute of retries, then a 100-line traceback.) After
+    SIGKILL nothing of ours runs: the kernel stops the API (SIGHUP and SIGKILL left it running)."""
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "HEADROOM_DATA_DIR": str(tmp_path / "demo"), "HEADROOM_REPORT_DIR": str(tmp_path / "reports"),
            "PYTHONUNBUFFERED": "1"}
@@ -77,6 +78,14 @@ def test_a_signal_to_the_group_stops_a_run_at_once(tmp_path: Path, sig: signal.S
             break
     assert proc.poll() is None and _api_servers(tmp_path / "prefect"), "no Prefect API, or the run ended early"
     time.sleep(3)  # into the train flow's backtests
+    if sig == signal.SIGKILL:
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 20
+        while _api_servers(tmp_path / "prefect") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _api_servers(tmp_path / "prefect"), "the Prefect API outlived a killed headroom"
+        return
     os.killpg(proc.pid, sig)
     sent = time.monotonic()
     _, err = proc.communicate(timeout=120)
@@ -109,3 +118,22 @@ def test_a_failed_upsert_raises_its_own_error_not_the_cleanups() -> None:
     except duckdb.TransactionException as exc:
         assert is_interrupt(exc)  # the interrupt is found under what was raised while handling it
     assert not is_interrupt(ValueError("bad"))
+
+
+def test_sigterm_while_a_command_starts_is_an_interrupt(monkeypatch, capsys) -> None:
+    """In the seconds of imports before a command's own handling, SIGTERM ended it at once,
+    exit 143 and no word, where Ctrl-C says it was interrupted."""
+    from pipelines import cli
+
+    build = cli.build_parser
+
+    def slow_start():  # a signal while the command is still being set up
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+        return build()
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli, "build_parser", slow_start)
+    assert cli.main(["status"]) == 130
+    assert capsys.readouterr().err.strip() == "headroom: interrupted"
+    assert signal.getsignal(signal.SIGTERM) is before
