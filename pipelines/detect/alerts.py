@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -60,6 +61,7 @@ from pipelines.detect.sinks import (  # noqa: F401 - the sinks are part of this 
     sinks_from_settings,
     url_sink_name,
 )
+from pipelines.runtime.signals import process_alive
 from pipelines.store.warehouse import default_lock_timeout, query, transaction, upsert
 
 log = logging.getLogger(__name__)
@@ -292,7 +294,25 @@ class Claim:
     @classmethod
     def take(cls, lease: pd.Timedelta) -> Claim:
         at = _wall_now()
-        return cls(f"{os.getpid()}-{uuid.uuid4().hex[:12]}", at, (pd.Timestamp(at) + lease).to_pydatetime())
+        return cls(f"{HOST}:{os.getpid()}-{uuid.uuid4().hex[:12]}", at, (pd.Timestamp(at) + lease).to_pydatetime())
+
+
+HOST = socket.gethostname()  # a claim names its machine: only there can its process be looked up
+
+
+def _release_dead(con: duckdb.DuckDBPyConnection, at: datetime) -> None:
+    """Release the live claims (and holds) of this machine's runs whose process is gone: killed,
+    they send nothing more, so their deliveries need not wait out the lease (at least once)."""
+    dead = []
+    for (by,) in con.execute("SELECT DISTINCT claimed_by FROM alert_deliveries WHERE state = 'pending' "
+                             "AND claimed_by IS NOT NULL AND claimed_until > ?", [at]).fetchall():
+        host, _, rest = str(by).removeprefix(HELD).rpartition(":")
+        if host == HOST and rest.partition("-")[0].isdigit() and not process_alive(int(rest.partition("-")[0])):
+            dead.append(str(by))
+    if dead:
+        con.execute("UPDATE alert_deliveries SET claimed_by = NULL, claimed_until = NULL "
+                    "WHERE claimed_by IN (SELECT unnest(?))", [dead])
+        log.warning("released the deliveries claimed by %d run(s) of this machine that died", len(dead))
 
 
 def claim_lease(sinks: Sequence[Sink], lock_timeout_s: float | None = None) -> pd.Timedelta:
@@ -327,6 +347,7 @@ def _claim(con: duckdb.DuckDBPyConnection, names: list[str], claim: Claim) -> No
     claim holds (in the caller's transaction). An alert whose deliveries to a sink another run
     is sending is left whole to that run: a resolution queued meanwhile must not reach the
     receiver before the firing still on its way."""
+    _release_dead(con, claim.at)
     con.execute("""
         UPDATE alert_deliveries AS d SET claimed_by = ?, claimed_until = ?
         WHERE d.sink IN (SELECT unnest(?)) AND d.state = 'pending'

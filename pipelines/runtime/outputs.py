@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipelines.runtime import faults
+from pipelines.runtime.signals import process_alive
 
 
 class OutputError(OSError):
@@ -62,19 +63,9 @@ def _remove_dead_temps(target: Path) -> None:
     SIGKILL, a power cut); a live writer's are left to it."""
     for old in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
         pid = old.name[len(target.name) + 2:-len(".tmp")]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
                 old.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
 
 
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:

@@ -128,3 +128,14 @@ def isolate_ephemeral_api() -> None:
 
     run_in_own_session._own_session = True  # type: ignore[attr-defined]
     cls._run_uvicorn_command = run_in_own_session
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine with ``pid`` runs (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # not ours to signal: it runs
+        return True
+    return True

@@ -247,3 +247,25 @@ def test_a_warehouse_that_recorded_040_under_another_name_gets_its_columns(tmp_p
     with warehouse.open_warehouse(db) as con:
         assert {"claimed_by", "claimed_until", "severity", "probability", "summary"} <= set(
             warehouse.table_columns(con, "alert_deliveries"))
+
+
+def test_a_claim_of_a_killed_run_of_this_machine_is_released_at_once(con, tmp_path):
+    """A detect killed mid-delivery held its alerts for the whole lease (10 minutes) while
+    reruns said another run was sending them; a live run's claim, or another machine's, holds."""
+    import os
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "hardware_fault", [fault("a"), fault("b"), fault("c")], T0, [jl.name])
+    until = (pd.Timestamp.now("UTC").tz_localize(None) + pd.Timedelta(hours=1)).to_pydatetime()
+    owners = {"a": f"{al.HOST}:{dead.pid}-0123456789ab", "b": f"{al.HOST}:{os.getppid()}-0123456789ab",
+              "c": f"elsewhere:{dead.pid}-0123456789ab"}
+    fps = query(con, "SELECT fingerprint, entity FROM alerts").set_index("entity")["fingerprint"]
+    for entity, owner in owners.items():
+        con.execute("UPDATE alert_deliveries SET claimed_by = ?, claimed_until = ? WHERE fingerprint = ?",
+                    [owner, until, fps[[e for e in fps.index if e.endswith(entity)][0]]])
+    assert al.deliver_pending(con, [jl], T1) == {"jsonl": 1}
+    sent = [json.loads(x) for x in jl.path.read_text().splitlines()]
+    assert [x["entity"][-1] for x in sent] == ["a"]
