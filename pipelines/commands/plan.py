@@ -120,11 +120,12 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_writable(args.out)
     models = model_names(args.models, list(plan_replay.DEFAULT_MODELS))
+    start, end = (_time_option(args.start), _time_option(args.end))
     stack = contextlib.ExitStack()  # holds the source open while the series and sizing are read
     con = _replay_source(args, settings, stack)
     try:
         series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
-        series, start, end = plan_replay.prepare(series, args.start, args.end)
+        series, start, end = plan_replay.prepare(series, start, end)
         units, price = plan_replay.sizing(con, str(series.name), node_units, plan_policy, args.instance_units,
                                           args.unit_price)
     except plan_replay.ReplayError as exc:
@@ -152,6 +153,17 @@ def run_replay(args: argparse.Namespace) -> int:
             rid = plan_replay.store(w, series, start, end, units, models, result, policy)
         print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
     return 0
+
+
+def _time_option(text: str | None) -> str | None:
+    """--start/--end read as ingest reads a timestamp ("01:00 CET" is 00:00 UTC), as UTC ISO text."""
+    from pipelines.commands.errors import CliError
+    from pipelines.ingest.tables import time_option
+
+    try:
+        return None if text is None else time_option(text).isoformat()
+    except ValueError as exc:
+        raise CliError(f"--start/--end: {text!r} {exc}", 2) from None
 
 
 def _replay_source(args: argparse.Namespace, settings, stack: contextlib.ExitStack) -> object:

@@ -282,10 +282,9 @@ def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.T
 
 
 def _utc(text: str) -> pd.Timestamp:
-    """A timestamp option as naive UTC, read as ingest reads one (a zone name too)."""
-    from pipelines.ingest.tables import time_option
-
-    try:
-        return time_option(text)
-    except ValueError as exc:
-        raise ValueError(f"{text!r} {exc}") from None
+    """A timestamp option as naive UTC (the command has read a zone name already, as ingest does)."""
+    t = pd.Timestamp(text)
+    t = t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t
+    if not pd.Timestamp("1970-01-01") <= t <= pd.Timestamp("2200-01-01"):  # pandas' ns clock ends in 1677 and 2262
+        raise ValueError(f"{text!r} is not between 1970 and 2200")
+    return t

@@ -57,15 +57,15 @@ def test_time_options_read_a_zone_as_ingest_does(tmp_path: Path, db_path: Path, 
     """pandas dropped a zone abbreviation with a warning the CLI hid: "01:00 CET" ran at 01:00
     UTC in detect and replay while ingest read the same text as 00:00 UTC."""
     from pipelines.commands.detect import as_of
-    from pipelines.plan.replay import _utc
+    from pipelines.commands.plan import _time_option
 
     util = tmp_path / "u.csv"
     util.write_text("ts,cluster,pool,node_id,resource,used,capacity\n2026-11-08T00:00:00,c,p,n1,gpu,1,8\n")
     assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(util)]) == 0
     assert as_of("2026-11-05 01:00 CET", str(db_path)) == datetime(2026, 11, 5, 0, 0)
     assert as_of("2026-11-05T01:00:00 +01:00", str(db_path)) == datetime(2026, 11, 5, 0, 0)
-    assert _utc("2026-11-07 19:00 EST") == pd.Timestamp("2026-11-08 00:00")
-    assert _utc("2026-07-05 14:00 Europe/Berlin") == pd.Timestamp("2026-07-05 12:00")
+    assert _time_option("2026-11-07 19:00 EST") == "2026-11-08T00:00:00"
+    assert _time_option("2026-07-05 14:00 Europe/Berlin") == "2026-07-05T12:00:00"
     capsys.readouterr()
     assert cli.main(["status", "--db", str(db_path), "--now", "2026-11-08 09:00 Europe/Berlin", "--json"]) in (0, 1)
     assert '"now": "2026-11-08T08:00:00+00:00"' in capsys.readouterr().out

@@ -344,11 +344,12 @@ def test_detect_as_of_replays_historical_data(db_path: Path, monkeypatch, capsys
     assert main(["detect", "--db", str(db_path)]) == 0
     assert seen == [end, datetime(2026, 1, 10, 10, 0), None]
     assert main(["detect", "--db", str(db_path), "--as-of", "yesterday-ish"]) == 2
-    assert "--as-of 'yesterday-ish' is not now, data or a time" in capsys.readouterr().err
+    assert "--as-of 'yesterday-ish' is not now or data, and is not a time" in capsys.readouterr().err
     # '' and NaT parse as NaT (a NOT NULL traceback); a future time registered models dated then,
     # fresh to every live run until that date; an empty --detectors ran all three
-    for bad, said in (("", "--as-of '' is not now, data or a time"), ("NaT", "--as-of 'NaT' is not now"),
-                      ("2999-01-01", "--as-of '2999-01-01' is after both now and the data's end")):
+    for bad, said in (("", "--as-of '' is not now or data, and is not a time"), ("NaT", "--as-of 'NaT' is not now"),
+                      ("2199-01-01", "--as-of '2199-01-01' is after both now and the data's end"),
+                      ("2999-01-01", "--as-of '2999-01-01' is not now or data, and is not between 1970 and 2200")):
         assert main(["detect", "--db", str(db_path), "--as-of", bad]) == 2
         assert said in capsys.readouterr().err
     assert main(["detect", "--db", str(db_path), "--detectors", ","]) == 2
