@@ -52,8 +52,8 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
 @flow(name="replay")
 def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RUN_MODELS,
                 config_path: str | None = None) -> dict:
-    """Replay every planned pool's last ``days``; returns ``{"replays": [per pool], "skipped": n,
-    "not_replayed": {pool: why}}``."""
+    """Replay every planned pool's last ``days``; returns ``{"replays": [per pool], "not_replayed":
+    {pool: why}}``."""
     settings = Settings.from_env()
     policy = load_plan_policy(config_path or (str(settings.plan_config) if settings.plan_config else None))
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=settings.lock_timeout_s) as con:
@@ -63,7 +63,7 @@ def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RU
         for p in pools:
             done.append(replay_pool_task(db_path, p, days, tuple(models), policy, settings.lock_timeout_s))
             bar(len(done), len(pools))
-    skipped = {d["pool"]: d["skipped"] for d in done if "skipped" in d}
-    out = {"replays": [d for d in done if "skipped" not in d], "skipped": len(skipped), "not_replayed": skipped}
+    out = {"replays": [d for d in done if "skipped" not in d],
+           "not_replayed": {d["pool"]: d["skipped"] for d in done if "skipped" in d}}
     log.info("replay: %s", out)
     return out

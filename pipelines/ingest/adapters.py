@@ -194,12 +194,13 @@ def _cast_column(raw: RawInput, line_text: str, value: str, target: str, named: 
     return (fresh or hits or [named])[0]
 
 
-def _general_parser_reads(con: duckdb.DuckDBPyConnection, value: str) -> bool:
-    """Whether the general timestamp parser reads a value the fast reader refused (a lower-case
-    z, a space before the offset)."""
-    from pipelines.ingest.validate import lit, parse_timestamp_sql
+def _general_parser_reads(con: duckdb.DuckDBPyConnection, values: list[str]) -> bool:
+    """Whether the general timestamp parser reads any of the values the fast reader refused (a
+    lower-case z, a space before the offset), in one query however many they are."""
+    from pipelines.ingest.validate import parse_timestamp_sql
 
-    return bool(con.execute(f"SELECT {parse_timestamp_sql(lit(value.strip()))} IS NOT NULL").fetchone()[0])
+    return bool(values) and bool(con.execute(f"SELECT bool_or(({parse_timestamp_sql('trim(v)')}) IS NOT NULL) "
+                                             "FROM (SELECT unnest(?) AS v)", [values]).fetchone()[0])
 
 
 def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: RawInput | None = None
@@ -209,6 +210,7 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
     read again with it).
     ``raw_input``: what the reader was told the columns are, to name a cast error's column."""
     out = []
+    refused: list[str] = []  # the timestamps the reader refused: one look by the general parser after
     taken: dict[int, set[str]] = {}
     found = con.execute(
         "SELECT line, line_byte_position, column_name, error_type, csv_line, error_message FROM _csv_rejects "
@@ -225,8 +227,9 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
             column = _cast_column(raw_input, str(raw), value, bad.group(2), column, taken.setdefault(int(line), set()))
             taken[int(line)].add(column)
         if kind == "CAST" and column == spec.timestamp:
-            if _NUMBER.fullmatch(value) or _general_parser_reads(con, value):
+            if _NUMBER.fullmatch(value):
                 return None
+            refused.append(value)
             reason = f"{column}: unparseable timestamp '{value[:40]}'"
         elif kind == "CAST":
             reason = f"{column}: not a number '{value[:40]}'"
@@ -242,6 +245,8 @@ def csv_structural(con: duckdb.DuckDBPyConnection, spec: KindSpec, raw_input: Ra
         else:
             reason = f"malformed line: {msg.splitlines()[0]}"
         out.append((int(line), str(raw), reason))
+    if _general_parser_reads(con, refused):
+        return None
     # the reader can report one line several times (a short line once per missing column):
     # one reject per line: a malformed line is just that; otherwise its distinct cast reasons
     whole = ("malformed line", "line too long", "unterminated quote")  # reasons about the line itself, not a value

@@ -194,15 +194,12 @@ def time_option(text: str) -> pd.Timestamp:
     name, CET or Europe/Berlin, converts to UTC; none is UTC; a number is epoch seconds or ms),
     as naive UTC between 1970 and 2200; a ValueError saying why not otherwise."""
     got = parse_like_ingest(pd.Series([str(text).strip()], dtype=object)).iloc[0]
-    if pd.isna(got):
-        year = re.match(r"\s*(\d{4})-\d\d", str(text))
-        if year is None or 1678 < int(year.group(1)) < 2262:  # else a date pandas cannot hold
-            raise ValueError("is not a time (ISO 8601, with an offset or a zone name where not UTC)")
-        got = pd.Timestamp.min
-    t = pd.Timestamp(got)
-    if not pd.Timestamp("1970-01-01") <= t <= pd.Timestamp("2200-01-01"):
+    year = re.match(r"\s*(\d{4})-\d\d", str(text))  # a date pandas cannot hold parses as no time
+    if pd.isna(got) and (year is None or 1678 < int(year.group(1)) < 2262):
+        raise ValueError("is not a time (ISO 8601, with an offset or a zone name where not UTC)")
+    if pd.isna(got) or not pd.Timestamp("1970-01-01") <= pd.Timestamp(got) <= pd.Timestamp("2200-01-01"):
         raise ValueError("is not between 1970 and 2200")
-    return t
+    return pd.Timestamp(got)
 
 
 def to_utc_naive(values: pd.Series, where: str | Path, column: str = "ts") -> pd.Series:

@@ -52,6 +52,9 @@ LAST_RUNS_SQL = {
               "FROM detector_state)), (SELECT count(*) FROM alerts WHERE status = 'firing')",
     "replay": "SELECT max(created_at), count(DISTINCT unique_id) FROM replays",
 }
+# the table each flow's row reads: one a warehouse behind the schema lacks means the flow never ran
+LAST_RUNS_TABLE = {"ingest": "ingest_batches", "train": "models", "plan": "recommendations", "detect": "alerts",
+                   "replay": "replays"}
 
 
 # plan, detect and replay stamp their rows with the clock they decided on (the data's end when
@@ -65,9 +68,7 @@ def last_runs(con: duckdb.DuckDBPyConnection) -> list[dict]:
     and on which clock (``CLOCK``)."""
     out = []
     for flow, sql in LAST_RUNS_SQL.items():
-        # a warehouse from before replays were stored has no replays table until a write migrates it
-        at, count = (con.execute(sql).fetchone() if flow != "replay" or warehouse.has_table(con, "replays")
-                     else (None, 0))
+        at, count = con.execute(sql).fetchone() if warehouse.has_table(con, LAST_RUNS_TABLE[flow]) else (None, 0)
         out.append({"flow": flow, "last_written": _ts(at), "clock": CLOCK[flow], "count": int(count or 0)})
     batches = warehouse.query(con, "SELECT status, count(*) AS n, sum(rows_loaded) AS loaded, sum(rows_rejected) "
                                    "AS rejected FROM ingest_batches GROUP BY status ORDER BY status")
