@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     try:
-        configured_sinks(args.jsonl, args.webhook, args.alertmanager)
+        configured_sinks(args.jsonl, args.webhook, args.alertmanager, probe=True)
         # the daily refit reads 28 days of hours (672) and needs a season and 24 residuals after it
         if not 1 <= args.season_length <= 648:
             raise ValueError(f"--season-length must be 1 to 648 hours (a season and a day's residuals inside the "

@@ -217,7 +217,7 @@ def run_score(args: argparse.Namespace) -> int:
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest first)", 2)
     try:
-        configured_sinks(args.jsonl)
+        configured_sinks(args.jsonl, probe=True)
         policy = _policy(args)  # bad durations fail here, with the option named, not inside the flow
         devices = tables.read_devices(args.devices) if args.devices else None
     except (tables.InputError, ValueError) as exc:

@@ -63,7 +63,7 @@ def check_outputs(stages: list[str] | None) -> None:
             raise CliError(f"HEADROOM_REPORT_DIR: {exc}", 2) from exc
     if stages is None or "detect" in stages:
         try:
-            configured_sinks()
+            configured_sinks(probe=True)
         except ValueError as exc:
             raise CliError(f"{SINK_SETTINGS}: {exc}", 2) from exc
 

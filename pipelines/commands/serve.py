@@ -51,7 +51,7 @@ def run_serve(args: argparse.Namespace) -> int:
                                                                         lock_timeout_s=0):
             pass
     try:
-        configured_sinks()
+        configured_sinks(probe=True)
     except ValueError as exc:
         raise CliError(f"{SINK_SETTINGS}: {exc}", 2) from exc
     deployments = build_deployments(str(settings.db_path), input_dir, settings.schedule_timezone)

@@ -12,6 +12,7 @@ from anomaly.cusum import CusumPolicy
 from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SpikePolicy
 from pipelines.detect import alerts, steps
+from pipelines.detect.sinks import check_appendable
 from pipelines.runtime.settings import Settings
 from pipelines.store import detection
 from pipelines.store.warehouse import open_warehouse
@@ -159,16 +160,22 @@ SINK_SETTINGS = "alert sink setting (HEADROOM_ALERT_JSONL, HEADROOM_ALERT_WEBHOO
 
 
 def configured_sinks(
-    jsonl_path: str | None = None, webhook_url: str | None = None, alertmanager_url: str | None = None
+    jsonl_path: str | None = None, webhook_url: str | None = None, alertmanager_url: str | None = None,
+    probe: bool = False,
 ) -> list[alerts.Sink]:
     """The sinks given here, each one not given from its HEADROOM_ALERT_* setting (a flag
-    for one sink does not switch the others off). ValueError for a setting that cannot work."""
+    for one sink does not switch the others off). ValueError for a setting that cannot work;
+    ``probe`` (a command's check before any work) also for a JSONL file this user cannot
+    append to now (a flow run keeps such alerts pending instead)."""
     env = Settings.from_env()
     if jsonl_path is None and env.alert_jsonl:
         jsonl_path = str(env.alert_jsonl)
     webhook_url = webhook_url if webhook_url is not None else env.alert_webhook_url
     alertmanager_url = alertmanager_url if alertmanager_url is not None else env.alertmanager_url
-    return alerts.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
+    found = alerts.sinks_from_settings(Path(jsonl_path) if jsonl_path else None, webhook_url, alertmanager_url)
+    if probe and jsonl_path:
+        check_appendable(Path(jsonl_path))
+    return found
 
 
 def alert_counts(db_path: str, sink_names: list[str], until: datetime | None = None) -> dict[str, object]:

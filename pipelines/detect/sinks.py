@@ -4,8 +4,10 @@ only sends; what was sent, and what waits, is :mod:`pipelines.detect.alerts`' bo
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -16,6 +18,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pandas as pd
+
+from pipelines.runtime import faults
+from pipelines.runtime.outputs import OutputError, check_writable
 
 
 class Sink(Protocol):
@@ -211,6 +216,20 @@ def sinks_from_settings(jsonl: Path | None, webhook: str | None, alertmanager: s
     if alertmanager:
         sinks.append(AlertmanagerSink(alertmanager, name=url_sink_name("alertmanager", alertmanager.rstrip("/"))))
     return sinks
+
+
+def check_appendable(path: Path) -> None:
+    """ValueError naming the path when this user cannot append to it now: the file, or the
+    nearest folder of it that exists, is not writable (permissions, a read-only mount)."""
+    try:
+        target = check_writable(path)
+    except OutputError as exc:
+        raise ValueError(f"alert JSONL path {exc}") from None
+    if target.exists() and not os.access(target, os.W_OK):
+        read_only = hasattr(os, "statvfs") and os.statvfs(target).f_flag & os.ST_RDONLY
+        cause = OSError(errno.EROFS if read_only else errno.EACCES, os.strerror(errno.EROFS if read_only else
+                                                                                errno.EACCES))
+        raise ValueError(f"alert JSONL path {faults.message(faults.kind_of(cause), cause, path=target)}")
 
 
 def check_url(what: str, url: str) -> None:

@@ -15,7 +15,7 @@ import duckdb
 import pandas as pd
 
 from forecasters.demand import blank_filled
-from pipelines.runtime.outputs import write_set
+from pipelines.runtime.outputs import check_writable, write_set
 from pipelines.store import demand, replays, warehouse
 from pipelines.store.models import CHAMPION_FORECASTS_SQL, LATEST_RUN_FORECASTS_SQL
 
@@ -281,6 +281,7 @@ def check_out_dir(out_dir: str | Path) -> None:
     blocked = [n for n in names if (folder / n).is_dir()]
     if blocked:
         raise IsADirectoryError(f"report folder {folder}: {blocked[0]} is a folder; the report writes a file there")
+    check_writable(folder / "report.html")  # the folder (or the nearest that exists) is writable
 
 
 def write_report(out_dir: str | Path, html: str, recommendations: dict[str, pd.DataFrame]) -> dict:

@@ -67,3 +67,54 @@ def test_temp_files_of_a_killed_writer_are_removed_by_the_next(tmp_path: Path) -
     write_text("<html></html>", target)
     assert target.read_text() == "<html></html>"
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_an_output_this_user_cannot_write_stops_the_command_before_any_work(tmp_path: Path) -> None:
+    """detect found an unwritable alert file only when delivering, after every model had
+    trained, and run found an unwritable report folder after the whole pipeline: both now
+    refuse at the start, in one line. As root, with the capabilities that override file
+    modes dropped (setpriv); as anyone else, the modes alone."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.pipelines.test_faults_env import headroom_env, made_warehouse, one_line
+
+    db = made_warehouse(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    kept = tmp_path / "alerts.jsonl"
+    kept.write_text("")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root, and no setpriv to drop CAP_DAC_OVERRIDE")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+    hr = [*prefix, sys.executable, "-m", "pipelines.cli"]
+    env = headroom_env(tmp_path)
+    locked.chmod(0o555)
+    kept.chmod(0o444)
+    try:
+        if os.access(locked, os.W_OK) and not prefix:
+            pytest.skip("file modes do not deny this user")
+        runs = {
+            "folder": [*hr, "detect", "--db", str(db), "--jsonl", str(locked / "a.jsonl")],
+            "file": [*hr, "detect", "--db", str(db), "--jsonl", str(kept)],
+            "report": [*hr, "report", "--db", str(db), "--out", str(locked / "r")],
+            "run": [*hr, "run", "--stages", "detect", "--db", str(db)],
+        }
+        done = {k: subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                  env={**env, "HEADROOM_ALERT_JSONL": str(kept)} if k == "run" else env)
+                for k, cmd in runs.items()}
+    finally:
+        locked.chmod(0o755)
+        kept.chmod(0o644)
+    why = "permission denied; nothing was written (what was there is unchanged): let this user write the file and " \
+          "its folder (chmod, chown), or write elsewhere"
+    for k, out in done.items():
+        assert out.returncode == 2, (k, out.stderr)
+    assert one_line(done["folder"].stderr) == f"headroom detect: error: alert JSONL path {locked}/a.jsonl: {why}"
+    assert one_line(done["file"].stderr) == f"headroom detect: error: alert JSONL path {kept}: {why}"
+    assert one_line(done["report"].stderr) == f"headroom report: error: {locked}/r/report.html: {why}"
+    assert one_line(done["run"].stderr).startswith("headroom run: error: alert sink setting")
+    assert not list(locked.iterdir()) and kept.read_text() == ""
