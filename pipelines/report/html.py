@@ -26,6 +26,7 @@ from pipelines.report.plots import (
     heatmap_figure,
     heatmap_grid,
     heatmap_marks,
+    label,
     replay_figure,
 )
 from pipelines.report.text import GLOSSARY, GLOSSARY_ANCHORS, PRESCALE_SCOPE
@@ -198,7 +199,7 @@ def replay_section(data: ReportData) -> str:
     for rid, rows in rep.groupby("replay_id", sort=False):
         first = rows.iloc[0]
         span = f"{pd.Timestamp(first['span_start']):%Y-%m-%d %H:%M} to {pd.Timestamp(first['span_end']):%Y-%m-%d %H:%M}"
-        caption = (f"{first['unique_id']}, {span}, instances of {float(first['instance_units']):g} units, "
+        caption = (f"{label(first['unique_id'])}, {span}, instances of {float(first['instance_units']):g} units, "
                    f"models {first['models']}")
         rule = first.get("rule")
         if isinstance(rule, str) and rule:  # replays stored before 060 do not say it

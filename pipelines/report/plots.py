@@ -17,12 +17,24 @@ from matplotlib.ticker import FuncFormatter
 from pipelines.report.data import json_object
 from pipelines.runtime.money import CURRENCY, money
 
+# names are drawn as written: a '$' pair in a pool's name is text, not TeX (an unknown
+# command in one stopped the whole report)
+matplotlib.rcParams["text.parse_math"] = False
+
 MAX_FAN_SERIES = 9
 COST_PARTS = ("private_cost", "public_cost", "edge_cost", "idle_penalty")
 COST_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 BURST_COLOR, FAULT_COLOR = "#ff2020", "#ff00ff"
 # what a demand series counts, by resource (the pool's total, summed over its nodes)
 UNITS = {"gpu": "GPUs busy (pool total)", "cpu": "cores busy (pool total)", "mem": "GiB used (pool total)"}
+
+
+def label(name: object, limit: int = 48) -> str:
+    """A name as a plot draws it: characters that do not print (controls, bidi overrides,
+    zero-width) as '?', and cut to ``limit`` with an ellipsis (a 10,000-character node id
+    made the heatmap 140,000 pixels wide)."""
+    text = "".join(c if c.isprintable() else "?" for c in str(name))
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,7 @@ def fan_chart(group: pd.DataFrame, history: pd.DataFrame, days: int = 7) -> plt.
         ax.plot(act["ds"], act["y"], color="#222", lw=0.9, label="actual")
         ax.plot(fc["ds"], fc["mean"], color="C0", lw=1.4, label="forecast")
         ax.axvline(start, color="#888", ls=":", lw=1)
-        ax.set_title(f"{uid}\n{fc['model'].iloc[0]}", fontsize=9)
+        ax.set_title(f"{label(uid)}\n{fc['model'].iloc[0]}", fontsize=9)
         ax.set_ylabel(UNITS.get(uid.rsplit("/", 1)[-1], "demand"), fontsize=8)
         locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
         ax.xaxis.set_major_locator(locator)
@@ -148,11 +160,11 @@ def heatmap_figure(nodes: pd.DataFrame, hours: pd.DatetimeIndex, matrix: np.ndar
     size = max(size, 4.0)
     ticks = sorted(set(range(0, n, step)) | set(marks.fault_rows))
     ax.set_yticks(ticks)
-    ax.set_yticklabels([nodes["node_id"].iloc[i] for i in ticks], fontsize=size)
-    for label, i in zip(ax.get_yticklabels(), ticks):
+    ax.set_yticklabels([label(nodes["node_id"].iloc[i]) for i in ticks], fontsize=size)
+    for tick, i in zip(ax.get_yticklabels(), ticks):
         if i in marks.fault_rows:
-            label.set_color(FAULT_COLOR)
-            label.set_fontweight("bold")
+            tick.set_color(FAULT_COLOR)
+            tick.set_fontweight("bold")
     days = [i for i, h in enumerate(hours) if h.hour == 0]
     ax.set_xticks(days)
     ax.set_xticklabels([hours[i].strftime("%a %m-%d") for i in days], fontsize=8)
@@ -162,7 +174,7 @@ def heatmap_figure(nodes: pd.DataFrame, hours: pd.DatetimeIndex, matrix: np.ndar
     for start, end in _group_spans(groups):
         if start > 0:
             ax.axhline(start - 0.5, color="white", lw=1.5, zorder=1.5)
-        ax.text(m + 0.5, (start + end) / 2, groups[start], fontsize=7, va="center", ha="left", clip_on=False)
+        ax.text(m + 0.5, (start + end) / 2, label(groups[start]), fontsize=7, va="center", ha="left", clip_on=False)
     for r in marks.fault_rows:
         ax.add_patch(Rectangle((-0.5, r - 0.5), m, 1, fill=False, ec=FAULT_COLOR, lw=1.6, ls="--", zorder=3))
     for r0, r1, c0, c1 in marks.bursts:
@@ -204,7 +216,7 @@ def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
                 ax.text(xi, max(total, stacked), money(total), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(x)
         ax.set_xticklabels(rows["plan"].astype(str).tolist(), fontsize=8, rotation=15)
-        ax.set_title(res, fontsize=10)
+        ax.set_title(label(res), fontsize=10)
         ax.set_ylabel(f"monthly cost ({CURRENCY})", fontsize=8)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: money(v)))
         ax.tick_params(axis="y", labelsize=7)
@@ -229,7 +241,7 @@ def replay_figure(capacity: pd.DataFrame, title: str) -> plt.Figure:
         if col in capacity:
             ax.step(ts, pd.to_numeric(capacity[col], errors="coerce"), where="post", color=color, linewidth=1.0,
                     label=f"{col} capacity")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(label(title, 200), fontsize=10)
     ax.set_ylabel("units", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)

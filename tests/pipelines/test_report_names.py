@@ -1,0 +1,46 @@
+"""Names from the inputs as the report's plots draw them: literal text, never TeX, and of a
+bounded width whatever their length."""
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from pipelines.report import html as report_html
+from pipelines.report import plots as report_plots
+
+START = pd.Timestamp("2026-02-02")
+
+
+def png_size(fig) -> tuple[int, int]:
+    tag = report_html._png(fig, "x")
+    data = base64.b64decode(tag.split("base64,", 1)[1].rstrip('">'))
+    return Image.open(io.BytesIO(data)).size
+
+
+def test_a_dollar_or_a_huge_name_is_drawn_as_short_literal_text() -> None:
+    # '$\notacmd$' stopped the report with matplotlib's ParseFatalException; a 10,000-character
+    # node id made the heatmap 140,941 pixels wide
+    hours = pd.date_range(START, periods=48, freq="h")
+    long_id = "N" * 10_000
+    heat = pd.DataFrame([(c, p, n, h, 0.5) for c, p, n in (("cost$\\notacmd$", "p", long_id),
+                                                           ("c", "pool$5 and $10", "n\x1b[31m\u202egpj.exe"))
+                         for h in hours], columns=["cluster", "pool", "node_id", "hour", "util"])
+    nodes, grid_hours, matrix = report_plots.heatmap_grid(heat)
+    fig = report_plots.heatmap_figure(nodes, grid_hours, matrix, report_plots.HeatmapMarks((), (), 0))
+    texts = [t.get_text() for t in fig.axes[0].get_yticklabels()] + [t.get_text() for t in fig.axes[0].texts]
+    assert "N" * 47 + "\u2026" in texts and "n?[31m?gpj.exe" in texts
+    assert "cost$\\notacmd$/p" in texts and "c/pool$5 and $10" in texts
+    width, height = png_size(fig)
+    assert width < 2000 and height < 2500
+
+    fc = pd.DataFrame({"unique_id": "cost$\\notacmd$/p/gpu", "ds": hours[-24:], "model": "lgbm",
+                       "mean": 1.0, "lo_80": 0.5, "hi_80": 1.5, "lo_95": 0.2, "hi_95": 1.8})
+    history = pd.DataFrame({"unique_id": "cost$\\notacmd$/p/gpu", "ds": hours[:24], "y": np.ones(24)})
+    fig = report_plots.fan_chart(fc, history)
+    assert fig.axes[0].get_title() == "cost$\\notacmd$/p/gpu\nlgbm"
+    png_size(fig)
+    assert report_plots.label("a" * 60) == "a" * 47 + "\u2026" and report_plots.label("ok") == "ok"
