@@ -29,9 +29,14 @@ def run_ingest(args: argparse.Namespace) -> int:
     from pipelines.commands.summaries import skipped_text
     from pipelines.ingest import loading as ingest
     from pipelines.ingest.registry import LABELLED
+    from pipelines.ingest.validate import name_problem
     from pipelines.runtime.settings import Settings
     from pipelines.store import warehouse
 
+    for option, value in (("--cluster", args.cluster), ("--pool", args.pool)):
+        # checked here, not per row: a file loaded with a bad label is recorded as ingested
+        if (why := name_problem(value, slash=True)) is not None:
+            raise CliError(f"{option} {value[:40]!r}: {'empty' if why == 'missing' else why}", 2)
     settings = Settings.from_env(db_path=args.db)
     paths = ingest.expand_paths(args.paths, args.kind)
     if not paths:

@@ -92,7 +92,7 @@ def _require(path: Path, header: list[str], spec: KindSpec) -> None:
         raise IngestFileError(
             path,
             f"missing column(s) {', '.join(missing)} for kind {spec.kind}; "
-            f"header is: {_printable(','.join(header)[:200])}{hint}",
+            f"header is: {printable(','.join(header)[:200])}{hint}",
         )
 
 
@@ -108,7 +108,7 @@ def reader_names(header: list[str], spec: KindSpec) -> list[str]:
     return out
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """Text for a terminal: anything unprintable (a binary file's bytes) as '?'."""
     return "".join(c if c.isprintable() and c != "\ufffd" else "?" for c in text)
 

@@ -21,6 +21,8 @@ class KindSpec:
     non_negative: tuple[str, ...] = ()
     # (sql condition that is TRUE for a bad row, reason) over the typed columns
     checks: tuple[tuple[str, str], ...] = ()
+    # a number this large is a unit or export error, and sums of it overflow to inf
+    max_abs: float = 1e15
 
     @property
     def text(self) -> tuple[str, ...]:
@@ -51,6 +53,7 @@ SPECS: dict[str, KindSpec] = {
         key=("ts", "device_id", "metric"),
         numeric=("value",),
         optional_text=("node_id",),
+        max_abs=1e18,  # cumulative counters (energy in mJ since boot) run larger than any unit count
     ),
     "failures": KindSpec(
         kind="failures",

@@ -182,7 +182,8 @@ def ingest_file(
     good = f"SELECT DISTINCT {cols} FROM _checked WHERE _reason IS NULL" if repeated else f"SELECT {cols} FROM _checked WHERE _reason IS NULL"
     n_good = con.execute(f"SELECT count(*) FROM ({good})").fetchone()[0]
     rows_rejected = n_bad_rows + len(raw.structural)
-    reasons = tuple(f"line {r.line}: {r.reason}" for r in rejects.head(5).itertuples())
+    # shown on a terminal: a rejected name's escape codes or newlines are not sent to it
+    reasons = tuple(f"line {r.line}: {adapters.printable(r.reason)}" for r in rejects.head(5).itertuples())
     swallowed = () if rejects.empty else tuple(s for r in rejects["reason"] if (s := csv_lines.swallowed_by(r)))
     result = IngestResult(str(path), spec.kind, raw.fmt, batch_id, sha, raw.rows_read, n_good, rows_rejected,
                           "loaded", reasons, swallowed)

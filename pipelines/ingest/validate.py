@@ -7,6 +7,8 @@ good row, else each problem found, naming the column and the value. Keeping this
 DuckDB keeps ingest close to the speed of DuckDB's own CSV reader."""
 from __future__ import annotations
 
+import unicodedata
+
 from pipelines.ingest.contract import KindSpec
 
 
@@ -23,6 +25,12 @@ def lit(text: str) -> str:
 def _shown(expr: str) -> str:
     """The offending value, quoted and cut short, for a reject reason."""
     return f"'''' || left(coalesce(CAST({expr} AS VARCHAR), ''), 40) || ''''"
+
+
+def _sci(x: float) -> str:
+    """1e+15 as 1e15: a SQL literal, and what a message shows."""
+    mantissa, exponent = f"{x:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
 
 
 def _has_offset(t: str) -> str:
@@ -53,6 +61,24 @@ def parse_timestamp_sql(expr: str) -> str:
         f"WHEN TRY_CAST({expr} AS TIMESTAMP) IS NOT NULL THEN TRY_CAST({expr} AS TIMESTAMP) "
         f"ELSE {epoch} END"
     )
+
+
+# the longest name (cluster, pool, node, device, ...) taken: an Azure resource id fits
+MAX_NAME = 256
+
+def name_problem(value: str, slash: bool = False) -> str | None:
+    """Why ``value`` cannot be a name, as the row check says it (None: it can). ``slash``: a
+    cluster or pool, which a '/' would move into another series."""
+    name = value.strip()
+    if not name:
+        return "missing"
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in name):
+        return "a control or invisible character in " + repr(name[:40])
+    if len(name) > MAX_NAME:
+        return f"longer than {MAX_NAME} characters"
+    if slash and "/" in name:
+        return "cluster and pool names cannot contain '/'"
+    return None
 
 
 # what pandas' nanosecond timestamps can hold, whole years: a row outside would load and
@@ -92,13 +118,21 @@ def checked_sql(spec: KindSpec, source: str = "_raw", typed: frozenset[str] = fr
             neg = f"WHEN {out} < 0 THEN '{col}: negative ' || {_shown(raw)} " if col in spec.non_negative else ""
             reasons.append(
                 f"CASE {missing}WHEN {out} IS NULL THEN '{col}: not a number ' || {_shown(raw)} "
-                f"WHEN NOT isfinite({out}) THEN '{col}: not finite ' || {_shown(raw)} {neg}END"
+                f"WHEN NOT isfinite({out}) THEN '{col}: not finite ' || {_shown(raw)} "
+                f"WHEN abs({out}) >= {_sci(spec.max_abs)} THEN '{col}: {_sci(spec.max_abs)} or beyond, no plausible "
+                f"value ' || "
+                f"{_shown(raw)} {neg}END"
             )
         else:
             value = f"NULLIF(trim({q(col)}), '')"
             inner.append(f"{'lower(' + value + ')' if col in spec.enums else value} AS {out}")
             if col not in spec.optional_text:
                 reasons.append(f"CASE WHEN {blank} THEN '{col}: missing' END")
+            if col not in spec.enums:  # a name: one a reader can see whole, and print
+                reasons.append(
+                    f"CASE WHEN regexp_matches({out}, '[\\p{{Cc}}\\p{{Cf}}]') THEN '{col}: a control or invisible "
+                    f"character in ' || {_shown(out)} WHEN length({out}) > {MAX_NAME} THEN '{col}: longer than "
+                    f"{MAX_NAME} characters' END")
             if col in spec.enums:
                 allowed = ", ".join(lit(v) for v in spec.enums[col])
                 reasons.append(

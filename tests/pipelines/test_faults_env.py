@@ -64,14 +64,16 @@ def counts(db: Path) -> dict[str, int]:
 # --- inputs: CSV fields of any size, overlong lines, unterminated quotes; deep JSON ---------
 
 def test_a_csv_field_of_any_size_loads(tmp_path, capsys):
-    """Python's csv module refuses a field over 128 KiB; the readers lift the limit."""
+    """Python's csv module refuses a field over 128 KiB; the readers lift it (a reject kept whole)."""
     db = made_warehouse(tmp_path)
     capsys.readouterr()
     big = tmp_path / "big.csv"
     big.write_text(HEADER + row(2) + row(3, "n" * 300_000) + row(4))
     assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(big)]) == 0
-    assert "read 3, loaded 3, rejected 0" in capsys.readouterr().out
-    assert counts(db) == {"utilization": 5, "rejects": 0}
+    assert "read 3, loaded 2, rejected 1" in capsys.readouterr().out and counts(db) == {"utilization": 4, "rejects": 1}
+    with warehouse.open_warehouse(db, read_only=True) as con:
+        got = con.execute("SELECT line, length(raw), reason FROM rejects").fetchall()
+    assert got == [(3, len(row(3, "n" * 300_000)) - 1, "node_id: longer than 256 characters")]
 
 
 @pytest.mark.parametrize("mixed", [False, True], ids=["duckdb-reader", "python-reader"])

@@ -207,3 +207,40 @@ def test_the_ingest_flow_retries_passing_io_trouble_but_not_a_lock() -> None:
     assert not retried(warehouse.WarehouseLockedError("locked (waited 5s)"))
     assert retried(OSError("stale NFS handle")) and not retried(FileNotFoundError("gone"))
     assert not retried(IngestFileError("u.csv", "bad"))
+
+
+def test_names_a_reader_cannot_see_or_print_and_numbers_past_any_unit_are_rejects(tmp_path, db_path, capsys):
+    """A review loaded 'c1\\t' beside 'c1' as two look-alike clusters, an ESC sequence and a
+    right-to-left override as node ids (sent raw to the terminal), a 700,000-character node id,
+    and 1e308 GPUs (summed to inf: train dropped the pool, replay failed); '1_0' loaded as 10."""
+    long = "x" * 257
+    rows = ["c1,p,n1,gpu,1,8", "c1\t,p,n2,gpu,1,8", "c1,p,n\x1b[2J,gpu,1,8", "c1,p,n\u202egpj.exe,gpu,1,8",
+            "c1,p,\u200bn1,gpu,1,8", f"c1,p,{long},gpu,1,8", "c1,p,n6,gpu,1e308,1e308",
+            "c1,p,n\u00e9\u65e5,gpu,1,8", f"c1,p,{long[:256]},gpu,999999999999999,1e15"]
+    f = tmp_path / "u.csv"
+    f.write_text(HEADER + "".join(f"2026-01-01T00:00:00Z,{r}\n" for r in rows), encoding="utf-8")
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "read 9, loaded 2, rejected 7" in out and "\x1b" not in out and "\u202e" not in out
+    with warehouse.open_warehouse(db_path, read_only=True) as con:
+        loaded = {r[0] for r in con.execute("SELECT node_id FROM utilization").fetchall()}
+        why = dict(con.execute("SELECT line, reason FROM rejects").fetchall())
+    assert loaded == {"n1", "n\u00e9\u65e5"}
+    assert why[3] == "cluster: a control or invisible character in 'c1\t'"
+    assert why[4].startswith("node_id: a control or invisible") and why[6].startswith("node_id: a control")
+    assert why[7] == "node_id: longer than 256 characters"
+    assert why[8].startswith("used: 1e15 or beyond, no plausible value '1e")
+    assert why[8].count("1e15 or beyond") == 2 and why[10].startswith("capacity: 1e15 or beyond")
+
+
+@pytest.mark.parametrize("option, value, why", [("--pool", "a/b", "cluster and pool names cannot contain '/'"),
+                                                ("--cluster", " ", "empty"),
+                                                ("--pool", "p\n1", "a control or invisible character in 'p\\n1'")])
+def test_a_label_option_no_row_could_carry_stops_before_the_file_is_recorded(tmp_path, db_path, capsys, option,
+                                                                            value, why):
+    """Every row of the file became a reject and the file was recorded as ingested: the same
+    file with a good label was then 'skipped, already ingested'."""
+    f = util_file(tmp_path / "u.csv")
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), option, value, str(f)]) == 2
+    assert capsys.readouterr().err.strip() == f"headroom ingest: error: {option} {value!r}: {why}"
+    assert not db_path.exists()
