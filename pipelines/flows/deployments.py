@@ -5,6 +5,7 @@ and a process work pool (a test checks the two agree)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def warehouse_tag(db_path: str) -> str:
     so two ``serve`` processes on one Prefect server, each with its own warehouse, never
     take over (and run) each other's."""
     resolved = str(Path(db_path).expanduser().resolve())
-    return f"{Path(db_path).stem}-{hashlib.sha256(resolved.encode()).hexdigest()[:6]}"
+    stem = re.sub(r"[/%&<>]", "_", Path(db_path).stem)  # what Prefect refuses in a name ('ops&cap.duckdb')
+    return f"{stem}-{hashlib.sha256(resolved.encode()).hexdigest()[:6]}"
 
 
 def deployment_name(schedule: Schedule, db_path: str) -> str:

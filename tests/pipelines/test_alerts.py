@@ -216,6 +216,9 @@ def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, s
     (None, "http://", None, "names no host"),
     (None, None, "http://am:pw@host:abc/", "alertmanager URL http://host:abc/... is not a valid URL"),
     (None, "ftp://u:pw@host/SECRET", None, r"webhook URL ftp://host/\.\.\. must start with http"),
+    # each was stored as a target, failed every run with exit 1 and kept its alerts pending
+    (None, "http://exa mple.com/SECRET", None, r"webhook URL http://exa mple.com/\.\.\. holds a space"),
+    (None, None, "http://am:9093/SECRET\nX-Injected: 1", r"alertmanager URL http://am:9093/\.\.\. holds a space"),
 ])
 def test_sink_settings_that_can_never_work_are_refused(tmp_path, jsonl, webhook, alertmanager, message):
     with pytest.raises(ValueError, match=message) as err:

@@ -76,6 +76,9 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
         con.execute("CREATE TABLE t (a INT)")
     assert main(["serve", "--list", "--db", str(tmp_path / "theirs.duckdb")]) == 2
     assert "a DuckDB database of something else (tables t)" in capsys.readouterr().err
+    # Prefect refuses '&', '%', '<', '>' and '/' in a deployment's name: a traceback once
+    assert main(["serve", "--list", "--db", str(tmp_path / "ops&cap%<x>.duckdb")]) == 0
+    assert capsys.readouterr().out.split()[0].startswith("train-daily-ops_cap__x_-")
 
 
 def test_serve_starts_while_another_process_writes_the_warehouse(tmp_path, capsys) -> None:
