@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -97,17 +98,22 @@ def weighted_l1(pred: object, target: object, weight: object) -> object:
     return ((pred - target).abs().mean(dim=1) * weight).mean()  # type: ignore[operator, union-attr]
 
 
+# torch's random generator and its thread count belong to the process, and the train flow
+# fits several groups' models at once on threads: a network is seeded and built under this
+# lock, so two fits never draw from each other's seed
+_SEEDED = threading.Lock()
+
+
 @contextlib.contextmanager
 def _torch_threads(n: int) -> Iterator[None]:
-    """Use ``n`` intra-op threads for the block, then restore the caller's setting."""
+    """Use ``n`` intra-op threads for the block. Not restored after it: a fit on another
+    thread that restored its own start's setting changed this one's mid-fit (and with it
+    the order of float sums), so every fit and forecast sets it for itself."""
     import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    yield
 
 
 @register
@@ -317,9 +323,10 @@ class LSTMForecaster(BaseForecaster):
 
         rng = np.random.default_rng(seed)
         with _torch_threads(self.n_threads):
-            torch.manual_seed(seed)
             dev = torch.device(self.device)
-            net = _network(train[1].shape[1], self.horizon, self.hidden_size, self.num_layers).to(dev)
+            with _SEEDED:  # the only draws from torch's generator: the initial weights
+                torch.manual_seed(seed)
+                net = _network(train[1].shape[1], self.horizon, self.hidden_size, self.num_layers).to(dev)
             opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate)
             tv = [torch.from_numpy(a).to(dev) for a in val]
 
