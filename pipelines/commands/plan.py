@@ -141,7 +141,10 @@ def run_replay(args: argparse.Namespace) -> int:
     table = result.table
     print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "
           f"{series.index[1] - series.index[0]}, instances of {units:g} units; {plan_replay.rule_text(policy)}):")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-"))
+    if "cost_vs_oracle" in table and table["cost_vs_oracle"].isna().all():
+        print("cost_vs_oracle is -: the oracle holds no capacity (no demand in the span), so no cost is a "
+              "multiple of it")
     beaten = plan_replay.frontier_verdict(table)
     print("planned is beyond the reactive frontier" if not beaten else
           f"planned is matched or beaten by {', '.join(beaten)} (no dearer and no more under-provisioned)")

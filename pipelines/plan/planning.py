@@ -84,6 +84,8 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28,
     # spot prices as of the data cutoff, so a plan run is the same whenever it is re-run
     spot = detection.spot_prices(con)
     if cutoff is not None:
+        if not spot.empty and spot["ts"].min() > cutoff:  # else a spot plan vanished without a word
+            log.warning("spot prices start at %s, after the data's end %s: no spot plan", spot["ts"].min(), cutoff)
         spot = spot[spot["ts"] <= cutoff]
     probs = None
     if not spot.empty:
@@ -103,6 +105,9 @@ def spot_markets(inputs: PlanInputs, lookback: str) -> pd.DataFrame | None:
     (:func:`planner.spot.market_stats`), or None without spot prices in that window."""
     spot = inputs.spot_prices
     if spot is None or spot.empty:
+        return None
+    if not (spot["price"] > 0).any():  # 0 is a placeholder (the last real price holds): none here
+        log.warning("every spot price is 0, which reads as no price: no spot plan")
         return None
     if inputs.data_cutoff is not None and spot["ts"].max() < inputs.data_cutoff - pd.Timedelta(lookback):
         log.warning("spot prices end at %s, before the last %s of the data: no spot plan", spot["ts"].max(),

@@ -278,6 +278,9 @@ def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.T
             raise ReplayError(f"--end {stop} leaves nothing to replay: the default start is {begin}, 30 days before "
                               "it or after the data's first day, the history the first decisions are made on")
         raise ReplayError(f"--start {begin} is not before --end {stop}")
+    if stop - begin < step:  # it was charged as a whole step: 10 minutes cost a 15-minute step
+        raise ReplayError(f"--start {begin} to --end {stop} is shorter than one step of the data ({step}); "
+                          "replay at least one whole step")
     return begin, stop
 
 

@@ -246,3 +246,24 @@ def test_a_split_dearer_than_the_default_says_how_it_fares_across_the_scenarios(
     assert saving_text(-500.0, 120.0).endswith("more than the default split on this demand (less across the scenarios)")
     assert saving_text(-500.0, -300.0).endswith("on this demand (more across the scenarios too)")
     assert saving_text(-500.0).endswith("on this demand") and saving_text(40.0, -1.0).startswith("saves $40")
+
+
+def test_spot_prices_that_price_nothing_say_why_there_is_no_spot_plan(db_path, fleet, caplog) -> None:
+    """All-zero prices (a placeholder: ingest takes them) or prices that start after the
+    data's end made the spot plan vanish without a word; prices ending too early warned."""
+    from pipelines.plan.planning import load_inputs, spot_markets
+
+    _load(db_path, fleet)
+    prices = fleet["spot_prices"]
+    cases = {"every spot price is 0": prices.assign(price=0.0),
+             "after the data's end": prices.assign(ts=prices["ts"] + pd.Timedelta(days=400))}
+    for needle, frame in cases.items():
+        with warehouse.open_warehouse(db_path) as con:
+            con.execute("DELETE FROM spot_prices")
+            con.register("_spot", frame)
+            con.execute("INSERT INTO spot_prices BY NAME SELECT * FROM _spot")
+            con.unregister("_spot")
+            caplog.clear()
+            with caplog.at_level("WARNING"):
+                assert spot_markets(load_inputs(con), "14D") is None
+        assert needle in caplog.text and "no spot plan" in caplog.text

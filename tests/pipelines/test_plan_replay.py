@@ -109,6 +109,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     ("unknown model", ["--models", "nope"], "--models: unknown model(s) nope; choose from"),
     ("no model", ["--models", ","], "--models: no model named in ','; choose from"),
     ("span outside the data", ["--start", "2027-01-01"], "is not before"),
+    ("span under a step", ["--start", "2026-01-02T00:00", "--end", "2026-01-02T00:03"], "shorter than one step"),
     ("end before the data", ["--end", "2025-01-01"], "--end 2025-01-01 00:00:00 leaves nothing to replay"),
     ("lead without a unit", ["--lead", "5"], "--lead: '5' has no unit"),
     ("lead 0", ["--lead", "0s"], "--lead: '0s' is not a positive duration"),
