@@ -244,11 +244,13 @@ def _recommended_load(alloc: pd.DataFrame, path: np.ndarray, capacity: float, of
 
 
 def cheapest_public(load: np.ndarray, choices: list[Offer], costs: CostPolicy, current: Offer) -> Offer:
-    """Of ``choices``, the machine that carries ``load`` for least in whole instances (ties,
-    and no choices: ``current``, the cheapest per unit)."""
-    def cost(o: Offer) -> float:
+    """Of ``choices``, the machine that carries ``load`` for least in whole instances (ties:
+    the smaller machine, then ``current``, the cheapest per unit; no choices: ``current``).
+    At one price per unit, as a cloud prices one family's sizes, the smaller follows the load
+    closer: a spot share smaller than one big machine can still take whole small ones."""
+    def cost(o: Offer) -> tuple[float, float]:
         c = elastic_cost(load, o, costs)
-        return round(c["compute"] + c["idle_penalty"], 6)
+        return round(c["compute"] + c["idle_penalty"], 6), o.units
     return min([current, *choices], key=cost)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import planner as P
 from planner.cost import LocationCost
@@ -46,7 +47,7 @@ def test_public_is_priced_on_the_machine_cheapest_for_its_load() -> None:
     assert {o.instance_type for o in choices} == {"h100-8x", "a100-1x"}
     assert cheapest_public(np.full(48, 25.0), choices, FREE, offers["public"]).instance_type == "h100-8x"
     assert cheapest_public(np.full(48, 2.0), choices, FREE, offers["public"]).instance_type == "a100-1x"
-    assert cheapest_public(np.zeros(48), choices, FREE, offers["public"]).instance_type == "h100-8x"  # a tie
+    assert cheapest_public(np.zeros(48), choices, FREE, offers["public"]).instance_type == "a100-1x"  # a tie: smaller
 
 
 def test_a_fraction_of_a_vcpu_is_no_machine_for_a_pool() -> None:
@@ -129,3 +130,27 @@ def test_the_downside_public_load_is_on_the_machines_bought_for_the_path() -> No
         # private and edge keep the machines bought for 10: layered, they serve 5 of 8.5 units; in
         # proportion, each its share of the 8.5 (2.55 and 1.7), and public the other half
         assert np.allclose(P.allocation.public_load(path, P.DEFAULT_SPLIT, one, policy, at=0.85), downside)
+
+
+def test_sizes_of_one_price_per_unit_leave_spot_the_share_it_fills() -> None:
+    """Cloud families price their sizes alike per vCPU: the tie went to the biggest by name
+    (m7i.16xlarge), so 16 interruptible cores of a 64-core load 'never filled one 64-unit
+    machine' and spot, 70% cheaper on the 8-core size, was not used."""
+    cat = pd.DataFrame([
+        ("aws", "us-east-1", "m7i.16xlarge", "public", "cpu", 64, 64, 256.0, 3.2256, None, None, None),
+        ("aws", "us-east-1", "m7i.2xlarge", "public", "cpu", 8, 8, 32.0, 0.4032, None, None, None),
+    ], columns=COLS)
+    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
+    history = pd.DataFrame({"unique_id": "c1/full/cpu", "ds": ds, "y": 64.0})
+    forecast = pd.DataFrame({"unique_id": "c1/full/cpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 64.0, "hi_80": 64.0})
+    capacity = pd.DataFrame({"unique_id": ["c1/full/cpu"], "capacity": [64.0], "units_per_node": [64.0]})
+    spot = pd.concat([pd.DataFrame({"ts": ds, "provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
+                                    "instance_type": t, "product": "Linux/UNIX", "price": p})
+                      for t, p in (("m7i.2xlarge", 0.12), ("m7i.16xlarge", 0.96))], ignore_index=True)
+    markets = P.market_stats(spot, "7D", on_demand=cat)
+    plan = P.make_plan(history, forecast, capacity, cat, P.PlanPolicy(costs=FREE), spot_markets=markets)
+    row = plan["spot"].iloc[0]
+    assert row["action"] == "use_spot" and row["instance_type"] == "m7i.2xlarge" and row["spot_instances"] == 2.0
+    # 8 on-demand 2xlarge for 64 cores, or 6 of them and 2 spot ones: 2 x (0.4032 - 0.12) an hour
+    assert row["expected_monthly_saving"] == pytest.approx(730 * 2 * (0.4032 - 0.12))
