@@ -31,10 +31,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # (577 MB and 1.53 GB with telemetry, 347 MB and 584 MB without), rounded up
 BASE_MB = 300.0
 MB_PER_NODE_DAY = {True: 0.6, False: 0.15}
+# The whole pipeline's peak on a generated fleet is detect's (the fault model reads all the
+# telemetry): 1.40, 2.34, 5.18, 7.92 GB on 12x28, 48x28, 192x28, 600x14 nodes x days, rounded up
+RUN_BASE_MB = 1200.0
+RUN_MB_PER_NODE_DAY = 0.95
 
 
-def estimated_memory_gb(nodes: int, days: int, telemetry: bool = True) -> float:
-    """About how much memory generating (and writing) a fleet of this size takes, in GiB."""
+def estimated_memory_gb(nodes: int, days: int, telemetry: bool = True, run: bool = False) -> float:
+    """About how much memory generating (and writing) a fleet of this size takes, in GiB;
+    ``run``: generating it and running the whole pipeline on it (``headroom run``)."""
+    if run:
+        return (RUN_BASE_MB + RUN_MB_PER_NODE_DAY * nodes * days) / 1024.0
     return (BASE_MB + MB_PER_NODE_DAY[telemetry] * nodes * days) / 1024.0
 
 
@@ -51,9 +58,10 @@ def available_memory_gb() -> float | None:
 
 
 def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
-                     available_gb: float | None = None, can_drop_telemetry: bool = True) -> None:
+                     available_gb: float | None = None, can_drop_telemetry: bool = True, run: bool = False) -> None:
     """Refuse a fleet the generator cannot make, or one that would not fit in memory
-    (``available_gb``: the memory to fit in, by default what this machine has free)."""
+    (``available_gb``: the memory to fit in, by default what this machine has free; ``run``:
+    the whole pipeline's need, not the generator's)."""
     from pipelines.commands.errors import CliError, check_seed
 
     if nodes < 3:
@@ -62,11 +70,13 @@ def check_fleet_args(nodes: int, days: int, seed: int, telemetry: bool = True,
         raise CliError(f"--days must be at least 2, got {days}", 2)
     check_seed(seed)
     free = available_memory_gb() if available_gb is None else available_gb
-    need = estimated_memory_gb(nodes, days, telemetry)
+    need = estimated_memory_gb(nodes, days, telemetry, run=run)
     if free is not None and need > 0.8 * free:
         hint = "; --no-telemetry needs about a quarter of that" if telemetry and can_drop_telemetry else ""
+        task = "to generate and run the pipeline on (detect's fault model reads all its telemetry)" if run else \
+            "to generate"
         raise CliError(
-            f"a fleet of {nodes} nodes x {days} days needs about {need:.1f} GiB of memory to generate, and this "
+            f"a fleet of {nodes} nodes x {days} days needs about {need:.1f} GiB of memory {task}, and this "
             f"machine has {free:.1f} GiB free: use fewer --nodes or --days{hint}", 2)
 
 

@@ -101,7 +101,7 @@ def run_all(args: argparse.Namespace) -> int:
         from pipelines.commands.generate import check_fleet_args, write_fleet_or_fail
 
         fleet = {k: FLEET_DEFAULTS[k] if v is None else v for k, v in fleet.items()}
-        check_fleet_args(**fleet, can_drop_telemetry=False)  # run has no --no-telemetry
+        check_fleet_args(**fleet, can_drop_telemetry=False, run=True)  # run has no --no-telemetry
         folder = settings.data_dir
         print(f"generating a synthetic fleet in {folder} (nodes={fleet['nodes']}, days={fleet['days']}, "
               f"seed={fleet['seed']})")

@@ -158,7 +158,9 @@ def heatmap_figure(nodes: pd.DataFrame, hours: pd.DatetimeIndex, matrix: np.ndar
     size = min(8.0, row_pt * 0.8)
     step = 1 if size >= 4 else math.ceil(4 / size)
     size = max(size, 4.0)
-    ticks = sorted(set(range(0, n, step)) | set(marks.fault_rows))
+    faults = set(marks.fault_rows)
+    # every k-th row's label, but none so near a fault row's (always labelled) that they overlap
+    ticks = sorted({i for i in range(0, n, step) if not any(abs(i - f) < step for f in faults - {i})} | faults)
     ax.set_yticks(ticks)
     ax.set_yticklabels([label(nodes["node_id"].iloc[i]) for i in ticks], fontsize=size)
     for tick, i in zip(ax.get_yticklabels(), ticks):

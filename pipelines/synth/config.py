@@ -102,8 +102,9 @@ def build_nodes(cfg: FleetConfig) -> list[Node]:
     """The fleet's nodes, pool by pool."""
     nodes: list[Node] = []
     for spec, count in zip(cfg.pools, nodes_per_pool(cfg)):
+        width = max(2, len(str(count)))  # ids sort as they count: n009 before n010 and n100
         for i in range(count):
-            nodes.append(Node(f"{spec.cluster}-{spec.pool}-n{i + 1:02d}", spec, i))
+            nodes.append(Node(f"{spec.cluster}-{spec.pool}-n{i + 1:0{width}d}", spec, i))
     return nodes
 
 

@@ -185,6 +185,12 @@ def test_a_fleet_too_big_for_memory_is_refused_before_any_work(tmp_path: Path, c
 
     assert estimated_memory_gb(80, 28) > 1.5 > estimated_memory_gb(80, 28, telemetry=False)  # measured 1.53, 0.58
     check_fleet_args(12, 28, 0, available_gb=4.0)  # the demo fleet fits in 4 GiB
+    # run's peak is detect's, measured 7.92 GB on 600 x 14, where generating alone took 5.09: the
+    # guard let run start fleets its detect could not hold
+    assert estimated_memory_gb(600, 14, run=True) > 7.92 / 1.0737 > estimated_memory_gb(600, 14)
+    check_fleet_args(600, 14, 0, available_gb=8.0)
+    with pytest.raises(CliError, match=r"needs about 9\.0 GiB of memory to generate and run the pipeline on"):
+        check_fleet_args(600, 14, 0, available_gb=8.0, run=True)
     with pytest.raises(CliError, match=r"100000 nodes x 365 days needs about \d+\.\d GiB .* 24\.0 GiB free: use "
                                        r"fewer --nodes or --days; --no-telemetry"):
         check_fleet_args(100_000, 365, 0, available_gb=24.0)
@@ -220,3 +226,14 @@ def test_start_is_a_day_in_utc(tmp_path: Path, capsys) -> None:
     assert main(["generate", "--out", str(tmp_path / "z"), "--nodes", "3", "--days", "2", "--no-telemetry",
                  "--start", "2026-01-05T00:00:00Z"]) == 0
     assert (tmp_path / "z" / "utilization.csv").read_text().splitlines()[1].startswith("2026-01-05T00:00:00,")
+
+
+def test_node_ids_sort_in_their_count_order_past_99_nodes() -> None:
+    """ids were padded to two digits: n09, n10, n100, n101, ..., n11 in every sorted listing."""
+    from pipelines.synth.config import FleetConfig, build_nodes
+
+    nodes = build_nodes(FleetConfig(nodes=400))
+    for pool in {n.spec.pool for n in nodes}:
+        ids = [n.node_id for n in nodes if n.spec.pool == pool]
+        assert ids == sorted(ids) and len(ids) > 99
+    assert [n.node_id for n in build_nodes(FleetConfig(nodes=12))][:2] == ["train-a-h100-n01", "train-a-h100-n02"]

@@ -44,3 +44,19 @@ def test_a_dollar_or_a_huge_name_is_drawn_as_short_literal_text() -> None:
     assert fig.axes[0].get_title() == "cost$\\notacmd$/p/gpu\nlgbm"
     png_size(fig)
     assert report_plots.label("a" * 60) == "a" * 47 + "\u2026" and report_plots.label("ok") == "ok"
+
+
+def test_a_fault_rows_label_never_overlaps_a_regular_one() -> None:
+    """At 450 nodes every second row is labelled, and the fault rows' (always labelled) sat on
+    their neighbours' labels."""
+    hours = pd.date_range(START, periods=24, freq="h")
+    heat = pd.DataFrame([("c", "p", f"node-{i:03d}", h, 0.5) for i in range(450) for h in hours],
+                        columns=["cluster", "pool", "node_id", "hour", "util"])
+    nodes, grid_hours, matrix = report_plots.heatmap_grid(heat)
+    faults = (57, 58, 300)
+    fig = report_plots.heatmap_figure(nodes, grid_hours, matrix, report_plots.HeatmapMarks((), faults, 3))
+    ticks = list(fig.axes[0].get_yticks())
+    assert set(faults) <= set(ticks) and len(ticks) > 100
+    gaps = np.diff(sorted(ticks))
+    step = max(set(gaps.tolist()), key=gaps.tolist().count)  # the regular spacing
+    assert all(g >= step for a, b, g in zip(ticks, ticks[1:], gaps) if a not in faults or b not in faults)
