@@ -72,8 +72,8 @@ def name_problem(value: str, slash: bool = False) -> str | None:
     name = value.strip()
     if not name:
         return "missing"
-    if any(unicodedata.category(c) in ("Cc", "Cf") for c in name):
-        return "a control or invisible character in " + repr(name[:40])
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in value):  # a tab at the end stays in the rows
+        return "a control or invisible character in " + repr(value[:40])
     if len(name) > MAX_NAME:
         return f"longer than {MAX_NAME} characters"
     if slash and "/" in name:

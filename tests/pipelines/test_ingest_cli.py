@@ -235,7 +235,8 @@ def test_names_a_reader_cannot_see_or_print_and_numbers_past_any_unit_are_reject
 
 @pytest.mark.parametrize("option, value, why", [("--pool", "a/b", "cluster and pool names cannot contain '/'"),
                                                 ("--cluster", " ", "empty"),
-                                                ("--pool", "p\n1", "a control or invisible character in 'p\\n1'")])
+                                                ("--pool", "p\n1", "a control or invisible character in 'p\\n1'"),
+                                                ("--pool", "p\t", "a control or invisible character in 'p\\t'")])
 def test_a_label_option_no_row_could_carry_stops_before_the_file_is_recorded(tmp_path, db_path, capsys, option,
                                                                             value, why):
     """Every row of the file became a reject and the file was recorded as ingested: the same
