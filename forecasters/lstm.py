@@ -98,22 +98,26 @@ def weighted_l1(pred: object, target: object, weight: object) -> object:
     return ((pred - target).abs().mean(dim=1) * weight).mean()  # type: ignore[operator, union-attr]
 
 
-# torch's random generator and its thread count belong to the process, and the train flow
-# fits several groups' models at once on threads: a network is seeded and built under this
-# lock, so two fits never draw from each other's seed
-_SEEDED = threading.Lock()
+# torch's random generator and its thread count belong to the process (OpenMP's count to
+# each thread), and the train flow fits several groups' models at once on threads: torch
+# work runs one block at a time under this lock, so no fit draws from another's seed or
+# runs on a thread count another set (re-running train changed the LSTM's backtests)
+_TORCH = threading.RLock()
 
 
 @contextlib.contextmanager
 def _torch_threads(n: int) -> Iterator[None]:
-    """Use ``n`` intra-op threads for the block. Not restored after it: a fit on another
-    thread that restored its own start's setting changed this one's mid-fit (and with it
-    the order of float sums), so every fit and forecast sets it for itself."""
+    """Hold the torch lock and use ``n`` intra-op threads for the block (set from this
+    thread: OpenMP keeps a count per thread), then restore the caller's setting."""
     import torch
 
-    if torch.get_num_threads() != n:
+    with _TORCH:
+        before = torch.get_num_threads()
         torch.set_num_threads(n)
-    yield
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
 
 @register
@@ -324,9 +328,8 @@ class LSTMForecaster(BaseForecaster):
         rng = np.random.default_rng(seed)
         with _torch_threads(self.n_threads):
             dev = torch.device(self.device)
-            with _SEEDED:  # the only draws from torch's generator: the initial weights
-                torch.manual_seed(seed)
-                net = _network(train[1].shape[1], self.horizon, self.hidden_size, self.num_layers).to(dev)
+            torch.manual_seed(seed)  # the only draws from torch's generator: the initial weights
+            net = _network(train[1].shape[1], self.horizon, self.hidden_size, self.num_layers).to(dev)
             opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate)
             tv = [torch.from_numpy(a).to(dev) for a in val]
 
