@@ -4,10 +4,8 @@ only sends; what was sent, and what waits, is :mod:`pipelines.detect.alerts`' bo
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import os
 import re
 import threading
 import time
@@ -19,7 +17,6 @@ from urllib.parse import urlsplit
 import httpx
 import pandas as pd
 
-from pipelines.runtime import faults
 from pipelines.runtime.outputs import OutputError, check_writable
 
 
@@ -222,14 +219,9 @@ def check_appendable(path: Path) -> None:
     """ValueError naming the path when this user cannot append to it now: the file, or the
     nearest folder of it that exists, is not writable (permissions, a read-only mount)."""
     try:
-        target = check_writable(path)
+        check_writable(path, append=True)
     except OutputError as exc:
         raise ValueError(f"alert JSONL path {exc}") from None
-    if target.exists() and not os.access(target, os.W_OK):
-        read_only = hasattr(os, "statvfs") and os.statvfs(target).f_flag & os.ST_RDONLY
-        cause = OSError(errno.EROFS if read_only else errno.EACCES, os.strerror(errno.EROFS if read_only else
-                                                                                errno.EACCES))
-        raise ValueError(f"alert JSONL path {faults.message(faults.kind_of(cause), cause, path=target)}")
 
 
 def check_url(what: str, url: str) -> None:

@@ -32,11 +32,12 @@ class OutputError(OSError):
         return cls(f"{target}: cannot write ({exc.strerror or exc})")
 
 
-def check_writable(path: str | Path) -> Path:
+def check_writable(path: str | Path, append: bool = False) -> Path:
     """Fail early, before any work, when a file cannot be written at ``path``: it is a
-    folder, a device, pipe or socket, or its folder cannot be made or written to. A link is
-    followed: the file it points to is the one written (a rename over the link would replace
-    the link, and over ``/dev/null`` the device). Returns the path to write."""
+    folder, a device, pipe or socket, or its folder cannot be made or written to (``append``:
+    a file there already, appended to in place, that cannot be written). A link is followed:
+    the file it points to is the one written (a rename over the link would replace the link,
+    and over ``/dev/null`` the device). Returns the path to write."""
     target = Path(path)
     if target.is_symlink():
         target = Path(os.path.realpath(target))
@@ -50,8 +51,10 @@ def check_writable(path: str | Path) -> Path:
     parent = next((p for p in (target.parent, *target.parent.parents) if p.exists()), Path("."))
     if not parent.is_dir():
         raise OutputError(f"{target}: cannot write, {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        read_only = hasattr(os, "statvfs") and os.statvfs(parent).f_flag & os.ST_RDONLY
+    denied = parent if not os.access(parent, os.W_OK | os.X_OK) else \
+        target if append and target.exists() and not os.access(target, os.W_OK) else None
+    if denied is not None:
+        read_only = hasattr(os, "statvfs") and os.statvfs(denied).f_flag & os.ST_RDONLY
         code = errno.EROFS if read_only else errno.EACCES
         cause = OSError(code, os.strerror(code))
         raise OutputError(faults.message(faults.kind_of(cause), cause, path=target), faults.ENVIRONMENT)
