@@ -156,6 +156,7 @@ def evaluate_faults(
     events: pd.DataFrame | None = None,
     devices: pd.DataFrame | None = None,
     test_devices: Sequence[str] | None = None,
+    n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Train on the early span, score alerts on the late span: one metrics row.
 
@@ -167,7 +168,7 @@ def evaluate_faults(
     lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
     held = list(test_devices) if test_devices is not None else None
     train, test, _cut = time_split(feats, test_fraction, horizon, held)
-    model = FaultPredictor(policy).fit(feats[train], failures)
+    model = FaultPredictor(policy, n_jobs=n_jobs).fit(feats[train], failures)
     scored = model.predict(feats[test])
     alerts = dedup_alerts(scored, model.threshold_, horizon)
     test_rows = feats[test]
@@ -201,6 +202,7 @@ def evaluate_faults_by_device(
     events: pd.DataFrame | None = None,
     devices: pd.DataFrame | None = None,
     seed: int = 0,
+    n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Devices never seen: ``folds`` groups of devices in turn are held out, a model is trained
     on the others (rows whose labels are known: up to one horizon before the data end) and
@@ -216,7 +218,7 @@ def evaluate_faults_by_device(
     for group in device_folds(ids.unique(), folds, seed):
         held = ids.isin(group).to_numpy()
         try:
-            model = FaultPredictor(policy).fit(feats[~held & known], failures)
+            model = FaultPredictor(policy, n_jobs=n_jobs).fit(feats[~held & known], failures)
         except ValueError as exc:
             if "nothing to learn" not in str(exc):
                 raise

@@ -73,9 +73,12 @@ def _last_reading(x: np.ndarray, dev: np.ndarray, index: pd.DatetimeIndex, withi
 
 
 def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times: np.ndarray,
-                  node: np.ndarray, windows: list[pd.Timedelta]) -> dict[str, np.ndarray]:
+                  node: np.ndarray, windows: list[pd.Timedelta], peers: np.ndarray | None = None
+                  ) -> dict[str, np.ndarray]:
     """DCGM features per row of ``values`` (a column per metric, rows sorted by device code
-    ``dev`` then ``times``; ``node`` the row's node or None); empty without DCGM metrics."""
+    ``dev`` then ``times``; ``node`` the row's node or None); empty without DCGM metrics.
+    ``peers``: :func:`peer_deviation` of the temperature, when built over more rows (the node's
+    other devices) than these."""
     found = dcgm_signals(metrics)
     if not found:
         return {}
@@ -112,7 +115,7 @@ def dcgm_features(metrics: list[str], values: np.ndarray, dev: np.ndarray, times
         # against the device's own recent baseline: a GPU running hot for itself
         out["dcgm_temp_vs_own"] = temp - _rolled(temp, dev, index, longest, "mean")
         # against its node's other GPUs at the same time: same room, same load, one runs hot
-        out["dcgm_temp_vs_peers"] = _peer_deviation(temp, node, times)
+        out["dcgm_temp_vs_peers"] = peer_deviation(temp, node, times) if peers is None else peers
         out[f"dcgm_temp_vs_peers_mean_{_tag(min(windows))}"] = _rolled(out["dcgm_temp_vs_peers"], dev, index,
                                                                        min(windows), "mean")
     if "temp" in found and "power" in found:
@@ -152,7 +155,7 @@ def _thermal_residual(temp: np.ndarray, power: np.ndarray, dev: np.ndarray, inde
     return out
 
 
-def _peer_deviation(x: np.ndarray, node: np.ndarray, times: np.ndarray) -> np.ndarray:
+def peer_deviation(x: np.ndarray, node: np.ndarray, times: np.ndarray) -> np.ndarray:
     """``x`` minus the mean of the other devices of its node at the same time; NaN for a device
     alone on its node then (or without a node)."""
     frame = pd.DataFrame({"node": pd.Series(node, dtype=object), "ts": times, "x": x})

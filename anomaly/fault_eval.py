@@ -91,16 +91,106 @@ def score_alerts(
                 censored += 1
     n_alerts = int(sum(len(a) for a in by_dev.values())) - censored
     weeks = (end - start) / pd.Timedelta(days=7) * max(len(devices), 1)
+    return _alert_metrics(int(len(ev)), caught, leads, n_alerts, correct, censored, weeks)
+
+
+def _alert_metrics(events: int, caught: int, leads: list[float] | np.ndarray, alerts: int, correct: int,
+                   censored: int, device_weeks: float) -> dict[str, float]:
+    """:func:`score_alerts`' row from its counts."""
     return {
-        "events": int(len(ev)),
+        "events": events,
         "caught": caught,
-        "recall": caught / len(ev) if len(ev) else float("nan"),
-        "alerts": n_alerts,
-        "precision": correct / n_alerts if n_alerts else float("nan"),
-        "median_lead_hours": float(np.median(leads)) if leads else float("nan"),
-        "false_alarms_per_device_week": (n_alerts - correct) / weeks if weeks else float("nan"),
+        "recall": caught / events if events else float("nan"),
+        "alerts": alerts,
+        "precision": correct / alerts if alerts else float("nan"),
+        "median_lead_hours": float(np.median(leads)) if len(leads) else float("nan"),
+        "false_alarms_per_device_week": (alerts - correct) / device_weeks if device_weeks else float("nan"),
         "censored_alerts": censored,
     }
+
+
+def _first_at_or_after(qdev: np.ndarray, qt: np.ndarray, tdev: np.ndarray, tt: np.ndarray) -> np.ndarray:
+    """For each query (device code, time): the index of the first target of its device at or
+    after its time (targets sorted by device, then time), ``len(tt)`` where there is none. A
+    searchsorted per device, done as one sort: at equal device and time a query sorts first."""
+    n = len(tt)
+    order = np.lexsort((np.r_[np.ones(n, np.int8), np.zeros(len(qt), np.int8)],
+                        np.r_[tt, qt], np.r_[tdev, qdev]))
+    before = np.cumsum(order < n) - (order < n)  # targets sorted ahead of each position
+    idx = np.empty(len(qt), dtype=np.int64)
+    idx[order[order >= n] - n] = before[order >= n]
+    inside = idx < n
+    inside[inside] = tdev[idx[inside]] == qdev[inside]
+    return np.where(inside, idx, n)
+
+
+class AlertJudge:
+    """``score_alerts(dedup_alerts(scored, thr, horizon), failures, lead, horizon, period,
+    devices)`` for many thresholds ``thr``: the rows are sorted and indexed once, and each
+    threshold costs a few passes of numpy (choosing a threshold judges hundreds)."""
+
+    def __init__(self, scored: pd.DataFrame, failures: pd.DataFrame, lead: pd.Timedelta, horizon: pd.Timedelta,
+                 period: tuple[pd.Timestamp, pd.Timestamp], devices: list[str]) -> None:
+        names = scored["device_id"].astype(str).to_numpy(dtype=object)
+        ev_all = failure_events(failures)
+        start, end = period
+        ev = ev_all[ev_all["device_id"].isin(devices) & (ev_all["ts"] - lead >= start) & (ev_all["ts"] - lead <= end)]
+        vocab = np.unique(np.concatenate([names, ev_all["device_id"].to_numpy(dtype=object)]).astype(str))
+
+        def code(names: object) -> np.ndarray:  # a device's index in ``vocab``
+            return np.searchsorted(vocab, np.asarray(names, dtype=object).astype(str))
+
+        d, t = code(names), _ns(scored["ts"])
+        order = np.lexsort((t, d))
+        self.d, self.t = d[order], t[order]
+        self.score = scored["score"].to_numpy(dtype=float)[order]
+        self.listed = np.isin(vocab, np.asarray(devices, dtype=object).astype(str))
+        n = len(self.t)
+        # a row's device's end, and the first row of its device a horizon or more later
+        first = np.flatnonzero(np.r_[True, self.d[1:] != self.d[:-1]][:n])
+        self.firsts, self.dev_end = first, np.repeat(np.r_[first[1:], n], np.diff(np.r_[first, n])).astype(np.int64)
+        self.after = np.maximum(_first_at_or_after(self.d, self.t + horizon.value, self.d, self.t), np.arange(n) + 1)
+        self.ev_d, self.ev_t = code(ev["device_id"]), _ns(ev["ts"])
+        self.fail_d, self.fail_t = code(ev_all["device_id"]), _ns(ev_all["ts"])
+        known = pd.Series([end]).to_numpy(dtype="datetime64[ns]")[0].astype(np.int64)
+        self.known_until = max(known, int(self.fail_t.max())) if len(self.fail_t) else known
+        self.lead, self.horizon = lead.value, horizon.value
+        self.weeks = (end - start) / pd.Timedelta(days=7) * max(len(devices), 1)
+
+    def alert_rows(self, threshold: float) -> np.ndarray:
+        """Indices (into the sorted rows) of the alerts :func:`dedup_alerts` raises."""
+        n = len(self.t)
+        # the first row at or after each index whose score reaches the threshold (n: none)
+        at = np.where(self.score >= threshold, np.arange(n), n)
+        next_hit = np.r_[np.minimum.accumulate(at[::-1])[::-1], n]
+        front = next_hit[self.firsts]
+        front = front[front < self.dev_end[self.firsts]]
+        found = []
+        while front.size:  # each device's next alert: its first hit a horizon after the last
+            found.append(front)
+            nxt = next_hit[self.after[front]]
+            front = nxt[nxt < self.dev_end[front]]
+        return np.sort(np.concatenate(found)) if found else np.array([], dtype=np.int64)
+
+    def __call__(self, threshold: float) -> dict[str, float]:
+        rows = self.alert_rows(threshold)
+        rows = rows[self.listed[self.d[rows]]]
+        al_d, al_t = self.d[rows], self.t[rows]
+        j = _first_at_or_after(self.ev_d, self.ev_t - self.horizon, al_d, al_t)
+        hit = j < len(al_t)
+        hit[hit] = al_t[j[hit]] <= self.ev_t[hit] - self.lead
+        leads = (self.ev_t[hit] - al_t[j[hit]]) / 3.6e12
+        k = _first_at_or_after(al_d, al_t + self.lead, self.fail_d, self.fail_t)
+        correct = k < len(self.fail_t)
+        correct[correct] = self.fail_t[k[correct]] <= al_t[correct] + self.horizon
+        censored = int((~correct & (al_t + self.horizon > self.known_until)).sum())
+        return _alert_metrics(len(self.ev_t), int(hit.sum()), leads, len(al_t) - censored, int(correct.sum()),
+                              censored, self.weeks)
+
+
+def _ns(ts: pd.Series) -> np.ndarray:
+    """Times as int64 nanoseconds of naive UTC (as ``to_numpy(dtype="datetime64[ns]")`` gives)."""
+    return pd.Series(ts).to_numpy(dtype="datetime64[ns]").astype(np.int64)
 
 
 def point_auc(y: np.ndarray, score: np.ndarray) -> float:
@@ -270,9 +360,11 @@ def threshold_choice(
     seen: dict[float, tuple[tuple[float, ...], dict[str, float]]] = {}
     chance = chance_precision(scored, failures, lead, horizon) if cost_ratio is None else float("nan")
 
+    alerts_at = AlertJudge(scored, failures, lead, horizon, period, devices)
+
     def judge(thr: float) -> tuple[tuple[float, ...], dict[str, float]]:
         if thr not in seen:
-            m = score_alerts(dedup_alerts(scored, thr, horizon), failures, lead, horizon, period, devices)
+            m = alerts_at(thr)
             recall = 0.0 if np.isnan(m["recall"]) else m["recall"]
             precision = 0.0 if np.isnan(m["precision"]) else m["precision"]
             m = {"precision": precision, "recall": recall, "f1": _f1(precision, recall), "alerts": m["alerts"],

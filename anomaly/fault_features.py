@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from anomaly.base import require_columns, short_duration
-from anomaly.fault_dcgm import dcgm_features
+from anomaly.fault_dcgm import dcgm_features, dcgm_signals, peer_deviation
 
 NEVER_HOURS = 24.0 * 365  # "time since last event" of an event table when there was none
 
@@ -156,7 +156,17 @@ def _text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes of ``values`` by their text (so ``1`` and ``"1"`` are one, ``1`` and
     ``1.0`` two), -1 where missing, and the texts in sorted order: code ``i`` is the
     ``i``-th text."""
-    if values.dtype == object or isinstance(values.dtype, pd.CategoricalDtype):
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        # the categories' texts (those in use), not a text per row: the warehouse reads names
+        # as categories, and 40M rows of Python strings cost gigabytes
+        codes = values.cat.codes.to_numpy().astype(np.int64)
+        used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values.cat.categories)))
+        names, inverse = np.unique(np.array([str(c) for c in values.cat.categories[used]], dtype=object),
+                                   return_inverse=True)
+        lookup = np.full(len(values.cat.categories) + 1, -1, dtype=np.int64)  # the last: missing
+        lookup[used] = inverse
+        return lookup[codes], names
+    if values.dtype == object:
         # mixed types: the text decides; missing stays missing (pandas 2's astype(str) would
         # name it 'None' or 'nan', pandas 3's keeps it missing: do not rely on either)
         values = values.astype(object).map(str, na_action="ignore")
@@ -188,6 +198,30 @@ def _pivot(dev: np.ndarray, ts: np.ndarray, metric: np.ndarray, value: np.ndarra
     keep = counts.sum(axis=1) > 0
     starts = np.flatnonzero(new_row)
     return dev[starts][keep], t[starts][keep].astype("datetime64[ns]"), values[keep]
+
+
+PIVOT_BLOCK = 1 << 22  # readings: the long table is pivoted a block of whole devices at a time
+
+
+def _pivot_blocks(dev: np.ndarray, ts: np.ndarray, metric: np.ndarray, value: np.ndarray, n_metrics: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_pivot`, a block of whole devices of about ``PIVOT_BLOCK`` readings at a time:
+    the same rows (each device's readings keep their order), with its sort's temporaries a
+    block's size rather than the whole history's."""
+    if len(dev) <= PIVOT_BLOCK or not (dev >= 0).any():
+        return _pivot(dev, ts, metric, value, n_metrics)
+    order = np.argsort(dev, kind="stable")
+    skip = int((dev < 0).sum())  # readings of no device sort first (and belong to no row)
+    ends = skip + np.cumsum(np.bincount(dev[dev >= 0]))  # each device's end in ``order``
+    parts, lo = [], skip
+    while lo < len(dev):
+        # whole devices of up to PIVOT_BLOCK readings; a device longer than that alone
+        last = max(int(np.searchsorted(ends, lo + PIVOT_BLOCK, side="right")) - 1,
+                   int(np.searchsorted(ends, lo, side="right")))
+        take = order[lo:int(ends[last])]
+        parts.append(_pivot(dev[take], ts[take], metric[take], value[take], n_metrics))
+        lo = int(ends[last])
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
 
 def _naive_utc(ts: pd.Series) -> pd.Series:
@@ -235,18 +269,37 @@ def _rolling_blocks(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, windo
     about ``ROLLING_BLOCK`` rows at a time: each device's statistics are its own, so the
     blocks give what one pass over all devices gives, with its temporaries a block's size."""
     parts: list[dict[str, np.ndarray]] = []
-    first = 0
-    while first < len(starts):
-        last = int(np.searchsorted(ends, ends[first] - 1 + ROLLING_BLOCK, side="right"))
-        last = max(last, first + 1)  # a device longer than a block is a block
-        lo, hi = int(starts[first]), int(ends[last - 1])
-        take = rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)] - lo
+    for lo, hi, take in _device_blocks(starts, ends, rows):
         part: dict[str, np.ndarray] = {}
         for w in windows:
             part.update({k: v[take] for k, v in _rolling(flat.iloc[lo:hi], dev[lo:hi], hours.iloc[lo:hi], w).items()})
         parts.append(part)
-        first = last
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _device_blocks(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray):
+    """(lo, hi, take): blocks ``[lo, hi)`` of whole devices of about ``ROLLING_BLOCK`` rows
+    (a device longer than that alone), and the ``rows`` inside each, relative to ``lo``."""
+    first = 0
+    while first < len(starts):
+        last = max(int(np.searchsorted(ends, ends[first] - 1 + ROLLING_BLOCK, side="right")), first + 1)
+        lo, hi = int(starts[first]), int(ends[last - 1])
+        yield lo, hi, rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)] - lo
+        first = last
+
+
+def _dcgm_blocks(metrics: list[str], values: np.ndarray, dev: np.ndarray, times: np.ndarray, node: np.ndarray,
+                 windows: list[pd.Timedelta], starts: np.ndarray, ends: np.ndarray,
+                 rows: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`dcgm_features` at ``rows``, a block of whole devices at a time; the one feature
+    that looks across devices (temperature against the node's other GPUs) is built whole."""
+    peers = None
+    if "temp" in dcgm_signals(metrics):
+        peers = peer_deviation(values[:, dcgm_signals(metrics)["temp"]], node, times)
+    parts = [{k: v[take] for k, v in dcgm_features(metrics, values[lo:hi], dev[lo:hi], times[lo:hi], node[lo:hi],
+                                                    windows, None if peers is None else peers[lo:hi]).items()}
+             for lo, hi, take in _device_blocks(starts, ends, rows)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in (parts[0] if parts else {})}
 
 
 def _latest(flat: pd.DataFrame, dev: np.ndarray, hours: pd.Series, times: np.ndarray, until: np.ndarray,
@@ -330,11 +383,13 @@ def build_fault_features(
     stamp_ns = _naive_utc(stamps).to_numpy(dtype="datetime64[ns]")
     if "node_id" in telemetry.columns:
         named = np.flatnonzero(telemetry["node_id"].notna().to_numpy() & (dev_of_row >= 0) & ~np.isnat(stamp_ns))
-        earliest = named[np.lexsort((stamp_ns[named], dev_of_row[named]))]
-        seen, first = np.unique(dev_of_row[earliest], return_index=True)
-        node_of_dev[seen] = telemetry["node_id"].to_numpy(dtype=object)[earliest[first]]
+        at = stamp_ns[named].astype(np.int64)
+        soonest = pd.Series(at).groupby(dev_of_row[named]).min()  # no sort of the whole history
+        named = named[at == soonest.reindex(dev_of_row[named]).to_numpy()]
+        seen, first = np.unique(dev_of_row[named], return_index=True)
+        node_of_dev[seen] = telemetry["node_id"].iloc[named[first]].to_numpy(dtype=object)
     # one row per device and time, sorted by device then time, a column per metric
-    dev_code, times, values = _pivot(dev_of_row, stamp_ns,
+    dev_code, times, values = _pivot_blocks(dev_of_row, stamp_ns,
                                      metric_of_row, pd.to_numeric(telemetry["value"]).to_numpy(dtype=float),
                                      len(metrics))
     if not len(dev_code):
@@ -359,12 +414,13 @@ def build_fault_features(
     if latest_only:
         for w in windows:
             feats.update(_latest(flat, dev_code, hours, times, np.repeat(times[ends - 1], sizes), w))
+        # GPU signals as DCGM exposes them (Xid classes, ECC increments, temperature against the
+        # device's own baseline and its node's peers, power jitter), from the same table
+        feats.update({k: np.ascontiguousarray(v[rows])
+                      for k, v in dcgm_features(metrics, values, dev_code, times, node_of_dev[dev_code], windows).items()})
     else:
         feats.update(_rolling_blocks(flat, dev_code, hours, windows, starts, ends, rows))
-    # GPU signals as DCGM exposes them (Xid classes, ECC increments, temperature against the
-    # device's own baseline and its node's peers, power jitter), from the same table
-    feats.update({k: np.ascontiguousarray(v[rows])
-                  for k, v in dcgm_features(metrics, values, dev_code, times, node_of_dev[dev_code], windows).items()})
+        feats.update(_dcgm_blocks(metrics, values, dev_code, times, node_of_dev[dev_code], windows, starts, ends, rows))
     # an event is a reading that differs from the one before it on its device (a counter
     # going up, a new Xid code); a device's first reading has nothing to differ from, so it
     # is none, which is also what a scoring window that starts mid-history sees

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import lightgbm as lgb
@@ -114,8 +115,9 @@ class FaultPredictor(BaseEstimator):
     (what to expect of the alerts), ``search_`` each setting's.
     """
 
-    def __init__(self, policy: FaultPolicy | None = None) -> None:
+    def __init__(self, policy: FaultPolicy | None = None, n_jobs: int = 1) -> None:
         self.policy = policy
+        self.n_jobs = n_jobs  # fold models fitted at once (each on one thread: the same models)
 
     def _policy(self) -> FaultPolicy:
         return self.policy or FaultPolicy()
@@ -218,16 +220,20 @@ class FaultPredictor(BaseEstimator):
             return None, []
         policy = self._policy()
         oof = np.full(len(y), np.nan)
-        models: list[lgb.LGBMClassifier] = []
-        for train, test in folds:
-            if not test.any():  # a block inside a gap of the telemetry
-                continue
-            if y[train].sum() == 0:  # a model without a failure to learn from: its block stays unscored
-                continue
+        # a block inside a gap of the telemetry, or a model without a failure to learn from:
+        # the block stays unscored
+        used = [(train, test) for train, test in folds if test.any() and y[train].sum() > 0]
+
+        def fit(train: np.ndarray, test: np.ndarray) -> tuple[lgb.LGBMClassifier, np.ndarray]:
             m = _model(policy, pos_weight, params).fit(X[train], y[train])
-            oof[test] = m.predict_proba(X[test])[:, 1]
-            models.append(m)
-        return oof, models
+            return m, m.predict_proba(X[test])[:, 1]
+
+        # each model is single-threaded and seeded, so fitting several at once changes nothing
+        with ThreadPoolExecutor(max(1, min(getattr(self, "n_jobs", 1), len(used) or 1))) as pool:
+            done = list(pool.map(lambda fold: fit(*fold), used))
+        for (_train, test), (_m, score) in zip(used, done):
+            oof[test] = score
+        return oof, [m for m, _score in done]
 
     def predict_proba(self, features: pd.DataFrame) -> np.ndarray:
         """Failure probability per feature row."""

@@ -101,6 +101,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from anomaly.evaluate import evaluate_faults, evaluate_faults_by_device
     from pipelines.commands.errors import CliError
     from pipelines.ingest import tables
+    from pipelines.runtime.settings import Settings
 
     try:
         policy = _policy(args)
@@ -127,15 +128,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
                            f"{args.telemetry} has {len(ids)}", 2)
         rng = np.random.default_rng(0)
         held = list(rng.choice(ids, size=min(len(ids) - 1, max(1, int(round(len(ids) * args.test_devices)))), replace=False))
+    jobs = Settings.from_env().max_workers  # fold models fitted at once: the same models
     try:
         if args.split == "device":
             if args.test_devices is not None:
                 raise ValueError("--test-devices is for --split time; --split device holds out every device in turn")
             if args.device_folds < 2:
                 raise ValueError(f"--device-folds must be >= 2, got {args.device_folds}")
-            metrics = evaluate_faults_by_device(telemetry, failures, policy, args.device_folds, events, devices)
+            metrics = evaluate_faults_by_device(telemetry, failures, policy, args.device_folds, events, devices,
+                                                n_jobs=jobs)
         else:
-            metrics = evaluate_faults(telemetry, failures, policy, args.test_fraction, events, devices, held)
+            metrics = evaluate_faults(telemetry, failures, policy, args.test_fraction, events, devices, held, n_jobs=jobs)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     report_metrics(metrics, args.out)

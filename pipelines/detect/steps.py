@@ -23,6 +23,7 @@ from anomaly.fault_features import FaultPolicy, build_fault_features, feature_sp
 from anomaly.faults import FaultPredictor
 from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame
 from anomaly.spikes import SpikePredictor, market_probabilities
+from pipelines.runtime.settings import Settings
 from pipelines.store import detection
 from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL
 
@@ -163,7 +164,8 @@ def train_faults(telemetry: pd.DataFrame | dict[str, pd.DataFrame], failures: pd
     if label_failures(feats[known], failures, policy).sum() == 0:
         log.info("fault model not trained: no failure inside a labelled horizon yet")
         return None, None
-    return FaultPredictor(policy).fit(feats[known], failures), cutoff
+    # the fold models fit at once on HEADROOM_MAX_WORKERS threads, each alone giving the same model
+    return FaultPredictor(policy, n_jobs=Settings.from_env().max_workers).fit(feats[known], failures), cutoff
 
 
 def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPolicy,

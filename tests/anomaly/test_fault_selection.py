@@ -11,6 +11,7 @@ import pytest
 from anomaly.evaluate import evaluate_faults, evaluate_faults_by_device
 from anomaly.fault_eval import (
     NEVER,
+    AlertJudge,
     beats_chance,
     chance_precision,
     dedup_alerts,
@@ -300,3 +301,49 @@ def test_thermal_residual_is_heat_the_power_draw_does_not_explain():
     assert last.loc["n0-gpu1", "dcgm_thermal_residual"] > 5.0
     assert last.loc["n0-gpu1", "dcgm_thermal_residual_mean_3h"] > 3.0
     assert abs(last.loc["n0-gpu0", "dcgm_thermal_residual_mean_3h"]) < 0.01
+
+
+def test_alert_judge_scores_as_dedup_then_score_alerts():
+    """The threshold search's numpy judge gives what deduplicating and scoring the alerts
+    give, on devices with repeated times, missing scores, failures of unscored devices and
+    outside the span, zone-aware times and a device list that leaves some out."""
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        n_dev = int(rng.integers(1, 5))
+        parts = []
+        for k in range(n_dev):
+            n = int(rng.integers(0, 60))
+            score = rng.random(n)
+            score[rng.random(n) < 0.1] = np.nan
+            parts.append(pd.DataFrame({"device_id": f"d{k}", "score": score, "ts": pd.Timestamp("2026-01-01")
+                                       + pd.to_timedelta(rng.integers(0, 24 * 15, n), unit="h")}))
+        scored = pd.concat(parts, ignore_index=True)
+        n_fail = int(rng.integers(0, 6))
+        fails = pd.DataFrame({"device_id": [f"d{rng.integers(0, n_dev + 1)}" for _ in range(n_fail)],
+                              "ts": pd.Timestamp("2026-01-01") + pd.to_timedelta(rng.integers(-30, 24 * 16, n_fail),
+                                                                                unit="h")})
+        if seed % 3 == 0:
+            scored["ts"] = scored["ts"].dt.tz_localize("UTC").dt.tz_convert("Asia/Tokyo")
+            fails["ts"] = fails["ts"].dt.tz_localize("UTC")
+        if scored.empty:
+            continue
+        lead, horizon = pd.Timedelta(minutes=30 * int(rng.integers(0, 3))), pd.Timedelta(hours=int(rng.integers(1, 30)))
+        period = (scored["ts"].min(), scored["ts"].max())
+        devices = sorted(scored["device_id"].unique())[: (None if seed % 4 else 1)]
+        judge = AlertJudge(scored, fails, lead, horizon, period, devices)
+        for thr in (0.0, 0.3, 0.7, 1.01, *rng.random(3)):
+            want = score_alerts(dedup_alerts(scored, thr, horizon), fails, lead, horizon, period, devices)
+            got = judge(thr)
+            assert set(got) == set(want)
+            for key, value in want.items():
+                assert got[key] == pytest.approx(value, nan_ok=True), (seed, thr, key)
+
+
+def test_fold_models_fitted_at_once_equal_one_at_a_time(fleet):
+    """``n_jobs`` fits the fold models on threads: the same models, threshold and scores."""
+    tel, fails = fleet
+    feats = build_fault_features(tel, POLICY)
+    one = FaultPredictor(POLICY).fit(feats, fails)
+    two = FaultPredictor(POLICY, n_jobs=3).fit(feats, fails)
+    assert (two.threshold_, two.threshold_rule_, two.search_) == (one.threshold_, one.threshold_rule_, one.search_)
+    np.testing.assert_array_equal(two.predict_proba(feats), one.predict_proba(feats))

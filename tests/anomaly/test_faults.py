@@ -439,7 +439,8 @@ def test_device_ids_are_text_and_readings_need_a_time():
 
 
 def test_features_in_device_blocks_capped_rows_and_any_order_equal_one_pass(fleet, monkeypatch):
-    """Rolling statistics a few devices at a time equal one pass over all; a cap on the rows
+    """Rolling and DCGM statistics, and the pivot, a few devices at a time equal one pass over
+    all, from names as text or as categories; a cap on the rows
     builds every k-th row of each device with the features the full build gives it; the
     readings' order (the warehouse reads them unsorted) changes nothing, the node included."""
     from anomaly import fault_features
@@ -449,6 +450,12 @@ def test_features_in_device_blocks_capped_rows_and_any_order_equal_one_pass(flee
     monkeypatch.setattr(fault_features, "ROLLING_BLOCK", 50)  # far fewer rows than one device has
     shuffled = tel.sample(frac=1.0, random_state=3).reset_index(drop=True)
     pd.testing.assert_frame_equal(build_fault_features(shuffled, POLICY), full)
+    # the warehouse reads names as categories (one unused), pivoted a few devices at a time
+    names = shuffled.astype({"device_id": "category", "node_id": "category", "metric": "category"})
+    names["metric"] = names["metric"].cat.add_categories(["never_read"])
+    for block in (100, 2000):  # under one device's readings; a few devices
+        monkeypatch.setattr(fault_features, "PIVOT_BLOCK", block)
+        pd.testing.assert_frame_equal(build_fault_features(names, POLICY), full)
     cap = len(full) // 3 + 1
     capped = build_fault_features(tel, POLICY, max_rows=cap)
     assert len(capped) <= cap and len(capped) >= cap * 0.9
