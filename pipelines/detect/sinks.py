@@ -18,6 +18,7 @@ import httpx
 import pandas as pd
 
 from pipelines.runtime.outputs import OutputError, check_writable
+from pipelines.runtime.text import printable
 
 
 class Sink(Protocol):
@@ -228,7 +229,7 @@ def check_url(what: str, url: str) -> None:
     """ValueError, naming the setting and the URL redacted, for a URL no POST can reach."""
     # a space or a control character never reaches a receiver: httpx refuses it at every send
     if any(c.isspace() or not c.isprintable() for c in url):
-        shown = "".join(c if c.isprintable() else "?" for c in redact(url))
+        shown = printable(redact(url))
         raise ValueError(f"{what} URL {shown} holds a space or a control character")
     if not url.lower().startswith(("http://", "https://")):
         raise ValueError(f"{what} URL {redact(url)} must start with http:// or https://")

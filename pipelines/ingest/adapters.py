@@ -27,6 +27,7 @@ from pipelines.ingest.csv_lines import (
     too_long_reason,
     unterminated_reason,
 )
+from pipelines.runtime.text import printable
 
 
 class IngestFileError(Exception):
@@ -106,11 +107,6 @@ def reader_names(header: list[str], spec: KindSpec) -> list[str]:
         out.append(h if h in spec.columns or (h and h not in seen) else f"_extra{i}")
         seen.add(h)
     return out
-
-
-def printable(text: str) -> str:
-    """Text for a terminal: anything unprintable (a binary file's bytes) as '?'."""
-    return "".join(c if c.isprintable() and c != "\ufffd" else "?" for c in text)
 
 
 def _sql_str(text: str) -> str:

@@ -18,6 +18,7 @@ from pipelines.ingest import adapters, csv_lines, registry, validate
 from pipelines.ingest.adapters import IngestFileError, RawInput
 from pipelines.ingest.contract import KindSpec, spec_for
 from pipelines.ingest.prometheus import DCGM_TELEMETRY, DCGM_UTIL
+from pipelines.runtime.text import printable
 from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
@@ -183,7 +184,7 @@ def ingest_file(
     n_good = con.execute(f"SELECT count(*) FROM ({good})").fetchone()[0]
     rows_rejected = n_bad_rows + len(raw.structural)
     # shown on a terminal: a rejected name's escape codes or newlines are not sent to it
-    reasons = tuple(f"line {r.line}: {adapters.printable(r.reason)}" for r in rejects.head(5).itertuples())
+    reasons = tuple(f"line {r.line}: {printable(r.reason)}" for r in rejects.head(5).itertuples())
     swallowed = () if rejects.empty else tuple(s for r in rejects["reason"] if (s := csv_lines.swallowed_by(r)))
     result = IngestResult(str(path), spec.kind, raw.fmt, batch_id, sha, raw.rows_read, n_good, rows_rejected,
                           "loaded", reasons, swallowed)

@@ -16,6 +16,7 @@ from matplotlib.ticker import FuncFormatter
 
 from pipelines.report.data import json_object
 from pipelines.runtime.money import CURRENCY, money
+from pipelines.runtime.text import printable
 
 # names are drawn as written: a '$' pair in a pool's name is text, not TeX (an unknown
 # command in one stopped the whole report)
@@ -33,7 +34,7 @@ def label(name: object, limit: int = 48) -> str:
     """A name as a plot draws it: characters that do not print (controls, bidi overrides,
     zero-width) as '?', and cut to ``limit`` with an ellipsis (a 10,000-character node id
     made the heatmap 140,000 pixels wide)."""
-    text = "".join(c if c.isprintable() else "?" for c in str(name))
+    text = printable(name)
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
