@@ -26,6 +26,7 @@ from pipelines.report.plots import (
     heatmap_figure,
     heatmap_grid,
     heatmap_marks,
+    heatmap_rows,
     label,
     replay_figure,
 )
@@ -159,7 +160,13 @@ def heatmap_section(data: ReportData) -> str:
         return _section("heatmap", title, _empty("ingest"))
     nodes, hours, matrix = heatmap_grid(data.heatmap)
     marks = heatmap_marks(nodes, hours, data.alerts)
-    note = (f"<p class=\"note\">resource {esc(data.heatmap_resource)}, {len(nodes)} nodes, "
+    rows, total, shown = heatmap_rows(nodes, matrix, marks.fault_rows), len(nodes), ""
+    if len(rows) < total:  # more nodes than rows can be told apart: every pool's spread
+        nodes, matrix = nodes.iloc[rows].reset_index(drop=True), matrix[rows]
+        marks = heatmap_marks(nodes, hours, data.alerts)
+        shown = (f" ({len(rows)} drawn: those with a predicted fault, and of each pool its busiest and idlest by "
+                 f"the week's mean)")
+    note = (f"<p class=\"note\">resource {esc(data.heatmap_resource)}, {total} nodes{shown}, "
             f"{esc(_fmt(hours[0]))} .. {esc(_fmt(hours[-1]))}; {marks.alerts} alert(s) marked</p>")
     return _section("heatmap", title, note + _png(heatmap_figure(nodes, hours, matrix, marks), "utilization heatmap"))
 

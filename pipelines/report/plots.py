@@ -146,6 +146,40 @@ def heatmap_grid(heatmap: pd.DataFrame) -> tuple[pd.DataFrame, pd.DatetimeIndex,
     return nodes, hours, matrix.to_numpy(dtype=float)
 
 
+# rows the heatmap draws at most: 24 inches at 100 dpi give each 8 pixels; past that, rows
+# would merge into one pixel and a node running hot could vanish from the picture
+HEATMAP_MAX_ROWS = 300
+
+
+def heatmap_rows(nodes: pd.DataFrame, matrix: np.ndarray, must: tuple[int, ...] | list[int],
+                 limit: int = HEATMAP_MAX_ROWS) -> np.ndarray:
+    """The rows to draw, in the grid's order: all of them up to ``limit``; past it, ``must``
+    (the nodes with a predicted fault) and, of each cluster/pool, a share of the rest in
+    proportion to its size (one at least), half its busiest and half its idlest by the mean
+    over the hours: the spread of every pool, not a sample of it."""
+    n = len(nodes)
+    if n <= limit:
+        return np.arange(n)
+    keep = list(dict.fromkeys(int(r) for r in must))[:limit]
+    taken = np.zeros(n, dtype=bool)
+    taken[keep] = True
+    valid = np.isfinite(matrix)
+    mean = np.where(valid.any(axis=1), np.where(valid, matrix, 0).sum(axis=1) / np.maximum(valid.sum(axis=1), 1),
+                    -np.inf)  # a node with no reading counts as idlest
+    rest = [pos[~taken[pos]] for pos in nodes.groupby(["cluster", "pool"], sort=False).indices.values()]
+    sizes = np.array([len(r) for r in rest])
+    left = limit - len(keep)
+    quota = np.minimum(np.maximum(left * sizes // max(int(sizes.sum()), 1), sizes > 0), sizes)
+    while quota.sum() > left:
+        quota[np.argmax(quota)] -= 1
+    while quota.sum() < left and (quota < sizes).any():
+        quota[np.argmax(sizes - quota)] += 1
+    for pos, q in zip(rest, quota):
+        ranked = pos[np.argsort(-mean[pos], kind="stable")]
+        keep += ranked[:(q + 1) // 2].tolist() + (ranked[len(ranked) - q // 2:].tolist() if q // 2 else [])
+    return np.sort(np.asarray(keep, dtype=int))
+
+
 def heatmap_figure(nodes: pd.DataFrame, hours: pd.DatetimeIndex, matrix: np.ndarray,
                    marks: HeatmapMarks) -> plt.Figure:
     """Node x hour utilization, clusters/pools separated, anomalies outlined."""
