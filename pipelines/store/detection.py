@@ -205,11 +205,14 @@ def latest_model(con: duckdb.DuckDBPyConnection, kind: str, params: str, not_bef
     (and, with ``until``, made at or before it from data up to it: a replay does not use a
     model that learned from its future). After, not at: a daily run whose clock is the data's
     end finds yesterday's model exactly a day old, and retrains it daily as it should."""
-    row = con.execute(
-        "SELECT artifact FROM models WHERE kind = ? AND params = ? AND created_at > ? "
+    # the id first, then its one artifact: a sort that carries the blobs reads every model kept
+    # (a year of daily fault models: 0.4 s a lookup, three lookups a detect run)
+    found = con.execute(
+        "SELECT model_id FROM models WHERE kind = ? AND params = ? AND created_at > ? "
         "AND created_at <= ? AND data_cutoff <= ? ORDER BY created_at DESC, data_cutoff DESC LIMIT 1",
         [kind, params, not_before, _upto(until), _upto(until)],
     ).fetchone()
+    row = con.execute("SELECT artifact FROM models WHERE model_id = ?", [found[0]]).fetchone() if found else None
     return bytes(row[0]) if row else None
 
 
