@@ -1,4 +1,6 @@
-"""The ``ingest`` flow: one task per input file, run in order (DuckDB has one writer).
+"""The ``ingest`` flow: one task per input file, run in order (DuckDB has one writer); the
+files loaded already (same path, size and modification time) are found by one task first
+and skipped without one of their own.
 
 Tasks are thin: each opens the warehouse, calls :func:`pipelines.ingest.loading.ingest_file`
 and closes it. Only I/O failures (a locked or unreachable file) are retried; a bad
@@ -8,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from prefect import flow, task
 from prefect.client.schemas.objects import TaskRun
@@ -39,6 +42,16 @@ def ingest_file_task(db_path: str, path: str, kind: str, fmt: str = "auto", stri
 
 
 @task
+def unchanged_task(db_path: str, inputs: list[dict], lock_timeout_s: float | None = None) -> dict[int, dict]:
+    """The inputs (by position) loaded already from the same path, size and modification
+    time: skipped without a task of their own or a byte read."""
+    if not Path(db_path).exists():
+        return {}
+    with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
+        return {i: asdict(r) for i, r in ingest.unchanged_files(con, inputs).items()}
+
+
+@task
 def summary_task(db_path: str) -> dict:
     """Rows per table and the time span of each kind."""
     with warehouse.open_warehouse(db_path) as con:
@@ -55,8 +68,13 @@ def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_tim
     the flow fails at the end naming the files that did not go in, which are tried again
     next time."""
     results, failed = [], []
-    for item in inputs:
+    known = unchanged_task(db_path, inputs, lock_timeout_s) if inputs else {}
+    for i, item in enumerate(inputs):
         started = time.monotonic()
+        if i in known:
+            results.append(known[i])
+            progress.stage_done("ingest-file", known[i], 0.0)
+            continue
         try:
             results.append(
                 ingest_file_task(db_path, str(item["path"]), item["kind"], item.get("format", "auto"), strict,
