@@ -41,6 +41,9 @@ def local_server(
     child_env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     # the UI asks the server where its API is: without this it is told the default port, 4200
     child_env["PREFECT_UI_API_URL"] = url
+    # flow runs (with their task runs and logs) past the retention (90 days) are deleted: by
+    # default Prefect keeps them all, and serve makes ~120 flow runs a day plus a task a file
+    child_env.setdefault("PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED", "events,flow_runs")
     child_env.update(env or {})
     with tempfile.TemporaryFile(mode="w+") as out:
         proc = subprocess.Popen(cmd, env=child_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

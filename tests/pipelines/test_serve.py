@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pipelines.runtime.prefect_server import local_server
@@ -23,6 +24,9 @@ def test_local_server_creates_scheduled_runs(tmp_path: Path) -> None:
     env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2"}
     with local_server(env=env) as url, temporary_settings(updates={PREFECT_API_URL: url}):
         assert answering_ui_url() == url.removesuffix("/api")  # serve's UI line links a page that answers
+        # old flow runs are vacuumed, not kept for ever
+        vacuum = httpx.get(f"{url}/admin/settings").json()["server"]["services"]["db_vacuum"]
+        assert set(vacuum["enabled"]) == {"events", "flow_runs"}
         detect = next(d for d in build_deployments(str(tmp_path / "wh.duckdb"), None)
                       if d.name.startswith("detect-15min-wh-"))
         dep_id = detect.apply()
