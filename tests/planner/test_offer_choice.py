@@ -10,6 +10,7 @@ import pytest
 import planner as P
 from planner.cost import LocationCost
 from planner.plan import cheapest_public
+from tests.planner.test_planner import steady_pool
 
 FREE = P.CostPolicy(private=LocationCost(), public=LocationCost(), edge=LocationCost(), hours_per_month=730.0)
 COLS = ["provider", "region", "instance_type", "location", "resource", "units", "vcpus", "memory_gb",
@@ -140,11 +141,8 @@ def test_sizes_of_one_price_per_unit_leave_spot_the_share_it_fills() -> None:
         ("aws", "us-east-1", "m7i.16xlarge", "public", "cpu", 64, 64, 256.0, 3.2256, None, None, None),
         ("aws", "us-east-1", "m7i.2xlarge", "public", "cpu", 8, 8, 32.0, 0.4032, None, None, None),
     ], columns=COLS)
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c1/full/cpu", "ds": ds, "y": 64.0})
-    forecast = pd.DataFrame({"unique_id": "c1/full/cpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
-                             "mean": 64.0, "hi_80": 64.0})
-    capacity = pd.DataFrame({"unique_id": ["c1/full/cpu"], "capacity": [64.0], "units_per_node": [64.0]})
+    history, forecast, capacity = steady_pool("c1/full/cpu", 64.0, 64.0, 64.0, hi_80=64.0)
+    ds = history["ds"]
     spot = pd.concat([pd.DataFrame({"ts": ds, "provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
                                     "instance_type": t, "product": "Linux/UNIX", "price": p})
                       for t, p in (("m7i.2xlarge", 0.12), ("m7i.16xlarge", 0.96))], ignore_index=True)

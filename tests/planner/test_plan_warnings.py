@@ -6,14 +6,11 @@ from dataclasses import replace
 import pandas as pd
 
 import planner as P
-from tests.planner.test_planner import catalog
+from tests.planner.test_planner import catalog, steady_pool
 
 
 def test_a_forecast_pool_without_running_capacity_is_named_not_silently_skipped(caplog) -> None:
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c/gone/cpu", "ds": ds, "y": 10.0})
-    forecast = pd.DataFrame({"unique_id": "c/gone/cpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
-                             "mean": 10.0})
+    history, forecast, _ = steady_pool("c/gone/cpu", 10.0)
     capacity = pd.DataFrame({"unique_id": pd.Series(dtype=str), "capacity": pd.Series(dtype=float),
                              "units_per_node": pd.Series(dtype=float)})
     with caplog.at_level("WARNING", logger="planner.plan"):
@@ -39,23 +36,12 @@ def test_a_pool_with_only_memory_or_drained_capacity_is_named(caplog) -> None:
 
 
 def test_a_region_filter_that_leaves_no_offer_is_named_as_the_cause(caplog) -> None:
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": ds, "y": 40.0})
-    forecast = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
-                             "mean": 40.0})
-    capacity = pd.DataFrame({"unique_id": ["c/h100/gpu"], "capacity": [64.0], "units_per_node": [4.0]})
+    history, forecast, capacity = steady_pool()
     nowhere = replace(P.PlanPolicy(), offers=P.OfferPolicy(regions=("nowhere-1",)))
     with caplog.at_level("WARNING", logger="planner.plan"):
         assert P.make_plan(history, forecast, capacity, catalog(), nowhere)["allocation"].empty
     assert "in the regions the planner config allows (nowhere-1)" in caplog.text
     assert "ingest a catalog" not in caplog.text
-
-
-def _pool(uid: str = "c/h100/gpu", days: int = 14, y: float = 40.0, capacity: float = 64.0):
-    ds = pd.date_range("2026-01-01", periods=24 * days, freq="h")
-    history = pd.DataFrame({"unique_id": uid, "ds": ds, "y": y})
-    forecast = pd.DataFrame({"unique_id": uid, "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:], "mean": y})
-    return history, forecast, pd.DataFrame({"unique_id": [uid], "capacity": [capacity], "units_per_node": [4.0]})
 
 
 def test_the_pools_own_machine_without_a_price_is_not_planned_away(caplog) -> None:
@@ -64,7 +50,7 @@ def test_the_pools_own_machine_without_a_price_is_not_planned_away(caplog) -> No
     cat = catalog()
     cat.loc[cat["instance_type"] == "h100-4x", "on_demand_price"] = 0.0
     with caplog.at_level("WARNING", logger="planner.plan"):
-        plan = P.make_plan(*_pool(), cat)
+        plan = P.make_plan(*steady_pool(), cat)
     assert plan["allocation"].empty and plan["reservation"].empty and not plan["prescale"].empty
     assert "c/h100/gpu: the pool's own machine h100-4x has no price" in caplog.text
 
@@ -73,19 +59,19 @@ def test_a_catalog_without_the_pools_machine_says_what_it_prices_instead(caplog)
     cat = catalog()
     cat = cat[cat["instance_type"] != "h100-4x"]
     with caplog.at_level("WARNING", logger="planner.plan"):
-        plan = P.make_plan(*_pool(), cat)
+        plan = P.make_plan(*steady_pool(), cat)
     assert "names no private machine for pool 'h100'" in caplog.text and "onprem/dc/a100-4x" in caplog.text
     assert not plan["allocation"].empty
     caplog.clear()
     with caplog.at_level("WARNING", logger="planner.plan"):
-        P.make_plan(*_pool(), catalog())
+        P.make_plan(*steady_pool(), catalog())
     assert "names no private machine" not in caplog.text and "hour(s) of demand history" not in caplog.text
 
 
 def test_a_kept_split_the_config_no_longer_allows_is_retuned(caplog) -> None:
     kept = {"c/h100/gpu": P.Split(1.0, 0.0, 0.0)}  # tuned earlier this month under wider bounds
     with caplog.at_level("WARNING", logger="planner.plan"):
-        alloc = P.make_plan(*_pool(), catalog(), splits=kept)["allocation"].set_index("plan")
+        alloc = P.make_plan(*steady_pool(), catalog(), splits=kept)["allocation"].set_index("plan")
     assert "this month's split 10-0-0 is not one the plan allows now" in caplog.text
     assert bool(alloc.loc["tuned", "tuned_this_run"]) and alloc.loc["tuned", "private"] <= 0.7
     # the default is what the tuner keeps when nothing saves enough, in the bounds or not, but
@@ -93,11 +79,11 @@ def test_a_kept_split_the_config_no_longer_allows_is_retuned(caplog) -> None:
     # (it was kept, and recommended whenever its edge share, spilled to public, priced lowest)
     caplog.clear()
     with caplog.at_level("WARNING", logger="planner.plan"):
-        alloc = P.make_plan(*_pool(), catalog(), splits={"c/h100/gpu": P.Split(0.3, 0.5, 0.2)})["allocation"]
+        alloc = P.make_plan(*steady_pool(), catalog(), splits={"c/h100/gpu": P.Split(0.3, 0.5, 0.2)})["allocation"]
     assert "this month's split 3-5-2 is not one the plan allows now" in caplog.text
     assert alloc.set_index("plan").loc["tuned", "edge"] == 0
     allowed = {"c/h100/gpu": P.Split(0.7, 0.3, 0.0)}  # no edge GPU fits an H100 pool
-    alloc = P.make_plan(*_pool(), catalog(), splits=allowed)["allocation"].set_index("plan")
+    alloc = P.make_plan(*steady_pool(), catalog(), splits=allowed)["allocation"].set_index("plan")
     assert not bool(alloc.loc["tuned", "tuned_this_run"]) and alloc.loc["tuned", "private"] == 0.7
 
 
@@ -105,23 +91,19 @@ def test_reservations_cover_the_recommended_plans_public_load(caplog) -> None:
     """A pool that keeps a running fleet big enough for its demand buys nothing on public: no
     reservation is offered for a split it does not take. One whose fleet is too small reserves
     for the excess, and each row names the plan it serves."""
-    plan = P.make_plan(*_pool(y=40.0, capacity=64.0), catalog())
+    plan = P.make_plan(*steady_pool(y=40.0, capacity=64.0), catalog())
     assert plan["allocation"].set_index("plan").loc["running_fleet", "recommended"]
     assert plan["reservation"].empty
-    short = P.make_plan(*_pool(y=40.0, capacity=16.0), catalog())
+    short = P.make_plan(*steady_pool(y=40.0, capacity=16.0), catalog())
     best = short["allocation"].loc[short["allocation"]["recommended"], "plan"].iloc[0]
     assert not short["reservation"].empty and set(short["reservation"]["plan"]) == {best}
     with caplog.at_level("WARNING", logger="planner.plan"):
-        P.make_plan(*_pool(days=2), catalog())
+        P.make_plan(*steady_pool(days=2), catalog())
     assert "c/h100/gpu: 48 hour(s) of demand history" in caplog.text
 
 
 def test_a_fleet_of_no_known_continent_is_told_public_offers_come_from_anywhere(caplog) -> None:
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": ds, "y": 10.0})
-    forecast = pd.DataFrame({"unique_id": "c/h100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
-                             "mean": 10.0})
-    capacity = pd.DataFrame({"unique_id": ["c/h100/gpu"], "capacity": [16.0], "units_per_node": [4.0]})
+    history, forecast, capacity = steady_pool(y=10.0, capacity=16.0)
     with caplog.at_level("WARNING", logger="planner.plan"):
         P.make_plan(history, forecast, capacity, catalog())  # its own machines are in "dc"
     assert "the fleet's own gpu machines are in dc, of no continent headroom knows" in caplog.text

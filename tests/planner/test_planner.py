@@ -11,6 +11,20 @@ from planner.cost import LocationCost, Offer
 FREE = P.CostPolicy(private=LocationCost(), public=LocationCost(), edge=LocationCost(), hours_per_month=730.0)
 
 
+def steady_pool(uid: str = "c/h100/gpu", y: float = 40.0, capacity: float = 64.0, units_per_node: float = 4.0,
+                days: int = 14, mean: float | None = None, hi_80: float | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``make_plan``'s history, forecast and capacity of one pool at a steady ``y``: ``days``
+    of hourly history, the next 24 hours forecast at ``mean`` (default ``y``), with ``hi_80``
+    when given."""
+    ds = pd.date_range("2026-01-01", periods=24 * days, freq="h")
+    history = pd.DataFrame({"unique_id": uid, "ds": ds, "y": y})
+    forecast = pd.DataFrame({"unique_id": uid, "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": y if mean is None else mean, **({} if hi_80 is None else {"hi_80": hi_80})})
+    return history, forecast, pd.DataFrame({"unique_id": [uid], "capacity": [capacity],
+                                            "units_per_node": [units_per_node]})
+
+
 def catalog() -> pd.DataFrame:
     rows = [
         ("onprem", "dc", "h100-4x", "private", "gpu", 4, 8.0, 6.0, 5.0, 4 * 989.0),
@@ -353,11 +367,7 @@ def test_a_memory_heavy_pool_is_planned_when_the_policy_allows_leaner_machines()
         ("onprem", "dc", "mem-64c", "private", "cpu", 64, 64, 512.0, 2.0, None, None),
         ("cloud", "r1", "m-64", "public", "cpu", 64, 64, 256.0, 3.2, 2.0, 1.3),
     ], columns=cols)
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c/mem/cpu", "ds": ds, "y": 100.0})
-    forecast = pd.DataFrame({"unique_id": "c/mem/cpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
-                             "mean": 100.0, "hi_80": 110.0})
-    capacity = pd.DataFrame({"unique_id": ["c/mem/cpu"], "capacity": [192.0], "units_per_node": [64.0]})
+    history, forecast, capacity = steady_pool("c/mem/cpu", 100.0, 192.0, 64.0, hi_80=110.0)
     assert P.make_plan(history, forecast, capacity, cat)["allocation"].empty
     lean = replace(P.PlanPolicy(), offers=P.OfferPolicy(min_memory_ratio=0.5))
     alloc = P.make_plan(history, forecast, capacity, cat, lean)["allocation"]
@@ -373,11 +383,7 @@ def test_a_gpu_pool_whose_machine_has_no_tflops_is_told_why_it_has_no_public_off
     cols = ["provider", "region", "instance_type", "location", "resource", "units", "on_demand_price", "tflops"]
     cat = pd.DataFrame([("fleet", "private", "a100-8g", "private", "gpu", 8, 10.0, None),
                         ("gcp", "r1", "a2-highgpu-8g", "public", "gpu", 8, 29.0, 8 * 312.0)], columns=cols)
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": 10.0})
-    forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
-                             "mean": 10.0, "hi_80": 11.0})
-    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [16.0], "units_per_node": [8.0]})
+    history, forecast, capacity = steady_pool("c/a100/gpu", 10.0, 16.0, 8.0, hi_80=11.0)
     with caplog.at_level("WARNING", logger="planner.plan"):
         assert P.make_plan(history, forecast, capacity, cat)["allocation"].empty
     assert "the pool's machine a100-8g has no TFLOPS in the catalog" in caplog.text
@@ -457,11 +463,7 @@ def test_a_tie_with_the_default_saves_exactly_zero_not_minus_zero() -> None:
 
 def _one_pool_plan(policy: P.PlanPolicy | None = None, splits: dict | None = None) -> dict[str, pd.DataFrame]:
     """A steady CPU pool (every location has an offer), 14 days of history and 24 hours ahead."""
-    ds = pd.date_range("2026-01-01", periods=24 * 14, freq="h")
-    history = pd.DataFrame({"unique_id": "c/cpu/cpu", "ds": ds, "y": 40 * 64.0})
-    fds = pd.date_range(ds[-1] + pd.Timedelta(hours=1), periods=24, freq="h")
-    forecast = pd.DataFrame({"unique_id": "c/cpu/cpu", "ds": fds, "mean": 2600.0, "hi_80": 2900.0})
-    capacity = pd.DataFrame({"unique_id": ["c/cpu/cpu"], "capacity": [48 * 64.0], "units_per_node": [64.0]})
+    history, forecast, capacity = steady_pool("c/cpu/cpu", 40 * 64.0, 48 * 64.0, 64.0, mean=2600.0, hi_80=2900.0)
     return P.make_plan(history, forecast, capacity, catalog(), policy or P.PlanPolicy(), splits=splits)
 
 
