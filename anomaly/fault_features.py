@@ -293,9 +293,8 @@ def _dcgm_blocks(metrics: list[str], values: np.ndarray, dev: np.ndarray, times:
                  rows: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`dcgm_features` at ``rows``, a block of whole devices at a time; the one feature
     that looks across devices (temperature against the node's other GPUs) is built whole."""
-    peers = None
-    if "temp" in dcgm_signals(metrics):
-        peers = peer_deviation(values[:, dcgm_signals(metrics)["temp"]], node, times)
+    found = dcgm_signals(metrics)
+    peers = peer_deviation(values[:, found["temp"]], node, times) if "temp" in found else None
     parts = [{k: v[take] for k, v in dcgm_features(metrics, values[lo:hi], dev[lo:hi], times[lo:hi], node[lo:hi],
                                                     windows, None if peers is None else peers[lo:hi]).items()}
              for lo, hi, take in _device_blocks(starts, ends, rows)]

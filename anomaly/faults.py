@@ -229,7 +229,7 @@ class FaultPredictor(BaseEstimator):
             return m, m.predict_proba(X[test])[:, 1]
 
         # each model is single-threaded and seeded, so fitting several at once changes nothing
-        with ThreadPoolExecutor(max(1, min(getattr(self, "n_jobs", 1), len(used) or 1))) as pool:
+        with ThreadPoolExecutor(max(1, min(self.n_jobs, len(used)))) as pool:
             done = list(pool.map(lambda fold: fit(*fold), used))
         for (_train, test), (_m, score) in zip(used, done):
             oof[test] = score

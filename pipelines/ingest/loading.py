@@ -140,19 +140,20 @@ def unchanged_files(con: duckdb.DuckDBPyConnection, inputs: list[dict]) -> dict[
             continue
         labels = json.dumps({"cluster": item.get("cluster", "default"), "pool": item.get("pool", "default")},
                             sort_keys=True)
-        rows.append((i, spec_for(item["kind"]).kind, str(item["path"]), stat.st_size, stat.st_mtime_ns, labels))
+        # the path as ingest_file records it
+        rows.append((i, spec_for(item["kind"]).kind, str(Path(item["path"])), stat.st_size, stat.st_mtime_ns, labels))
     if not rows:
         return {}
-    con.register("_stats", pd.DataFrame(rows, columns=["i", "kind", "path", "file_size", "file_mtime_ns", "labels"]))
-    try:
-        found = con.execute(
-            "SELECT s.i, s.kind, s.path, b.source_format, b.batch_id, b.sha256, b.rows_read FROM _stats s "
-            "JOIN ingest_batches b USING (kind, path, file_size, file_mtime_ns) "
-            "WHERE b.labels IS NULL OR b.labels = s.labels OR NOT list_contains(?, b.source_format) "
-            "QUALIFY row_number() OVER (PARTITION BY s.i ORDER BY b.finished_at DESC) = 1", [list(registry.LABELLED)]
-        ).fetchall()
-    finally:
-        con.unregister("_stats")
+    # the files as query parameters, one list per column (no table registered on the connection)
+    columns = ["i", "kind", "path", "file_size", "file_mtime_ns", "labels"]
+    stats = ", ".join(f"unnest(?::{t}[]) AS {c}" for c, t in zip(columns, ("BIGINT", "VARCHAR", "VARCHAR", "BIGINT",
+                                                                            "BIGINT", "VARCHAR")))
+    found = con.execute(
+        f"SELECT s.i, s.kind, s.path, b.source_format, b.batch_id, b.sha256, b.rows_read FROM (SELECT {stats}) s "
+        "JOIN ingest_batches b USING (kind, path, file_size, file_mtime_ns) "
+        "WHERE b.labels IS NULL OR b.labels = s.labels OR NOT list_contains(?, b.source_format) "
+        "QUALIFY row_number() OVER (PARTITION BY s.i ORDER BY b.finished_at DESC) = 1",
+        [[r[j] for r in rows] for j in range(len(columns))] + [list(registry.LABELLED)]).fetchall()
     return {int(i): IngestResult(path, kind, fmt, batch, sha, int(read), 0, 0, "skipped")
             for i, kind, path, fmt, batch, sha, read in found}
 
@@ -176,21 +177,20 @@ def ingest_file(
     # a file is known by its bytes; one at the same path, of the same size and modification
     # time as one loaded is that one, and is not read again (a drop folder's hourly ingest
     # hashed every file it ever held: 39 ms each, a minute an hour after a year)
+    known = unchanged_files(con, [{"kind": kind, "path": path, "cluster": cluster, "pool": pool}])
+    if known:
+        return known[0]
     stat = path.stat()
-    columns = "batch_id, rows_read, rows_loaded, rows_rejected, source_format, labels, sha256, path"
-    prior = con.execute(
-        f"SELECT {columns} FROM ingest_batches WHERE kind = ? AND path = ? AND file_size = ? AND file_mtime_ns = ? "
-        "ORDER BY finished_at DESC LIMIT 1", [spec.kind, str(path), stat.st_size, stat.st_mtime_ns]).fetchone()
-    sha = prior[6] if prior else file_sha256(path)
+    sha = file_sha256(path)
     batch_id = f"{spec.kind}-{sha[:16]}"
-    if prior is None:
-        prior = con.execute(
-            f"SELECT {columns} FROM ingest_batches WHERE sha256 = ? AND kind = ?", [sha, spec.kind]).fetchone()
-        if prior is not None and prior[7] == str(path):
-            # the bytes of a batch seen again at its path (touched, or loaded before migration
-            # 080 kept sizes and times): its size and time now, so the next run need not read them
-            con.execute("UPDATE ingest_batches SET file_size = ?, file_mtime_ns = ? WHERE batch_id = ?",
-                        [stat.st_size, stat.st_mtime_ns, batch_id])
+    prior = con.execute(
+        "SELECT batch_id, rows_read, rows_loaded, rows_rejected, source_format, labels, path FROM ingest_batches "
+        "WHERE sha256 = ? AND kind = ?", [sha, spec.kind]).fetchone()
+    if prior is not None and prior[6] == str(path):
+        # the bytes of a batch seen again at its path (touched, or loaded before migration 080
+        # kept sizes and times): its size and time now, so the next run need not read them
+        con.execute("UPDATE ingest_batches SET file_size = ?, file_mtime_ns = ? WHERE batch_id = ?",
+                    [stat.st_size, stat.st_mtime_ns, batch_id])
     labels = json.dumps({"cluster": cluster, "pool": pool}, sort_keys=True)
     if prior:
         if prior[4] in registry.LABELLED and prior[5] is not None and prior[5] != labels:
