@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "report",
     "serve",
     "status",
+    "prune",
 )
 
 

@@ -1,5 +1,5 @@
 """``headroom serve``: serve the scheduled deployments (ingest hourly, train daily,
-detect every 15 minutes, plan daily) until interrupted."""
+detect every 15 minutes, plan, report and prune daily) until interrupted."""
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,5 @@
 """Scheduled deployments of the flows: ingest hourly, train daily, detect every 15
-minutes, plan and report daily. ``headroom serve`` serves them from one process;
+minutes, plan, report and prune daily. ``headroom serve`` serves them from one process;
 ``prefect.yaml`` at the repository root declares the same ones for ``prefect deploy --all``
 and a process work pool (a test checks the two agree)."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ class Schedule:
     """One deployment: which flow, its cron, and which of its parameters come from settings."""
 
     name: str
-    stage: str  # "ingest" or a stage of pipelines.flows.run.STAGES
+    stage: str  # "ingest", "prune" or a stage of pipelines.flows.run.STAGES
     cron: str
 
     @property
@@ -47,6 +47,7 @@ SCHEDULES = (
     Schedule("detect-15min", "detect", "*/15 * * * *"),
     Schedule("plan-daily", "plan", "30 3 * * *"),
     Schedule("report-daily", "report", "0 4 * * *"),
+    Schedule("prune-daily", "prune", "30 4 * * *"),  # HEADROOM_KEEP_DAYS (pipelines/flows/prune.py)
 )
 
 

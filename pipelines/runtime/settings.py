@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = REPO_ROOT / "data" / "warehouse.duckdb"
 SCHEMA_DIR = REPO_ROOT / "data" / "schema"
+MIN_KEEP_DAYS = 7  # a resolved alert's window (a day at most) is long past: no detect run finds it again
+MIN_DATA_DAYS = 35  # a month for the monthly split and two weekly seasons for the forecasters
 
 
 ENV_NAMES = {
@@ -21,7 +23,8 @@ ENV_NAMES = {
     "alertmanager_url": "HEADROOM_ALERTMANAGER_URL", "plan_config": "HEADROOM_PLAN_CONFIG",
     "stale_after_hours": "HEADROOM_STALE_AFTER_HOURS", "unused_spot_markets": "HEADROOM_UNUSED_SPOT_MARKETS",
     "input_dir": "HEADROOM_INPUT_DIR", "schedule_timezone": "HEADROOM_SCHEDULE_TIMEZONE",
-    "spike_retrain_every": "HEADROOM_SPIKE_RETRAIN_EVERY",
+    "spike_retrain_every": "HEADROOM_SPIKE_RETRAIN_EVERY", "keep_days": "HEADROOM_KEEP_DAYS",
+    "keep_data_days": "HEADROOM_KEEP_DATA_DAYS",
 }
 
 
@@ -51,6 +54,15 @@ class Settings(BaseModel):
     # the detect flow reuses the registered spike model until it is this old, or until the
     # prices run this far past what it learnt from; then it retrains
     spike_retrain_every: str = "7D"
+    # days of derived history (models, plans, resolved alerts, replays) serve's daily prune keeps,
+    # and of readings (None, "all": every one); headroom prune's defaults (pipelines.store.retention)
+    keep_days: int | None = Field(default=30, ge=MIN_KEEP_DAYS)
+    keep_data_days: int | None = Field(default=None, ge=MIN_DATA_DAYS)
+
+    @field_validator("keep_days", "keep_data_days", mode="before")
+    @classmethod
+    def _all_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.strip().lower() == "all" else value
 
     @field_validator("spike_retrain_every")
     @classmethod

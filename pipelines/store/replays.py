@@ -13,16 +13,13 @@ from pipelines.store import warehouse
 # the newest span of each series; of spans ending together (the run's week and a longer
 # replay by hand), the longest (its id, series/start/end, sorts first): the same rows always
 # give the same page, whatever order they were stored in
-LATEST_REPLAYS_SQL = """
-SELECT * FROM replays
-WHERE replay_id IN (
-    SELECT replay_id FROM (
-        SELECT replay_id, row_number() OVER (PARTITION BY unique_id ORDER BY created_at DESC, replay_id) AS r
-        FROM (SELECT DISTINCT unique_id, replay_id, created_at FROM replays)
-    ) WHERE r = 1
-)
-ORDER BY unique_id, strategy
+LATEST_REPLAY_IDS_SQL = """
+SELECT replay_id FROM (
+    SELECT replay_id, row_number() OVER (PARTITION BY unique_id ORDER BY created_at DESC, replay_id) AS r
+    FROM (SELECT DISTINCT unique_id, replay_id, created_at FROM replays)
+) WHERE r = 1
 """
+LATEST_REPLAYS_SQL = f"SELECT * FROM replays WHERE replay_id IN ({LATEST_REPLAY_IDS_SQL}) ORDER BY unique_id, strategy"
 CAPACITY_SQL = "SELECT ts, demand, planned, reactive_80 FROM replay_capacity WHERE replay_id = ? ORDER BY ts"
 DRAWN = ("planned", "reactive_80")  # the capacities the report draws beside the demand
 

@@ -62,8 +62,13 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     b = capsys.readouterr().out
     names_a = {line.split()[0] for line in a.splitlines()}
     names_b = {line.split()[0] for line in b.splitlines()}
-    assert all(n.startswith(("train-daily-wh-", "detect-15min-wh-", "plan-daily-wh-", "report-daily-wh-"))
-               for n in names_a) and not names_a & names_b  # two warehouses, two sets of deployments
+    assert all(n.startswith(("train-daily-wh-", "detect-15min-wh-", "plan-daily-wh-", "report-daily-wh-",
+                             "prune-daily-wh-")) for n in names_a)
+    assert len(names_a) == 5 and not names_a & names_b  # two warehouses, two sets of deployments
+    monkeypatch.setenv("HEADROOM_KEEP_DAYS", "3")  # the daily prune's: refused before anything is served
+    assert main(["serve", "--list", "--db", str(tmp_path / "a" / "wh.duckdb")]) == 2
+    assert "HEADROOM_KEEP_DAYS='3'" in capsys.readouterr().err
+    monkeypatch.delenv("HEADROOM_KEEP_DAYS")
     monkeypatch.setenv("HEADROOM_ALERT_WEBHOOK", "hooks.example.com/services/T0/B0/XSECRETX")
     assert main(["serve", "--list", "--db", str(tmp_path / "a" / "wh.duckdb")]) == 2
     err = capsys.readouterr().err

@@ -1,0 +1,255 @@
+"""``headroom prune`` and the retention rules: what goes, what every flow still reads stays,
+a dry run and a second run change nothing, and compaction keeps every row and constraint."""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from pipelines import cli
+from pipelines.store import retention, warehouse
+
+NOW = datetime(2026, 3, 31, 12)
+OLD = NOW - timedelta(days=60)
+NEW = NOW - timedelta(days=2)
+TUNED, CARRIED = '{"tuned_this_run": true}', '{"tuned_this_run": false}'  # a split tuned, or kept, by a plan run
+
+
+def _model(mid: str, kind: str, cutoff: datetime, champion: bool = False, params: str = "{}") -> dict:
+    return {"model_id": mid, "kind": kind, "target": "gpu", "series": "[]", "data_cutoff": cutoff,
+            "params": params, "metrics": "{}", "artifact": b"x" * 1000, "is_champion": champion,
+            "created_at": NOW}  # wall clock: ages are read from the data cutoff
+
+
+def _rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
+    frame = pd.DataFrame(rows)
+    if warehouse.has_primary_key(con, table):
+        warehouse.upsert(con, table, frame)
+    else:  # the fact tables keep their key in ingest, not in DuckDB
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM frame")
+
+
+def _forecast(run: str, mid: str) -> dict:
+    return {"run_id": run, "unique_id": "gpu", "ds": NOW, "model": "lgbm", "model_id": mid, "mean": 1.0}
+
+
+def _backtest(run: str, ds: datetime) -> dict:
+    return {"run_id": run, "unique_id": "gpu", "ds": ds, "cutoff": ds, "model": "lgbm", "y": 1.0, "mean": 1.0}
+
+
+def _rec(run: str, at: datetime, kind: str = "prescale", key: str = "gpu", payload: str = "{}") -> dict:
+    return {"run_id": run, "kind": kind, "key": key, "payload": payload, "data_cutoff": at, "created_at": at}
+
+
+def _alert(fp: str, status: str, at: datetime, window_end: datetime | None = None) -> dict:
+    return {"fingerprint": fp, "kind": "burst", "entity": "gpu", "severity": "warning", "status": status,
+            "window_start": at, "window_end": window_end or at,
+            "starts_at": at, "ends_at": at if status == "resolved" else None, "updated_at": at}
+
+
+def _delivery(fp: str, state: str, status: str = "resolved") -> dict:
+    return {"fingerprint": fp, "sink": "jsonl", "status": status, "state": state, "attempts": 1, "updated_at": NOW}
+
+
+def _replay(rid: str, uid: str, at: datetime) -> dict:
+    return {"replay_id": rid, "unique_id": uid, "span_start": at, "span_end": at, "step_seconds": 300.0,
+            "instance_units": 8.0, "strategy": "planned", "scores": "{}", "created_at": at}
+
+
+def fill(con: duckdb.DuckDBPyConnection) -> None:
+    """One row of each case each rule decides."""
+    _rows(con, "models", [
+        _model("champ-old", "lgbm", OLD - timedelta(days=9), champion=True),
+        _model("lgbm-older", "lgbm", OLD - timedelta(days=1)),
+        _model("lgbm-old", "lgbm", OLD),  # the newest lgbm of its settings: kept
+        _model("fault-old", "fault_predictor", OLD, params='{"a": 1}'),
+        _model("fault-mid", "fault_predictor", OLD + timedelta(days=5), params='{"a": 1}'),
+        _model("fault-new", "fault_predictor", NEW, params='{"a": 1}'),
+        _model("fault-other", "fault_predictor", OLD, params='{"a": 2}'),  # newest of other settings: kept
+    ])
+    _rows(con, "forecasts", [_forecast("train-old", "lgbm-older"), _forecast("train-champ", "champ-old")])
+    _rows(con, "backtests", [_backtest("train-old", OLD), _backtest("train-champ", OLD),
+                             _backtest("train-orphan-old", OLD), _backtest("train-orphan-new", NEW)])
+    _rows(con, "recommendations", [
+        _rec("plan-old", OLD), _rec("plan-new", NEW), _rec("plan-newest", NOW),
+        # a split tuned this month: the month's plans keep it (planning.TUNED_SPLITS_SQL)
+        _rec("plan-tuned", datetime(2026, 3, 1), kind="allocation", key="gpu/tuned", payload=TUNED),
+        _rec("plan-kept-split", datetime(2026, 3, 1, 1), kind="allocation", key="gpu/tuned", payload=CARRIED),
+        _rec("plan-tuned-before", OLD, kind="allocation", key="gpu/tuned", payload=TUNED),
+    ])
+    _rows(con, "alerts", [_alert("resolved-old", "resolved", OLD), _alert("firing-old", "firing", OLD),
+                          _alert("pending-old", "resolved", OLD), _alert("resolved-new", "resolved", NEW),
+                          # resolved long ago, its window ahead still in the report's week
+                          _alert("window-new", "resolved", OLD, window_end=NEW)])
+    _rows(con, "alert_deliveries", [_delivery("resolved-old", "delivered"), _delivery("pending-old", "pending"),
+                                    _delivery("firing-old", "delivered", "firing")])
+    _rows(con, "replays", [_replay("r-a-old", "a", OLD), _replay("r-a-new", "a", NEW), _replay("r-b-old", "b", OLD)])
+    _rows(con, "replay_capacity", [{"replay_id": r, "ts": NOW} for r in ("r-a-old", "r-a-new", "r-b-old")])
+    util = [{"ts": ts, "cluster": "c", "pool": "p", "node_id": "n1", "resource": "gpu", "used": 1.0, "capacity": 8.0}
+            for ts in (NOW - timedelta(days=50), NOW - timedelta(days=10))]
+    _rows(con, "utilization", util)
+    spot = [{"ts": NOW - timedelta(days=d), "provider": "aws", "region": "r", "zone": "z", "instance_type": "i",
+             "product": "Linux", "price": float(d)} for d in (90, 50, 10)]
+    _rows(con, "spot_prices", spot)
+
+
+def _ids(con: duckdb.DuckDBPyConnection, table: str, column: str) -> set[str]:
+    return {r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM {table}").fetchall()}
+
+
+def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyConnection) -> None:
+    fill(con)
+    out = retention.prune(con, NOW, retention.Retention(keep_days=30))
+    assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-new", "fault-other"}
+    assert _ids(con, "forecasts", "model_id") == {"champ-old"}  # the deleted model's went with it
+    assert _ids(con, "backtests", "run_id") == {"train-champ", "train-orphan-new"}
+    assert _ids(con, "recommendations", "run_id") == {"plan-new", "plan-newest", "plan-tuned"}
+    assert _ids(con, "alerts", "fingerprint") == {"firing-old", "pending-old", "resolved-new", "window-new"}
+    assert _ids(con, "alert_deliveries", "fingerprint") == {"pending-old", "firing-old"}
+    assert _ids(con, "replays", "replay_id") == {"r-a-new", "r-b-old"}
+    assert _ids(con, "replay_capacity", "replay_id") == {"r-a-new", "r-b-old"}
+    assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 2  # readings: all, unless asked
+    assert out["models"] == {"deleted": 3, "kept": 4}
+    assert out["alert_deliveries"] == {"deleted": 1, "kept": 2}
+    assert "utilization" not in out
+
+
+def test_prune_readings_keeps_the_price_in_force_at_the_cut(con: duckdb.DuckDBPyConnection) -> None:
+    fill(con)
+    out = retention.prune(con, NOW, retention.Retention(keep_days=30, data_days=40))
+    assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 1
+    # the 50-day-old price held until the 10-day-old change: still the price at the cut
+    assert sorted(r[0] for r in con.execute("SELECT price FROM spot_prices").fetchall()) == [10.0, 50.0]
+    assert out["spot_prices"] == {"deleted": 1, "kept": 2}
+    assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 0  # never touched
+
+
+def _snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in retention.TABLES}
+
+
+def test_dry_run_and_second_run_change_nothing(con: duckdb.DuckDBPyConnection) -> None:
+    fill(con)
+    before = _snapshot(con)
+    dry = retention.prune(con, NOW, retention.Retention(30, 40), dry_run=True)
+    assert _snapshot(con) == before
+    real = retention.prune(con, NOW, retention.Retention(30, 40))
+    assert dry == real
+    again = retention.prune(con, NOW, retention.Retention(30, 40))
+    assert all(c["deleted"] == 0 for c in again.values())
+
+
+@pytest.mark.parametrize(("keep", "data"), [(6, None), (30, 20)])
+def test_retention_refuses_windows_the_flows_need(keep: int, data: int | None) -> None:
+    with pytest.raises(ValueError, match="at least"):
+        retention.Retention(keep, data)
+
+
+def _filled(path: Path) -> None:
+    with warehouse.open_warehouse(path) as con:
+        fill(con)
+        big = [_model(f"lgbm-{i:03d}", "lgbm", OLD - timedelta(days=1 + i)) for i in range(200)]
+        for m in big:
+            m["artifact"] = os.urandom(100_000)  # 20 MB in all, as models do not compress
+        _rows(con, "models", big)
+
+
+def test_cli_prune_compacts_and_keeps_every_row_and_key(db_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _filled(db_path)
+    big = db_path.stat().st_size
+    assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat(), "--compact", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tables"]["models"]["deleted"] == 203
+    assert doc["size_before"] >= big > 20e6 and doc["size_after"] < big / 4
+    assert not list(db_path.parent.glob(f".{db_path.name}.compact-*"))
+    with warehouse.open_warehouse(db_path) as con:
+        assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-new", "fault-other"}
+        assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] > 0
+        with pytest.raises(duckdb.ConstraintException):  # the keys came with the copy
+            con.execute("INSERT INTO models SELECT * FROM models LIMIT 1")
+    assert cli.main(["status", "--db", str(db_path), "--now", NOW.isoformat(), "--max-age-hours", "10000"]) == 0
+
+
+def test_a_failed_compaction_leaves_the_warehouse_as_it_was(db_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    _filled(db_path)
+
+    def lost(old: object, new: object, tmp: Path) -> None:
+        raise RuntimeError(f"{tmp}: the copy of models has 0 rows, not 207; the warehouse was left as it was")
+
+    monkeypatch.setattr(retention, "_same_rows", lost)
+    with pytest.raises(RuntimeError), warehouse.open_warehouse(db_path) as con:
+        retention.compact(con, db_path)
+    assert not list(db_path.parent.glob(f".{db_path.name}.compact-*"))
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 207
+
+
+def test_cli_prune_dry_run_and_all(db_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _filled(db_path)
+    assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat(), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete" in out and "compacted" not in out
+    assert cli.main(["prune", "--db", str(db_path), "--keep-days", "all"]) == 0
+    assert "kept in full" in capsys.readouterr().out
+    with warehouse.open_warehouse(db_path, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 207
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--keep-days", "3"], "at least 7 days"),
+    (["--keep-data-days", "10"], "at least 35 days"),
+    (["--keep-days", "all", "--keep-data-days", "40"], "--keep-days all keeps every row"),
+    (["--now", "yesterday"], "--now 'yesterday'"),
+])
+def test_cli_prune_bad_options_are_one_line(db_path: Path, capsys: pytest.CaptureFixture, argv: list[str],
+                                            says: str) -> None:
+    _filled(db_path)
+    assert cli.main(["prune", "--db", str(db_path), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_prune_without_a_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["prune", "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert "no warehouse" in capsys.readouterr().err
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_prune_flow_prunes_as_of_the_data_and_honours_all(db_path: Path, prefect_harness: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelines.flows.prune import prune_flow
+
+    _filled(db_path)
+    monkeypatch.setenv("HEADROOM_KEEP_DAYS", "all")
+    assert prune_flow(db_path=str(db_path)) == {"skipped": "HEADROOM_KEEP_DAYS=all"}
+    monkeypatch.setenv("HEADROOM_KEEP_DAYS", "30")
+    out = prune_flow(db_path=str(db_path))
+    assert out["clock"] == NOW - timedelta(days=10)  # the newest reading, not the wall clock
+    assert out["tables"]["models"]["deleted"] == 203 and "utilization" not in out["tables"]
+    assert prune_flow(db_path=str(db_path / "missing"))["skipped"].startswith("no warehouse")
+
+
+def test_real_disk_full_while_compacting_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    from tests.pipelines.test_faults_env import fingerprint, in_namespace, one_line
+
+    db = tmp_path / "wh.duckdb"
+    with warehouse.open_warehouse(db) as con:  # 2.5 MB that all stays: its copy does not fit beside it
+        _rows(con, "models", [{**_model("champ", "lgbm", NEW, champion=True), "artifact": os.urandom(2_500_000)}])
+    before = fingerprint(db)
+    r = in_namespace(tmp_path, f"""
+        cp {db} $M/wh.duckdb
+        $HR prune --db $M/wh.duckdb --now {NOW.isoformat()} --compact 2>prune.err; echo $? >prune.rc
+        mkdir after; cp -a $M/. after/
+    """)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "prune.rc").read_text().strip() == "1"
+    line = one_line((tmp_path / "prune.err").read_text())
+    assert line.startswith(f"headroom prune: error: warehouse {tmp_path}/mnt/wh.duckdb: disk full"), line
+    assert sorted(p.name for p in (tmp_path / "after").iterdir()) == ["wh.duckdb"]  # no copy left
+    assert fingerprint(tmp_path / "after" / "wh.duckdb")["files"] == before["files"]
