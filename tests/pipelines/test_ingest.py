@@ -402,7 +402,8 @@ def test_a_slash_in_a_cluster_or_pool_name_is_a_reject(con, tmp_path):
 def test_categorical_read_streams_in_batches_and_after_an_unfinished_result(monkeypatch) -> None:
     """Rows read a batch at a time equal one read: categories the union of the batches'
     (a batch of only nulls included), timestamps in ns; a connection holding an unfinished
-    execute() result still reads (the copying path); an empty result keeps its columns."""
+    execute() result still reads (that result ended first, so it streams); an empty result
+    keeps its columns."""
     import duckdb
 
     con = duckdb.connect()
