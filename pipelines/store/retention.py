@@ -129,7 +129,8 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
         con.execute("CHECKPOINT")
         con.execute("ATTACH ? AS headroom_compact", [str(tmp)])
         try:
-            con.execute(f'COPY FROM DATABASE "{name}" TO headroom_compact')
+            quoted = name.replace('"', '""')  # the file's stem: any character a file name may hold
+            con.execute(f'COPY FROM DATABASE "{quoted}" TO headroom_compact')
         finally:
             con.execute("DETACH headroom_compact")
         held = duckdb.connect(str(tmp))  # the new file's lock, held across the swap

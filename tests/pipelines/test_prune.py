@@ -159,7 +159,8 @@ def _filled(path: Path) -> None:
         _rows(con, "models", big)
 
 
-def test_cli_prune_compacts_and_keeps_every_row_and_key(db_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cli_prune_compacts_and_keeps_every_row_and_key(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    db_path = tmp_path / 'ops "x".duckdb'  # the file's stem names the database the copy is made from
     _filled(db_path)
     big = db_path.stat().st_size
     assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat(), "--compact", "--json"]) == 0
