@@ -273,7 +273,7 @@ def fault_model_job(con: duckdb.DuckDBPyConnection, now: datetime, policy: Fault
     """The fault model to train on the data up to ``until`` (when given), its data read, or
     None when one with ``policy`` is younger than ``retrain_every``."""
     def read() -> Callable[[], tuple[object | None, pd.Timestamp | None]]:
-        inputs = {"telemetry": detection.telemetry(con, until)}
+        inputs = {"telemetry": detection.telemetry(con, until, newest=detection.TRAIN_READINGS)}
         failures = detection.failures(con, until)
         return lambda: train_faults(inputs, failures, policy)
     return _model_job(con, FAULT_MODEL, "device_telemetry", detection.policy_params(policy), now, retrain_every, read, until)

@@ -45,13 +45,38 @@ def demand_series(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
                                     late="wait"))
 
 
-def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
-    """All device telemetry (at or before ``until``) in the long contract (training; scoring
-    reads :func:`recent_telemetry`), in no particular order: the feature builder sorts it,
+# the fault model learns from at most this many of the newest readings (whole hours): its
+# daily retraining then reads, and holds, no more as the history grows (42M readings, 600
+# GPU nodes x 14 days: a 5.5 GB peak); a fleet that fits learns from all it has
+# (pipelines.detect.steps.fault_model_job)
+TRAIN_READINGS = 40_000_000
+
+
+def telemetry(con: duckdb.DuckDBPyConnection, until: datetime | None = None,
+              newest: int | None = None) -> pd.DataFrame:
+    """Device telemetry (at or before ``until``) in the long contract (training; scoring
+    reads :func:`recent_telemetry`): all of it, or with ``newest`` the newest whole hours of
+    no more than that many readings. In no particular order: the feature builder sorts it,
     and a sort here would hold the whole table in DuckDB (6.7M rows: 0.65 GB peak read
     unsorted, 1.45 GB sorted)."""
+    since = None if newest is None else _newest_hours(con, until, newest)
     return query_categorical(con, "SELECT ts, device_id, node_id, metric, value FROM device_telemetry "
-                                  "WHERE ts <= ?", [_upto(until)])
+                                  "WHERE ts <= ? AND ts >= ?", [_upto(until), since or datetime.min])
+
+
+def _newest_hours(con: duckdb.DuckDBPyConnection, until: datetime | None, newest: int) -> datetime | None:
+    """The first hour of the newest whole hours holding at most ``newest`` readings (at least
+    the newest hour); None when all the readings fit."""
+    total, start, last = con.execute("""
+        SELECT sum(n), min(h) FILTER (WHERE c <= ?), max(h) FROM (
+            SELECT h, n, sum(n) OVER (ORDER BY h DESC) AS c
+            FROM (SELECT date_trunc('hour', ts) AS h, count(*) AS n FROM device_telemetry WHERE ts <= ? GROUP BY h))
+    """, [newest, _upto(until)]).fetchone()
+    if total is None or total <= newest:
+        return None
+    log.info("fault model: training on the readings from %s on (at most %d of the %d kept)", start or last,
+             newest, total)
+    return start or last
 
 
 def data_end(con: duckdb.DuckDBPyConnection):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
@@ -257,6 +258,29 @@ def test_scoring_reads_are_bounded_and_leave_out_devices_long_silent(con):
     assert set(recent["device_id"]) == {"live"}
     newest = tel["ts"].max()
     assert recent["ts"].min() >= newest - 2 * span and (recent["ts"] >= newest - span).sum() == len(recent) - 1
+
+
+def test_training_reads_the_newest_whole_hours_within_its_budget(con, monkeypatch):
+    """The daily retraining reads at most ``TRAIN_READINGS`` of the newest readings, whole
+    hours (at least the newest), up to a replay's clock; all of them when they fit."""
+    from pipelines.store import detection as detect_store
+
+    rows = [(pd.Timestamp("2026-01-01") + pd.Timedelta(minutes=30 * i), dev, "n1", "gpu_temp", 60.0)
+            for i in range(20) for dev in ("a", "b", "c")]  # 6 readings an hour, 00:00 .. 09:30
+    con.register("tel", pd.DataFrame(rows, columns=["ts", "device_id", "node_id", "metric", "value"]))
+    con.execute("INSERT INTO device_telemetry SELECT * FROM tel")
+    assert len(detect_store.telemetry(con)) == len(detect_store.telemetry(con, newest=60)) == 60
+    got = detect_store.telemetry(con, newest=13)
+    assert (len(got), got["ts"].min()) == (12, pd.Timestamp("2026-01-01 08:00"))
+    assert len(detect_store.telemetry(con, newest=2)) == 6  # the newest hour, whatever the budget
+    got = detect_store.telemetry(con, until=pd.Timestamp("2026-01-01 05:00"), newest=12)
+    assert (len(got), got["ts"].min(), got["ts"].max()) == (9, pd.Timestamp("2026-01-01 04:00"),
+                                                             pd.Timestamp("2026-01-01 05:00"))
+    from pipelines.detect import steps
+
+    monkeypatch.setattr(detect_store, "TRAIN_READINGS", 13)  # what the detect flow's training job reads
+    monkeypatch.setattr(steps, "train_faults", lambda inputs, failures, policy: (len(inputs["telemetry"]), None))
+    assert steps.fault_model_job(con, datetime(2026, 1, 2), FaultPolicy(), "1D").train() == (12, None)
 
 
 @pytest.mark.parametrize("horizon", ["6h", "48h"])
