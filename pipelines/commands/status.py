@@ -49,7 +49,14 @@ def gather(con: object, now: datetime, max_age_hours: float) -> dict:
 
 
 def _text(doc: dict) -> list[str]:
-    lines = [f"warehouse at {_iso(doc['now'])} (stale after {doc['max_age_hours']:g} h)", "sources:"]
+    lines = [f"warehouse at {_iso(doc['now'])} (stale after {doc['max_age_hours']:g} h)"]
+    if "file" in doc:
+        f = doc["file"]
+        kept = (f"history past {f['keep_days']} days pruned daily by serve" if f["keep_days"] is not None
+                else "all history kept") + (f", readings past {f['keep_data_days']} days"
+                                            if f["keep_data_days"] is not None else ", all readings kept")
+        lines.append(f"file: {f['bytes'] / 1e6:,.1f} MB ({kept}; headroom prune)")
+    lines.append("sources:")
     for s in doc["sources"]:
         if not s["rows"]:
             lines.append(f"  {s['kind']:<12} empty")
@@ -106,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     with warehouse.open_warehouse(settings.db_path, read_only=True) as con:
         doc = gather(con, now, max_age)
+    doc["file"] = {"bytes": settings.db_path.stat().st_size, "keep_days": settings.keep_days,
+                   "keep_data_days": settings.keep_data_days}
     stale = [s["kind"] for s in doc["sources"] if s["stale"]]
     if args.json:
         print(json_text(doc, default=lambda v: _iso(v) if isinstance(v, datetime) else str(v), indent=2))

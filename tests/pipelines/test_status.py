@@ -38,6 +38,7 @@ def test_status_says_what_is_held_and_fails_on_a_stale_source(db_path: Path, cap
     assert "telemetry    empty" in out
     assert "STALE" in out and "stale: spot_prices" in out
     assert "gpu: lgbm (m1), backtest WAPE 0.081" in out and "fault_predictor" not in out
+    assert f"file: {db_path.stat().st_size / 1e6:,.1f} MB (history past 30 days pruned daily by serve" in out
     assert "firing alerts: 1" in out and "critical" in out
     assert "latest plan: plan-1" in out and "c/h100/gpu: run 40% private" in out
     assert "2026-03-10T11:00:00+00:00" in out  # times in UTC with their offset
