@@ -23,6 +23,7 @@ replay by the clock it decided at (the data's end when old data is replayed).
 """
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -124,7 +125,8 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     name = con.execute("SELECT current_database()").fetchone()[0]
     held = None
     try:
-        for p in leftovers:
+        # and what a compaction killed midway left (this one holds the lock: no other runs)
+        for p in path.parent.glob(f".{glob.escape(path.name)}.compact-*"):
             p.unlink(missing_ok=True)
         con.execute("CHECKPOINT")
         con.execute("ATTACH ? AS headroom_compact", [str(tmp)])

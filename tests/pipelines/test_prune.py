@@ -163,6 +163,9 @@ def test_cli_prune_compacts_and_keeps_every_row_and_key(tmp_path: Path, capsys: 
     db_path = tmp_path / 'ops "x".duckdb'  # the file's stem names the database the copy is made from
     _filled(db_path)
     big = db_path.stat().st_size
+    killed = db_path.with_name(f".{db_path.name}.compact-99999")  # a compaction killed midway
+    killed.write_bytes(b"x" * 1000)
+    killed.with_name(killed.name + ".wal").write_bytes(b"x")
     assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat(), "--compact", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["tables"]["models"]["deleted"] == 203
