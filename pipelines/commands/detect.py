@@ -56,7 +56,19 @@ def as_of(value: str, db_path: str):
     if t > latest + pd.Timedelta(days=1):
         raise ValueError(f"--as-of {value!r} is after both now and the data's end (the later: {latest:%Y-%m-%d %H:%M} "
                          "UTC): a time replays what was known then; leave --as-of out to run live")
+    cut = _alerts_pruned_before(db_path)
+    if cut is not None and t < pd.Timestamp(cut):
+        # the alerts resolved before the cut are gone: a replay there would fire them again
+        raise ValueError(f"--as-of {value!r} is before {cut:%Y-%m-%d %H:%M} UTC, where headroom prune deleted the "
+                         "resolved alerts: a replay there would raise them again; give a later time")
     return t.to_pydatetime()
+
+
+def _alerts_pruned_before(db_path: str):
+    from pipelines.store import retention, warehouse
+
+    with warehouse.open_warehouse(db_path, read_only=True) as con:
+        return retention.alerts_pruned_before(con)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -55,17 +55,17 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.commands.errors import CliError
     from pipelines.ingest.tables import time_option
     from pipelines.runtime.settings import Settings
-    from pipelines.store import detection, retention, warehouse
+    from pipelines.store import retention, warehouse
 
     settings = Settings.from_env(db_path=args.db)
     keep = _given(args.keep_days, settings.keep_days)
     data = _given(args.keep_data_days, settings.keep_data_days)
+    if args.dry_run and args.compact:
+        raise CliError("--dry-run changes nothing, and --compact rewrites the file: give one of them", 2)
     try:
-        rules = None if keep is None else retention.Retention(keep, data)
+        rules = None if keep is None and data is None else retention.Retention(keep, data)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
-    if rules is None and data is not None:
-        raise CliError("--keep-days all keeps every row: give --keep-days N with --keep-data-days", 2)
     try:
         now = None if args.now is None else time_option(args.now).to_pydatetime()
     except ValueError as exc:
@@ -73,20 +73,36 @@ def run(args: argparse.Namespace) -> int:
     db = settings.db_path
     if not db.exists():
         raise CliError(f"{db}: no warehouse (run headroom ingest or headroom run first)", 2)
-    doc: dict = {"warehouse": str(db), "keep_days": keep, "keep_data_days": data, "dry_run": args.dry_run}
-    with warehouse.open_warehouse(db) as con:  # a dry run too: its deletes are rolled back
-        clock = now or detection.data_end(con)
-        doc["clock"] = clock
-        doc["tables"] = ({} if rules is None or clock is None
-                         else retention.prune(con, clock, rules, dry_run=args.dry_run))
-        if args.compact and not args.dry_run:
-            doc["size_before"], doc["size_after"] = retention.compact(con, db)
+    doc: dict = {"warehouse": str(db), "keep_days": keep, "keep_data_days": data, "dry_run": args.dry_run,
+                 "tables": {}}
+    # read-only first: a dry run, or nothing to do, writes nothing (no migration either)
+    with warehouse.open_warehouse(db, read_only=True) as con:
+        doc["clock"] = _clock(con, now)
+        if args.dry_run and rules is not None and doc["clock"] is not None:
+            doc["tables"] = retention.prune(con, doc["clock"], rules, dry_run=True)
+    if not args.dry_run and (args.compact or rules is not None and doc["clock"] is not None):
+        with warehouse.open_warehouse(db) as con:
+            doc["clock"] = _clock(con, now)  # read again under the lock: an ingest may have come between
+            if rules is not None and doc["clock"] is not None:
+                doc["tables"] = retention.prune(con, doc["clock"], rules)
+            if args.compact:
+                doc["size_before"], doc["size_after"] = retention.compact(con, db)
     doc.setdefault("size_after", db.stat().st_size)
     if args.json:
         print(json_text(doc, default=lambda v: _iso(v) if isinstance(v, datetime) else str(v), indent=2))
     else:
         print("\n".join(_text(doc)))
     return 0
+
+
+def _clock(con: object, now: datetime | None) -> datetime | None:
+    from pipelines.commands.errors import CliError
+    from pipelines.store import retention
+
+    try:
+        return retention.clock(con, now)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
 
 
 def _given(option: int | str | None, setting: int | None) -> int | None:
@@ -98,8 +114,8 @@ def _text(doc: dict) -> list[str]:
     verb = "would delete" if doc["dry_run"] else "deleted"
     keep = "all" if doc["keep_days"] is None else f"{doc['keep_days']} days"
     data = "all" if doc["keep_data_days"] is None else f"{doc['keep_data_days']} days"
-    if doc["keep_days"] is None:
-        lines = [f"{doc['warehouse']}: history kept in full (--keep-days all); nothing deleted"]
+    if doc["keep_days"] is None and doc["keep_data_days"] is None:
+        lines = [f"{doc['warehouse']}: history and readings kept in full (--keep-days all); nothing deleted"]
     elif doc["clock"] is None:
         lines = [f"{doc['warehouse']}: no readings, so no clock to measure ages from (give --now); nothing deleted"]
     else:

@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipelines.runtime.run_logs import info_in_deployed_runs
 from pipelines.runtime.settings import Settings
-from pipelines.store import detection, retention, warehouse
+from pipelines.store import retention, warehouse
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 def prune_task(db_path: str, rules: retention.Retention, lock_timeout_s: float) -> dict:
     """Prune as of the data's end (the clock the rows were stamped with); {} on an empty warehouse."""
     with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
-        now = detection.data_end(con)
+        # a reading dated past the wall clock stops it (the run fails, saying so): no history goes
+        now = retention.clock(con)
         return {} if now is None else {"clock": now, "tables": retention.prune(con, now, rules)}
 
 
@@ -32,8 +33,8 @@ def prune_flow(db_path: str | None = None) -> dict:
     info_in_deployed_runs()
     settings = Settings.from_env()
     db_path = db_path or str(settings.db_path)  # a deployment names no path: HEADROOM_DB
-    if settings.keep_days is None:
-        log.info("prune: HEADROOM_KEEP_DAYS=all: the warehouse keeps its history")
+    if settings.keep_days is None and settings.keep_data_days is None:
+        log.info("prune: HEADROOM_KEEP_DAYS=all and HEADROOM_KEEP_DATA_DAYS=all: the warehouse keeps everything")
         return {"skipped": "HEADROOM_KEEP_DAYS=all"}
     if not Path(db_path).exists():  # nothing to prune, and no empty warehouse made by looking
         return {"skipped": f"no warehouse at {db_path}"}

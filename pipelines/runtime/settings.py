@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = REPO_ROOT / "data" / "warehouse.duckdb"
 SCHEMA_DIR = REPO_ROOT / "data" / "schema"
-MIN_KEEP_DAYS = 7  # a resolved alert's window (a day at most) is long past: no detect run finds it again
-MIN_DATA_DAYS = 35  # a month for the monthly split and two weekly seasons for the forecasters
+MIN_KEEP_DAYS = 7  # the report's heatmap week of alerts, and a resolved alert's window long past
+MIN_DATA_DAYS = 70  # a week's replay, each step reading 60 days before it (training reads 56)
+MAX_KEEP_DAYS = 36500  # a century: more is a typo (and past the calendar's end for a date)
 
 
 ENV_NAMES = {
@@ -56,8 +57,8 @@ class Settings(BaseModel):
     spike_retrain_every: str = "7D"
     # days of derived history (models, plans, resolved alerts, replays) serve's daily prune keeps,
     # and of readings (None, "all": every one); headroom prune's defaults (pipelines.store.retention)
-    keep_days: int | None = Field(default=30, ge=MIN_KEEP_DAYS)
-    keep_data_days: int | None = Field(default=None, ge=MIN_DATA_DAYS)
+    keep_days: int | None = Field(default=30, ge=MIN_KEEP_DAYS, le=MAX_KEEP_DAYS)
+    keep_data_days: int | None = Field(default=None, ge=MIN_DATA_DAYS, le=MAX_KEEP_DAYS)
 
     @field_validator("keep_days", "keep_data_days", mode="before")
     @classmethod

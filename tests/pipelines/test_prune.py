@@ -91,10 +91,10 @@ def fill(con: duckdb.DuckDBPyConnection) -> None:
     _rows(con, "replays", [_replay("r-a-old", "a", OLD), _replay("r-a-new", "a", NEW), _replay("r-b-old", "b", OLD)])
     _rows(con, "replay_capacity", [{"replay_id": r, "ts": NOW} for r in ("r-a-old", "r-a-new", "r-b-old")])
     util = [{"ts": ts, "cluster": "c", "pool": "p", "node_id": "n1", "resource": "gpu", "used": 1.0, "capacity": 8.0}
-            for ts in (NOW - timedelta(days=50), NOW - timedelta(days=10))]
+            for ts in (NOW - timedelta(days=100), NOW - timedelta(days=10))]
     _rows(con, "utilization", util)
     spot = [{"ts": NOW - timedelta(days=d), "provider": "aws", "region": "r", "zone": "z", "instance_type": "i",
-             "product": "Linux", "price": float(d)} for d in (90, 50, 10)]
+             "product": "Linux", "price": float(d)} for d in (200, 150, 100, 10)]
     _rows(con, "spot_prices", spot)
 
 
@@ -105,7 +105,8 @@ def _ids(con: duckdb.DuckDBPyConnection, table: str, column: str) -> set[str]:
 def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyConnection) -> None:
     fill(con)
     out = retention.prune(con, NOW, retention.Retention(keep_days=30))
-    assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-new", "fault-other"}
+    # of each kind and settings the newest before the cut stays: the one in force at it
+    assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-mid", "fault-new", "fault-other"}
     assert _ids(con, "forecasts", "model_id") == {"champ-old"}  # the deleted model's went with it
     assert _ids(con, "backtests", "run_id") == {"train-champ", "train-orphan-new"}
     assert _ids(con, "recommendations", "run_id") == {"plan-new", "plan-newest", "plan-tuned"}
@@ -114,18 +115,19 @@ def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyCo
     assert _ids(con, "replays", "replay_id") == {"r-a-new", "r-b-old"}
     assert _ids(con, "replay_capacity", "replay_id") == {"r-a-new", "r-b-old"}
     assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 2  # readings: all, unless asked
-    assert out["models"] == {"deleted": 3, "kept": 4}
+    assert out["models"] == {"deleted": 2, "kept": 5}
     assert out["alert_deliveries"] == {"deleted": 1, "kept": 2}
     assert "utilization" not in out
 
 
 def test_prune_readings_keeps_the_price_in_force_at_the_cut(con: duckdb.DuckDBPyConnection) -> None:
     fill(con)
-    out = retention.prune(con, NOW, retention.Retention(keep_days=30, data_days=40))
+    out = retention.prune(con, NOW, retention.Retention(keep_days=None, data_days=70))  # readings only
     assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 1
-    # the 50-day-old price held until the 10-day-old change: still the price at the cut
-    assert sorted(r[0] for r in con.execute("SELECT price FROM spot_prices").fetchall()) == [10.0, 50.0]
-    assert out["spot_prices"] == {"deleted": 1, "kept": 2}
+    # each table from its own newest row (10 days old): the cut is 80 days back, and the
+    # 100-day-old price held until the 10-day-old change: still the price at the cut
+    assert sorted(r[0] for r in con.execute("SELECT price FROM spot_prices").fetchall()) == [10.0, 100.0]
+    assert out["spot_prices"] == {"deleted": 2, "kept": 2} and "models" not in out
     assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 0  # never touched
 
 
@@ -136,17 +138,19 @@ def _snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 def test_dry_run_and_second_run_change_nothing(con: duckdb.DuckDBPyConnection) -> None:
     fill(con)
     before = _snapshot(con)
-    dry = retention.prune(con, NOW, retention.Retention(30, 40), dry_run=True)
+    dry = retention.prune(con, NOW, retention.Retention(30, 70), dry_run=True)
     assert _snapshot(con) == before
-    real = retention.prune(con, NOW, retention.Retention(30, 40))
+    real = retention.prune(con, NOW, retention.Retention(30, 70))
     assert dry == real
-    again = retention.prune(con, NOW, retention.Retention(30, 40))
+    logged = con.execute("SELECT count(*) FROM prunes").fetchone()[0]
+    again = retention.prune(con, NOW, retention.Retention(30, 70))
+    assert con.execute("SELECT count(*) FROM prunes").fetchone()[0] == logged == 1  # a prune of nothing: no row
     assert all(c["deleted"] == 0 for c in again.values())
 
 
-@pytest.mark.parametrize(("keep", "data"), [(6, None), (30, 20)])
-def test_retention_refuses_windows_the_flows_need(keep: int, data: int | None) -> None:
-    with pytest.raises(ValueError, match="at least"):
+@pytest.mark.parametrize(("keep", "data"), [(6, None), (30, 60), (36501, None), (None, 10**9)])
+def test_retention_refuses_windows_the_flows_need(keep: int | None, data: int | None) -> None:
+    with pytest.raises(ValueError, match="must be kept"):
         retention.Retention(keep, data)
 
 
@@ -168,11 +172,11 @@ def test_cli_prune_compacts_and_keeps_every_row_and_key(tmp_path: Path, capsys: 
     killed.with_name(killed.name + ".wal").write_bytes(b"x")
     assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat(), "--compact", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["tables"]["models"]["deleted"] == 203
+    assert doc["tables"]["models"]["deleted"] == 202
     assert doc["size_before"] >= big > 20e6 and doc["size_after"] < big / 4
     assert not list(db_path.parent.glob(f".{db_path.name}.compact-*"))
     with warehouse.open_warehouse(db_path) as con:
-        assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-new", "fault-other"}
+        assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-mid", "fault-new", "fault-other"}
         assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] > 0
         with pytest.raises(duckdb.ConstraintException):  # the keys came with the copy
             con.execute("INSERT INTO models SELECT * FROM models LIMIT 1")
@@ -206,10 +210,12 @@ def test_cli_prune_dry_run_and_all(db_path: Path, capsys: pytest.CaptureFixture)
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["--keep-days", "3"], "at least 7 days"),
-    (["--keep-data-days", "10"], "at least 35 days"),
-    (["--keep-days", "all", "--keep-data-days", "40"], "--keep-days all keeps every row"),
+    (["--keep-days", "3"], "history must be kept 7 to 36500 days"),
+    (["--keep-data-days", "10"], "readings must be kept 70 to 36500 days"),
+    (["--keep-days", "99999999999"], "history must be kept 7 to 36500 days"),
     (["--now", "yesterday"], "--now 'yesterday'"),
+    (["--now", "2199-01-01"], "--now is 2199-01-01 00:00 UTC, more than a day after this machine's clock"),
+    (["--dry-run", "--compact"], "give one of them"),
 ])
 def test_cli_prune_bad_options_are_one_line(db_path: Path, capsys: pytest.CaptureFixture, argv: list[str],
                                             says: str) -> None:
@@ -235,7 +241,7 @@ def test_prune_flow_prunes_as_of_the_data_and_honours_all(db_path: Path, prefect
     monkeypatch.setenv("HEADROOM_KEEP_DAYS", "30")
     out = prune_flow(db_path=str(db_path))
     assert out["clock"] == NOW - timedelta(days=10)  # the newest reading, not the wall clock
-    assert out["tables"]["models"]["deleted"] == 203 and "utilization" not in out["tables"]
+    assert out["tables"]["models"]["deleted"] == 202 and "utilization" not in out["tables"]
     assert prune_flow(db_path=str(db_path / "missing"))["skipped"].startswith("no warehouse")
 
 
@@ -257,3 +263,79 @@ def test_real_disk_full_while_compacting_is_one_line_and_changes_nothing(tmp_pat
     assert line.startswith(f"headroom prune: error: warehouse {tmp_path}/mnt/wh.duckdb: disk full"), line
     assert sorted(p.name for p in (tmp_path / "after").iterdir()) == ["wh.duckdb"]  # no copy left
     assert fingerprint(tmp_path / "after" / "wh.duckdb")["files"] == before["files"]
+
+
+def test_a_reading_dated_ahead_of_the_clock_stops_prune_and_deletes_nothing(db_path: Path, prefect_harness: None,
+                                                                             capsys: pytest.CaptureFixture) -> None:
+    from pipelines.flows.prune import prune_flow
+
+    _filled(db_path)
+    with warehouse.open_warehouse(db_path) as con:  # a year mistyped: 2126
+        _rows(con, "spot_prices", [{"ts": datetime(2126, 3, 1), "provider": "aws", "region": "r", "zone": "z",
+                                    "instance_type": "i", "product": "Linux", "price": 1.0}])
+    assert cli.main(["prune", "--db", str(db_path), "--keep-data-days", "70"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the newest reading (utilization, telemetry or spot prices) is 2126-03-01 00:00 UTC" in err
+    assert "\n" not in err
+    with pytest.raises(ValueError, match="more than a day after this machine's clock"):
+        prune_flow(db_path=str(db_path))
+    with warehouse.open_warehouse(db_path, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 207
+
+
+def test_a_dry_run_opens_the_warehouse_read_only(db_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    _filled(db_path)
+    opened = []
+    real = warehouse.connect
+
+    def spy(target: object, *args: object, read_only: bool = False, **kwargs: object) -> duckdb.DuckDBPyConnection:
+        opened.append(read_only)
+        return real(target, *args, read_only=read_only, **kwargs)
+
+    monkeypatch.setattr(warehouse, "connect", spy)
+    assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat(), "--keep-data-days", "70",
+                     "--dry-run", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert opened == [True]
+    assert doc["tables"]["models"] == {"deleted": 202, "kept": 5} and doc["tables"]["spot_prices"]["deleted"] == 2
+
+
+def test_alerts_age_from_the_newest_utilization_when_it_is_behind(con: duckdb.DuckDBPyConnection) -> None:
+    """Spot prices run five days past a stalled utilization feed: the report's heatmap week
+    ends at the utilization, and the alerts it marks stay."""
+    util_end = NOW - timedelta(days=5)
+    _rows(con, "utilization", [{"ts": util_end, "cluster": "c", "pool": "p", "node_id": "n1", "resource": "gpu",
+                                "used": 1.0, "capacity": 8.0}])
+    _rows(con, "alerts", [_alert("in-week", "resolved", util_end - timedelta(days=6)),
+                          _alert("before-week", "resolved", util_end - timedelta(days=8))])
+    retention.prune(con, NOW, retention.Retention(7))
+    assert _ids(con, "alerts", "fingerprint") == {"in-week"}
+
+
+def test_detect_refuses_a_replay_before_a_cut_that_took_alerts(db_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _filled(db_path)
+    assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat()]) == 0
+    capsys.readouterr()
+    cut = NOW - timedelta(days=30)
+    assert cli.main(["detect", "--db", str(db_path), "--as-of", (cut - timedelta(hours=1)).isoformat()]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"is before {cut:%Y-%m-%d %H:%M} UTC, where headroom prune deleted the resolved alerts" in err
+    assert "\n" not in err
+
+
+def test_compaction_keeps_a_symlink_and_the_files_mode_and_owner(tmp_path: Path, capsys: pytest.CaptureFixture
+                                                                 ) -> None:
+    real = tmp_path / "real" / "wh.duckdb"
+    real.parent.mkdir()
+    _filled(real)
+    real.chmod(0o640)
+    owner = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())  # nobody, where we may give it
+    os.chown(real, *owner)
+    link = tmp_path / "wh.duckdb"
+    link.symlink_to(real)
+    assert cli.main(["prune", "--db", str(link), "--now", NOW.isoformat(), "--compact"]) == 0
+    assert "compacted" in capsys.readouterr().out
+    assert link.is_symlink() and link.resolve() == real
+    assert (real.stat().st_mode & 0o777, real.stat().st_uid, real.stat().st_gid) == (0o640, *owner)
+    assert real.stat().st_size < 20e6

@@ -125,10 +125,12 @@ def test_serve_schedules_carry_the_time_zone_setting(tmp_path, monkeypatch, caps
     lines = capsys.readouterr().out.splitlines()
     # daily crons in the zone; every 15 minutes stays on UTC, where DST skips no run
     assert lines and {line.split()[0].split("-")[0]: line.split()[-1] for line in lines} == {
-        "train": "Europe/Berlin", "detect": "UTC", "plan": "Europe/Berlin", "report": "Europe/Berlin"}
+        "train": "Europe/Berlin", "detect": "UTC", "plan": "Europe/Berlin", "report": "Europe/Berlin",
+        "prune": "Europe/Berlin"}
     deployments = build_deployments(str(tmp_path / "wh.duckdb"), str(tmp_path), "Europe/Berlin")
     assert {d.name.split("-")[0]: d.schedules[0].schedule.timezone for d in deployments} == {
-        "ingest": "UTC", "train": "Europe/Berlin", "detect": "UTC", "plan": "Europe/Berlin", "report": "Europe/Berlin"}
+        "ingest": "UTC", "train": "Europe/Berlin", "detect": "UTC", "plan": "Europe/Berlin", "report": "Europe/Berlin",
+        "prune": "Europe/Berlin"}
     assert {d.schedules[0].schedule.timezone for d in build_deployments(str(tmp_path / "wh.duckdb"), None)} == {"UTC"}
     monkeypatch.setenv("HEADROOM_SCHEDULE_TIMEZONE", "Mars/Olympus")
     assert main(["serve", "--list", "--db", str(tmp_path / "wh.duckdb")]) == 2
