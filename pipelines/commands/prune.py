@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{db}: no warehouse (run headroom ingest or headroom run first)", 2)
     doc: dict = {"warehouse": str(db), "keep_days": keep, "keep_data_days": data, "dry_run": args.dry_run,
                  "tables": {}}
+    if args.compact:  # a copy that could not keep the file's owner: refused before anything is done
+        retention.check_owner(db)
     # read-only first: a dry run, or nothing to do, writes nothing (no migration either)
     with warehouse.open_warehouse(db, read_only=True) as con:
         doc["clock"] = _clock(con, now)

@@ -39,17 +39,24 @@ import duckdb
 
 from pipelines.runtime import faults
 from pipelines.runtime.settings import MAX_KEEP_DAYS, MIN_DATA_DAYS, MIN_KEEP_DAYS
+from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL
 from pipelines.store.replays import LATEST_REPLAY_IDS_SQL
 from pipelines.store.warehouse import has_table, transaction
 
+DETECTOR_KINDS = f"('{FAULT_MODEL}', '{SPIKE_MODEL}')"  # the detect flow's models, not demand models
+
 # (table, DELETE predicate), in order: later rules read what earlier ones left. $cut is the cut.
 DERIVED = (
-    # of each kind and settings the newest before the cut stays, as store.detection.latest_model
-    # orders them: the model in force at the cut (a replay after it reuses it), or the newest
-    ("models", """NOT is_champion AND data_cutoff < $cut AND model_id NOT IN (
+    # a detector's model (stamped with the detect clock) in force at the cut stays, as
+    # store.detection.latest_model picks it for a replay there, and any made after the cut; of
+    # the forecasters (stamped with the wall clock; their champions stay) the newest before it
+    ("models", f"""NOT is_champion AND model_id NOT IN (
         SELECT model_id FROM (SELECT model_id, row_number() OVER (PARTITION BY kind, params
-            ORDER BY created_at DESC, data_cutoff DESC, model_id) AS r FROM models WHERE data_cutoff < $cut)
-        WHERE r = 1)"""),
+            ORDER BY created_at DESC, data_cutoff DESC, model_id) AS r FROM models
+            WHERE CASE WHEN kind IN {DETECTOR_KINDS} THEN created_at <= $cut AND data_cutoff <= $cut
+                       ELSE data_cutoff < $cut END)
+        WHERE r = 1)
+        AND CASE WHEN kind IN {DETECTOR_KINDS} THEN created_at <= $cut ELSE data_cutoff < $cut END"""),
     ("forecasts", "model_id IS NOT NULL AND model_id NOT IN (SELECT model_id FROM models)"),
     ("backtests", """run_id NOT IN (SELECT DISTINCT run_id FROM forecasts) AND run_id IN (
         SELECT run_id FROM backtests GROUP BY run_id HAVING max(ds) < $cut)"""),
@@ -105,8 +112,9 @@ AHEAD = timedelta(days=1)  # a clock further past the wall clock is a mistyped d
 
 def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> datetime | None:
     """The data time ages are measured from: ``now``, or the newest reading (None: none). One
-    more than a day past the wall clock is refused (ValueError): a reading dated years ahead,
-    or a mistyped ``--now``, would make every row old."""
+    more than a day past the wall clock is refused (ValueError), and so, without ``now``, is a
+    utilization or telemetry feed whose newest reading stands more than a day after the one
+    before it: a reading dated months ahead (a mistyped month) would make every row old."""
     from pipelines.store.detection import data_end
 
     at = now if now is not None else data_end(con)
@@ -115,7 +123,17 @@ def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> dateti
         what = "--now" if now is not None else "the newest reading (utilization, telemetry or spot prices)"
         raise ValueError(f"{what} is {at:%Y-%m-%d %H:%M} UTC, more than a day after this machine's clock "
                          f"({wall:%Y-%m-%d %H:%M} UTC): ages measured from it would make every row old; "
-                         "fix the reading's date (or the clock), or give --now")
+                         "fix the reading's date (or the clock), or prune with --now")
+    if now is None:  # the regular feeds (a spot series may well go days without a change)
+        for table in ("utilization", "device_telemetry"):
+            newest, before = con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < "
+                                         f"(SELECT max(ts) FROM {table})) FROM {table}").fetchone()
+            if before is not None and newest - before > AHEAD:
+                raise ValueError(
+                    f"the newest reading of {table} ({newest:%Y-%m-%d %H:%M} UTC) stands {(newest - before).days} "
+                    f"days after the one before it ({before:%Y-%m-%d %H:%M}): a mistyped date? ages are measured "
+                    "from the newest reading, and would make every row old; fix or delete that reading, or prune "
+                    "with --now")
     return at
 
 
@@ -152,7 +170,8 @@ def prune(con: duckdb.DuckDBPyConnection, at: datetime, retention: Retention, dr
                                   if "$cut" in predicate else None).fetchone()[0]
             out[table] = {"deleted": int(deleted), "kept": int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])}
         if any(v["deleted"] for v in out.values()):
-            history = next((cut for t, _, cut in plan if t == "models"), at)
+            # the alerts' cut: a replay before it would fire again alerts deleted here
+            history = next((cut for t, _, cut in plan if t == "alerts"), at)
             con.execute("INSERT INTO prunes VALUES (?, ?, ?, ?, ?, now()::TIMESTAMP)",
                         [history, at, retention.keep_days, retention.data_days,
                          json.dumps({t: v["deleted"] for t, v in out.items()})])
@@ -168,8 +187,9 @@ def _dry_run(con: duckdb.DuckDBPyConnection, plan: list[tuple[str, str, datetime
     derived = [t for t, _, _ in plan if t not in READING_TABLES and has_table(con, t)]
     out: dict = {}
     try:
-        for table in derived:
-            con.execute(f'CREATE TEMP TABLE {table} AS SELECT * FROM "{source}".main.{table}')
+        for table in derived:  # of the models, not their artifacts (a year's: 2 GB)
+            columns = "model_id, kind, params, is_champion, data_cutoff, created_at" if table == "models" else "*"
+            con.execute(f'CREATE TEMP TABLE {table} AS SELECT {columns} FROM "{source}".main.{table}')
         for table, predicate, cut in plan:
             if not has_table(con, table):  # a warehouse read behind the schema: not there yet
                 continue
@@ -232,6 +252,8 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
             held.close()
         for p in leftovers:
             p.unlink(missing_ok=True)
+        if isinstance(exc, faults.EnvironmentFault):  # worded already (the owner refused)
+            raise
         fault = faults.environment_fault(exc, warehouse=path, of_warehouse=True) if isinstance(exc, Exception) else None
         if fault is not None:
             raise fault from exc
@@ -239,6 +261,22 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     con.close()  # the old file, now unlinked: nothing of it is read again
     held.close()
     return stat.st_size, path.stat().st_size
+
+
+def check_owner(path: str | Path) -> None:
+    """Refuse (:class:`EnvironmentFault`) before anything is done when a compacted copy could
+    not be given the warehouse's mode, owner and group: tried on an empty file beside it."""
+    path = Path(path).resolve()
+    probe = path.with_name(f".{path.name}.compact-{os.getpid()}")
+    try:
+        probe.write_bytes(b"")
+        _same_owner(probe, path.stat(), path)
+    except faults.EnvironmentFault:
+        raise
+    except OSError as exc:
+        raise (faults.environment_fault(exc, warehouse=path, of_warehouse=True) or exc) from exc
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def _same_owner(tmp: Path, stat: os.stat_result, path: Path) -> None:
@@ -252,8 +290,8 @@ def _same_owner(tmp: Path, stat: os.stat_result, path: Path) -> None:
     except PermissionError:
         raise faults.EnvironmentFault(
             f"warehouse {path}: belongs to uid {stat.st_uid} gid "
-            f"{stat.st_gid}, and a compacted copy made by this user could not be given them; nothing was "
-            "changed: run headroom prune --compact as the warehouse's owner (or root)") from None
+            f"{stat.st_gid}, and a compacted copy made by this user could not be given them; it was not "
+            "compacted: run headroom prune --compact as the warehouse's owner (or root)") from None
 
 
 def _same_rows(old: duckdb.DuckDBPyConnection, new: duckdb.DuckDBPyConnection, tmp: Path) -> None:

@@ -17,13 +17,18 @@ from pipelines.store import retention, warehouse
 NOW = datetime(2026, 3, 31, 12)
 OLD = NOW - timedelta(days=60)
 NEW = NOW - timedelta(days=2)
+CUT = NOW - timedelta(days=30)  # the default keep
 TUNED, CARRIED = '{"tuned_this_run": true}', '{"tuned_this_run": false}'  # a split tuned, or kept, by a plan run
 
 
-def _model(mid: str, kind: str, cutoff: datetime, champion: bool = False, params: str = "{}") -> dict:
+def _model(mid: str, kind: str, cutoff: datetime, champion: bool = False, params: str = "{}",
+           created: datetime | None = None) -> dict:
+    # a forecaster is stamped with the wall clock; a detector's with the detect run's clock,
+    # the day after its data here
+    made = created or (cutoff + timedelta(days=1) if kind.endswith("_predictor") else NOW)
     return {"model_id": mid, "kind": kind, "target": "gpu", "series": "[]", "data_cutoff": cutoff,
             "params": params, "metrics": "{}", "artifact": b"x" * 1000, "is_champion": champion,
-            "created_at": NOW}  # wall clock: ages are read from the data cutoff
+            "created_at": made}
 
 
 def _rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
@@ -71,6 +76,9 @@ def fill(con: duckdb.DuckDBPyConnection) -> None:
         _model("fault-mid", "fault_predictor", OLD + timedelta(days=5), params='{"a": 1}'),
         _model("fault-new", "fault_predictor", NEW, params='{"a": 1}'),
         _model("fault-other", "fault_predictor", OLD, params='{"a": 2}'),  # newest of other settings: kept
+        # learnt before the cut, made after it: what a replay just after the cut sees next
+        _model("fault-straddle", "fault_predictor", CUT - timedelta(hours=4), params='{"a": 1}',
+               created=CUT + timedelta(hours=20)),
     ])
     _rows(con, "forecasts", [_forecast("train-old", "lgbm-older"), _forecast("train-champ", "champ-old")])
     _rows(con, "backtests", [_backtest("train-old", OLD), _backtest("train-champ", OLD),
@@ -91,7 +99,7 @@ def fill(con: duckdb.DuckDBPyConnection) -> None:
     _rows(con, "replays", [_replay("r-a-old", "a", OLD), _replay("r-a-new", "a", NEW), _replay("r-b-old", "b", OLD)])
     _rows(con, "replay_capacity", [{"replay_id": r, "ts": NOW} for r in ("r-a-old", "r-a-new", "r-b-old")])
     util = [{"ts": ts, "cluster": "c", "pool": "p", "node_id": "n1", "resource": "gpu", "used": 1.0, "capacity": 8.0}
-            for ts in (NOW - timedelta(days=100), NOW - timedelta(days=10))]
+            for ts in (NOW - timedelta(days=100), NOW - timedelta(days=10, hours=1), NOW - timedelta(days=10))]
     _rows(con, "utilization", util)
     spot = [{"ts": NOW - timedelta(days=d), "provider": "aws", "region": "r", "zone": "z", "instance_type": "i",
              "product": "Linux", "price": float(d)} for d in (200, 150, 100, 10)]
@@ -106,7 +114,8 @@ def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyCo
     fill(con)
     out = retention.prune(con, NOW, retention.Retention(keep_days=30))
     # of each kind and settings the newest before the cut stays: the one in force at it
-    assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-mid", "fault-new", "fault-other"}
+    assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-mid", "fault-new", "fault-other",
+                                               "fault-straddle"}
     assert _ids(con, "forecasts", "model_id") == {"champ-old"}  # the deleted model's went with it
     assert _ids(con, "backtests", "run_id") == {"train-champ", "train-orphan-new"}
     assert _ids(con, "recommendations", "run_id") == {"plan-new", "plan-newest", "plan-tuned"}
@@ -114,8 +123,8 @@ def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyCo
     assert _ids(con, "alert_deliveries", "fingerprint") == {"pending-old", "firing-old"}
     assert _ids(con, "replays", "replay_id") == {"r-a-new", "r-b-old"}
     assert _ids(con, "replay_capacity", "replay_id") == {"r-a-new", "r-b-old"}
-    assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 2  # readings: all, unless asked
-    assert out["models"] == {"deleted": 2, "kept": 5}
+    assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 3  # readings: all, unless asked
+    assert out["models"] == {"deleted": 2, "kept": 6}
     assert out["alert_deliveries"] == {"deleted": 1, "kept": 2}
     assert "utilization" not in out
 
@@ -123,7 +132,7 @@ def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyCo
 def test_prune_readings_keeps_the_price_in_force_at_the_cut(con: duckdb.DuckDBPyConnection) -> None:
     fill(con)
     out = retention.prune(con, NOW, retention.Retention(keep_days=None, data_days=70))  # readings only
-    assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 2
     # each table from its own newest row (10 days old): the cut is 80 days back, and the
     # 100-day-old price held until the 10-day-old change: still the price at the cut
     assert sorted(r[0] for r in con.execute("SELECT price FROM spot_prices").fetchall()) == [10.0, 100.0]
@@ -176,7 +185,8 @@ def test_cli_prune_compacts_and_keeps_every_row_and_key(tmp_path: Path, capsys: 
     assert doc["size_before"] >= big > 20e6 and doc["size_after"] < big / 4
     assert not list(db_path.parent.glob(f".{db_path.name}.compact-*"))
     with warehouse.open_warehouse(db_path) as con:
-        assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-mid", "fault-new", "fault-other"}
+        assert _ids(con, "models", "model_id") == {"champ-old", "lgbm-old", "fault-mid", "fault-new", "fault-other",
+                                                   "fault-straddle"}
         assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] > 0
         with pytest.raises(duckdb.ConstraintException):  # the keys came with the copy
             con.execute("INSERT INTO models SELECT * FROM models LIMIT 1")
@@ -195,7 +205,7 @@ def test_a_failed_compaction_leaves_the_warehouse_as_it_was(db_path: Path, monke
         retention.compact(con, db_path)
     assert not list(db_path.parent.glob(f".{db_path.name}.compact-*"))
     with warehouse.open_warehouse(db_path) as con:
-        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 207
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 208
 
 
 def test_cli_prune_dry_run_and_all(db_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -206,7 +216,7 @@ def test_cli_prune_dry_run_and_all(db_path: Path, capsys: pytest.CaptureFixture)
     assert cli.main(["prune", "--db", str(db_path), "--keep-days", "all"]) == 0
     assert "kept in full" in capsys.readouterr().out
     with warehouse.open_warehouse(db_path, read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 207
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 208
 
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -270,7 +280,14 @@ def test_a_reading_dated_ahead_of_the_clock_stops_prune_and_deletes_nothing(db_p
     from pipelines.flows.prune import prune_flow
 
     _filled(db_path)
+    with warehouse.open_warehouse(db_path) as con:  # a month mistyped: November, months after the rest
+        _rows(con, "utilization", [{"ts": datetime(2026, 11, 1), "cluster": "c", "pool": "p", "node_id": "n1",
+                                    "resource": "gpu", "used": 1.0, "capacity": 8.0}])
+    assert cli.main(["prune", "--db", str(db_path), "--keep-data-days", "70"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the newest reading of utilization (2026-11-01 00:00 UTC) stands 224 days after the one before it" in err
     with warehouse.open_warehouse(db_path) as con:  # a year mistyped: 2126
+        con.execute("DELETE FROM utilization WHERE ts = '2026-11-01'")
         _rows(con, "spot_prices", [{"ts": datetime(2126, 3, 1), "provider": "aws", "region": "r", "zone": "z",
                                     "instance_type": "i", "product": "Linux", "price": 1.0}])
     assert cli.main(["prune", "--db", str(db_path), "--keep-data-days", "70"]) == 2
@@ -280,7 +297,7 @@ def test_a_reading_dated_ahead_of_the_clock_stops_prune_and_deletes_nothing(db_p
     with pytest.raises(ValueError, match="more than a day after this machine's clock"):
         prune_flow(db_path=str(db_path))
     with warehouse.open_warehouse(db_path, read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 207
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 208
 
 
 def test_a_dry_run_opens_the_warehouse_read_only(db_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -298,7 +315,7 @@ def test_a_dry_run_opens_the_warehouse_read_only(db_path: Path, monkeypatch: pyt
                      "--dry-run", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert opened == [True]
-    assert doc["tables"]["models"] == {"deleted": 202, "kept": 5} and doc["tables"]["spot_prices"]["deleted"] == 2
+    assert doc["tables"]["models"] == {"deleted": 202, "kept": 6} and doc["tables"]["spot_prices"]["deleted"] == 2
 
 
 def test_alerts_age_from_the_newest_utilization_when_it_is_behind(con: duckdb.DuckDBPyConnection) -> None:
@@ -317,7 +334,7 @@ def test_detect_refuses_a_replay_before_a_cut_that_took_alerts(db_path: Path, ca
     _filled(db_path)
     assert cli.main(["prune", "--db", str(db_path), "--now", NOW.isoformat()]) == 0
     capsys.readouterr()
-    cut = NOW - timedelta(days=30)
+    cut = NOW - timedelta(days=40)  # the alerts' cut: 30 days before the newest utilization, 10 days old
     assert cli.main(["detect", "--db", str(db_path), "--as-of", (cut - timedelta(hours=1)).isoformat()]) == 2
     err = capsys.readouterr().err.strip()
     assert f"is before {cut:%Y-%m-%d %H:%M} UTC, where headroom prune deleted the resolved alerts" in err
@@ -339,3 +356,31 @@ def test_compaction_keeps_a_symlink_and_the_files_mode_and_owner(tmp_path: Path,
     assert link.is_symlink() and link.resolve() == real
     assert (real.stat().st_mode & 0o777, real.stat().st_uid, real.stat().st_gid) == (0o640, *owner)
     assert real.stat().st_size < 20e6
+
+
+def test_compaction_that_cannot_keep_the_owner_is_refused_before_anything(tmp_path: Path) -> None:
+    """As root without CAP_CHOWN (setpriv), like a user compacting a file of another's: one
+    line, exit 1, and neither the prune nor the compaction done."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.pipelines.test_faults_env import headroom_env, one_line
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to drop CAP_CHOWN")
+    db = tmp_path / "wh.duckdb"
+    _filled(db)
+    os.chown(db, 65534, 65534)
+    db.chmod(0o666)
+    done = subprocess.run(["setpriv", "--bounding-set=-chown", sys.executable, "-m", "pipelines.cli", "prune",
+                           "--db", str(db), "--now", NOW.isoformat(), "--compact"],
+                          capture_output=True, text=True, env=headroom_env(tmp_path), timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert one_line(done.stderr) == (
+        f"headroom prune: error: warehouse {db}: belongs to uid 65534 gid 65534, and a compacted copy made by this "
+        "user could not be given them; it was not compacted: run headroom prune --compact as the warehouse's "
+        "owner (or root)")
+    with warehouse.open_warehouse(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 208
+    assert not list(tmp_path.glob(".wh.duckdb.compact-*"))
