@@ -79,12 +79,13 @@ def run(args: argparse.Namespace) -> int:
         retention.check_owner(db)
     # read-only first: a dry run, or nothing to do, writes nothing (no migration either)
     with warehouse.open_warehouse(db, read_only=True) as con:
-        doc["clock"] = _clock(con, now)
+        doc["clock"] = None if rules is None else _clock(con, now)  # compacting alone needs none
         if args.dry_run and rules is not None and doc["clock"] is not None:
             doc["tables"] = retention.prune(con, doc["clock"], rules, dry_run=True)
     if not args.dry_run and (args.compact or rules is not None and doc["clock"] is not None):
         with warehouse.open_warehouse(db) as con:
-            doc["clock"] = _clock(con, now)  # read again under the lock: an ingest may have come between
+            if rules is not None:  # read again under the lock: an ingest may have come between
+                doc["clock"] = _clock(con, now)
             if rules is not None and doc["clock"] is not None:
                 doc["tables"] = retention.prune(con, doc["clock"], rules)
             if args.compact:

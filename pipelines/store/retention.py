@@ -39,7 +39,7 @@ import duckdb
 
 from pipelines.runtime import faults
 from pipelines.runtime.settings import MAX_KEEP_DAYS, MIN_DATA_DAYS, MIN_KEEP_DAYS
-from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL
+from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL, data_end
 from pipelines.store.replays import LATEST_REPLAY_IDS_SQL
 from pipelines.store.warehouse import has_table, transaction
 
@@ -115,8 +115,6 @@ def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> dateti
     more than a day past the wall clock is refused (ValueError), and so, without ``now``, is a
     utilization or telemetry feed whose newest reading stands more than a day after the one
     before it: a reading dated months ahead (a mistyped month) would make every row old."""
-    from pipelines.store.detection import data_end
-
     at = now if now is not None else data_end(con)
     wall = datetime.now(UTC).replace(tzinfo=None)
     if at is not None and at > wall + AHEAD:
