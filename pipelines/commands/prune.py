@@ -26,8 +26,10 @@ def _days(text: str) -> int | str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "prune", help="delete old models, forecasts, plan runs, resolved alerts and replays; compact the file",
-        description="Champions, the newest model of each kind, the newest plan run and this month's tuned "
-                    "splits, firing alerts and undelivered ones, and each series' newest replay are always kept.")
+        description="Always kept: champions and the models a detect run or a replay still reuses, the newest "
+                    "plan run and this month's split tunings, firing alerts and undelivered ones, each series' "
+                    "newest replay, failures and ingest records. Ages count from the newest reading "
+                    "(docs/operations.md, Retention).")
     add_db_argument(p)
     p.add_argument("--keep-days", type=_days, default=None,
                    help="days of derived history to keep (default $HEADROOM_KEEP_DAYS or 30; 'all' keeps it all)")
