@@ -77,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{db}: no warehouse (run headroom ingest or headroom run first)", 2)
     doc: dict = {"warehouse": str(db), "keep_days": keep, "keep_data_days": data, "dry_run": args.dry_run,
                  "tables": {}}
-    if args.compact:  # a copy that could not keep the file's owner: refused before anything is done
-        retention.check_owner(db)
     # read-only first: a dry run, or nothing to do, writes nothing (no migration either)
     with warehouse.open_warehouse(db, read_only=True) as con:
         doc["clock"] = None if rules is None else _clock(con, now)  # compacting alone needs none
         if args.dry_run and rules is not None and doc["clock"] is not None:
             doc["tables"] = retention.prune(con, doc["clock"], rules, dry_run=True)
+    if args.compact:  # a copy that could not keep the file's owner: refused before anything is done
+        retention.check_owner(db)
     if not args.dry_run and (args.compact or rules is not None and doc["clock"] is not None):
         with warehouse.open_warehouse(db) as con:
             if rules is not None:  # read again under the lock: an ingest may have come between
