@@ -72,7 +72,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if PREFECT_API_URL.value():
         with _runs_log_to_api(args.verbose):
-            _announce(PREFECT_API_URL.value(), len(deployments))
+            _announce(PREFECT_API_URL.value(), len(deployments), settings)
             serve(*deployments, print_starting_message=False)
         return 0
     # the ephemeral API has no scheduler: served deployments would never run
@@ -82,20 +82,25 @@ def run_serve(args: argparse.Namespace) -> int:
     with local_server() as url, temporary_settings(updates={PREFECT_API_URL: url}), _runs_log_to_api(args.verbose):
         os.environ["PREFECT_API_URL"] = url  # for the flow-run processes the runner starts
         try:
-            _announce(url, len(deployments))
+            _announce(url, len(deployments), settings)
             serve(*deployments, print_starting_message=False)
         finally:
             os.environ.pop("PREFECT_API_URL", None)
     return 0
 
 
-def _announce(api_url: str, count: int) -> None:
+def _announce(api_url: str, count: int, settings: object) -> None:
     """Where to look: Prefect's own banner links ``<UI>/deployments`` whether or not a UI
     answers there (a server started with ``--no-ui`` says 404), so this says only what answers."""
     from pipelines.runtime.prefect_server import answering_ui_url
 
     print(f"serving {count} deployments against the Prefect API at {api_url}; "
           "run one now with: prefect deployment run '<flow>/<deployment>'")
+    keep, data = settings.keep_days, settings.keep_data_days
+    if keep is not None or data is not None:  # what prune-daily deletes, said before it first does
+        kept = ", ".join(f"{what} past {days} days" for what, days in (("history", keep), ("readings", data))
+                         if days is not None)
+        print(f"prune-daily deletes {kept} (HEADROOM_KEEP_DAYS, HEADROOM_KEEP_DATA_DAYS; 'all' keeps them)")
     ui = answering_ui_url()
     if ui:
         print(f"Prefect UI: {ui}/deployments")

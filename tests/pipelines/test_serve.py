@@ -146,3 +146,15 @@ def test_headroom_loggers_stay_quiet_outside_deployed_runs() -> None:
     before = {name: logging.getLogger(name).level for name in HEADROOM_LOGGERS}
     info_in_deployed_runs()  # no flow run: a command's console keeps its level
     assert {name: logging.getLogger(name).level for name in HEADROOM_LOGGERS} == before
+
+
+def test_serve_says_what_prune_daily_deletes(monkeypatch, capsys) -> None:
+    from pipelines.commands import serve
+    from pipelines.runtime import prefect_server
+    from pipelines.runtime.settings import Settings
+
+    monkeypatch.setattr(prefect_server, "answering_ui_url", lambda: None)
+    serve._announce("http://127.0.0.1:4200/api", 6, Settings(keep_days=30, keep_data_days=90))
+    assert "prune-daily deletes history past 30 days, readings past 90 days" in capsys.readouterr().out
+    serve._announce("http://127.0.0.1:4200/api", 6, Settings(keep_days=None))
+    assert "prune-daily" not in capsys.readouterr().out
