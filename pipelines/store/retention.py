@@ -223,7 +223,7 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     meanwhile waits for it as for any writer; on any failure the copy is removed and the
     warehouse is as it was."""
     path = Path(path).resolve()
-    tmp = path.with_name(f".{path.name}.compact-{os.getpid()}")
+    tmp = _copy_of(path)
     leftovers = (tmp, tmp.with_name(tmp.name + ".wal"))  # the copy, and its log when a write failed
     stat = path.stat()
     name = con.execute("SELECT current_database()").fetchone()[0]
@@ -261,11 +261,16 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     return stat.st_size, path.stat().st_size
 
 
+def _copy_of(path: Path) -> Path:
+    """Where this process writes the compacted copy: hidden, beside the file (one rename away)."""
+    return path.with_name(f".{path.name}.compact-{os.getpid()}")
+
+
 def check_owner(path: str | Path) -> None:
     """Refuse (:class:`EnvironmentFault`) before anything is done when a compacted copy could
     not be given the warehouse's mode, owner and group: tried on an empty file beside it."""
     path = Path(path).resolve()
-    probe = path.with_name(f".{path.name}.compact-{os.getpid()}")
+    probe = _copy_of(path)
     try:
         probe.write_bytes(b"")
         _same_owner(probe, path.stat(), path)
@@ -294,9 +299,8 @@ def _same_owner(tmp: Path, stat: os.stat_result, path: Path) -> None:
 
 def _same_rows(old: duckdb.DuckDBPyConnection, new: duckdb.DuckDBPyConnection, tmp: Path) -> None:
     """Refuse a copy that lost a row of any table."""
-    sql = ("SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
-           "AND NOT temporary ORDER BY table_name")
-    tables = [t for t, _ in old.execute(sql).fetchall()]
+    tables = [t for (t,) in old.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                         "current_database() AND NOT temporary ORDER BY table_name").fetchall()]
     for table in tables:
         a = old.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         b = new.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
