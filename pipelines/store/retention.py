@@ -28,7 +28,6 @@ than a day past the wall clock is refused. Each prune that deletes something is 
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from pipelines.runtime import faults
 from pipelines.runtime.settings import MAX_KEEP_DAYS, MIN_DATA_DAYS, MIN_KEEP_DAYS
 from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL, data_end
 from pipelines.store.replays import LATEST_REPLAY_IDS_SQL
-from pipelines.store.warehouse import has_table, transaction
+from pipelines.store.warehouse import compaction_copies, compaction_copy, has_table, transaction
 
 DETECTOR_KINDS = f"('{FAULT_MODEL}', '{SPIKE_MODEL}')"  # the detect flow's models, not demand models
 
@@ -223,7 +222,7 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     meanwhile waits for it as for any writer; on any failure the copy is removed and the
     warehouse is as it was."""
     path = Path(path).resolve()
-    tmp = _copy_of(path)
+    tmp = compaction_copy(path)
     leftovers = (tmp, tmp.with_name(tmp.name + ".wal"))  # the copy, and its log when a write failed
     stat = path.stat()
     name = con.execute("SELECT current_database()").fetchone()[0]
@@ -231,7 +230,7 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     held = None
     try:
         # and what a compaction killed midway left (this one holds the lock: no other runs)
-        for p in path.parent.glob(f".{glob.escape(path.name)}.compact-*"):
+        for p in compaction_copies(path):
             p.unlink(missing_ok=True)
         con.execute("CHECKPOINT")
         con.execute(f"ATTACH ? AS {alias}", [str(tmp)])
@@ -261,16 +260,11 @@ def compact(con: duckdb.DuckDBPyConnection, path: str | Path) -> tuple[int, int]
     return stat.st_size, path.stat().st_size
 
 
-def _copy_of(path: Path) -> Path:
-    """Where this process writes the compacted copy: hidden, beside the file (one rename away)."""
-    return path.with_name(f".{path.name}.compact-{os.getpid()}")
-
-
 def check_owner(path: str | Path) -> None:
     """Refuse (:class:`EnvironmentFault`) before anything is done when a compacted copy could
     not be given the warehouse's mode, owner and group: tried on an empty file beside it."""
     path = Path(path).resolve()
-    probe = _copy_of(path)
+    probe = compaction_copy(path)
     try:
         probe.write_bytes(b"")
         _same_owner(probe, path.stat(), path)

@@ -7,7 +7,9 @@ This is the only module that opens the database file. Migrations are the
 from __future__ import annotations
 
 import contextlib
+import glob
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -130,6 +132,55 @@ def default_lock_timeout() -> float:
     return Settings.from_env().lock_timeout_s
 
 
+# how long past HEADROOM_LOCK_TIMEOUT a waiter waits for a running `prune --compact` at most
+COMPACTION_WAIT_S = 3600.0
+
+
+def compaction_copy(path: Path, pid: int | None = None) -> Path:
+    """Where process ``pid`` (this one by default) writes its compacted copy of the warehouse
+    ``path``: hidden, beside the file (one rename away); it exists while the copy is made."""
+    return path.with_name(f".{path.name}.compact-{os.getpid() if pid is None else pid}")
+
+
+def compaction_copies(path: Path) -> list[Path]:
+    """Every compacted copy of ``path`` there is: ones being made, and ones a killed compaction left."""
+    return sorted(path.parent.glob(f".{glob.escape(path.name)}.compact-*"))
+
+
+def compaction_running(target: str) -> int | None:
+    """The pid of a live process compacting ``target`` (see ``retention.compact``), else None."""
+    for copy in compaction_copies(Path(target).resolve()):
+        pid = copy.name.rsplit("-", 1)[-1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except PermissionError:  # another user's process: alive
+            return int(pid)
+        except (OSError, OverflowError):  # gone: a killed compaction's leftover
+            continue
+        return int(pid)
+    return None
+
+
+def _compaction_extends(target: str, deadline: float, lock_timeout_s: float) -> bool:
+    """Whether a waiter past its deadline goes on waiting: the lock is a compaction's, which
+    holds it for the whole copy (minutes on a big file); at most COMPACTION_WAIT_S more."""
+    if target == ":memory:" or time.monotonic() >= deadline + COMPACTION_WAIT_S:
+        return False
+    pid = compaction_running(target)
+    if pid is None:
+        return False
+    if pid not in _WAITED_FOR:
+        _WAITED_FOR.add(pid)
+        log.warning("warehouse %s: waited %.0fs; process %d is compacting it (headroom prune --compact), "
+                    "waiting for it to finish", target, lock_timeout_s, pid)
+    return True
+
+
+_WAITED_FOR: set[int] = set()  # compactions this process has said it waits for
+
+
 # warehouses this process reads behind the schema: a table or column they lack is that, not a bug
 READ_BEHIND: set[str] = set()
 
@@ -156,7 +207,8 @@ def connect(
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise (faults.environment_fault(exc, warehouse=target, of_warehouse=True) or exc) from exc
-    deadline = time.monotonic() + lock_timeout_s
+    began = time.monotonic()
+    deadline = began + lock_timeout_s
     delay = 0.05
     while True:
         try:
@@ -169,10 +221,11 @@ def connect(
                 if bad is not None:
                     raise bad from exc
                 raise
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline and not _compaction_extends(target, deadline, lock_timeout_s):
+                waited = lock_timeout_s if time.monotonic() < deadline + 5 else time.monotonic() - began
                 raise WarehouseLockedError(
                     f"warehouse {target} is locked by another process "
-                    f"(waited {lock_timeout_s:.0f}s; set HEADROOM_LOCK_TIMEOUT to wait longer)"
+                    f"(waited {waited:.0f}s; set HEADROOM_LOCK_TIMEOUT to wait longer)"
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)

@@ -384,3 +384,49 @@ def test_compaction_that_cannot_keep_the_owner_is_refused_before_anything(tmp_pa
     with warehouse.open_warehouse(db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 208
     assert not list(tmp_path.glob(".wh.duckdb.compact-*"))
+
+
+# a real compaction whose row check takes 4 s, so that it holds the warehouse's lock that long
+SLOW_COMPACT = """
+import sys, time
+from pathlib import Path
+from pipelines.store import retention, warehouse
+checked = retention._same_rows
+def slow(old, new, tmp):
+    Path(sys.argv[2]).touch()
+    time.sleep(4)
+    checked(old, new, tmp)
+retention._same_rows = slow
+con = warehouse.connect(sys.argv[1])
+retention.compact(con, sys.argv[1])
+"""
+
+
+def test_a_writer_waits_for_a_compaction_past_its_lock_timeout(tmp_path: Path, db_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction holds the lock for its whole copy: a flow waits for it to finish rather than
+    fail at HEADROOM_LOCK_TIMEOUT; a killed compaction's leftover makes no one wait."""
+    import subprocess
+    import sys
+    import time
+
+    _filled(db_path)
+    flag = tmp_path / "copying.flag"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_COMPACT, str(db_path), str(flag)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the compaction did not start"
+            time.sleep(0.05)
+        assert warehouse.compaction_running(str(db_path)) == proc.pid
+        t0 = time.monotonic()
+        with warehouse.open_warehouse(db_path, lock_timeout_s=0.5) as con:  # waits past 0.5 s
+            assert time.monotonic() - t0 > 1.0
+            assert con.execute("SELECT count(*) FROM models").fetchone()[0] > 0
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == 0 and not warehouse.compaction_copies(db_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    warehouse.compaction_copy(db_path, int(dead.stdout)).write_bytes(b"x")  # a killed one's copy
+    assert warehouse.compaction_running(str(db_path)) is None
