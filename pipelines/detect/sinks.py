@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pandas as pd
@@ -82,11 +82,31 @@ def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: flo
             last = f"HTTP {status}: {text}"
             if status < 500 and status != 429:
                 break  # a client error will not fix itself by retrying
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError, OSError) as exc:
             last = f"{type(exc).__name__}: {exc}"
         if attempt < retries:
             time.sleep(backoff_s * 2**attempt)
-    raise RuntimeError(f"delivery to {shown} failed: {last.replace(url, shown)}")
+    raise RuntimeError(f"delivery to {shown} failed: {_scrubbed(last, url)}")
+
+
+SECRET_SEGMENT = 8  # a path segment this long may be a key (a Slack hook's are 9 to 24 characters)
+
+
+def _scrubbed(text: str, url: str) -> str:
+    """A receiver's answer or an error as one line fit to show: tags and line breaks gone, and
+    the URL's path, query, credentials and any long path segment in it (a 404 page echoes
+    the path asked for: a Slack hook's key) replaced by '...'."""
+    text = " ".join(re.sub(r"<[^>]*>", " ", text).split())
+    try:
+        parts = urlsplit(url)
+        secrets = [url, parts.path + ("?" + parts.query if parts.query else ""), parts.path, parts.query,
+                   parts.password or "", parts.username or ""]
+        secrets += [seg for seg in parts.path.split("/") if len(seg) >= SECRET_SEGMENT]
+    except ValueError:
+        secrets = [url]
+    for secret in sorted({s for s in secrets if s and s != "/"}, key=len, reverse=True):
+        text = text.replace(secret, "...").replace(quote(secret, safe="/"), "...")
+    return printable(text)
 
 
 def _exchange(url: str, body: object, timeout_s: float) -> tuple[int, str]:
@@ -240,6 +260,12 @@ def check_url(what: str, url: str) -> None:
         raise ValueError(f"{what} URL {redact(url)} is not a valid URL ({exc})") from None
     if not parts.hostname:
         raise ValueError(f"{what} URL {redact(url)} names no host")
+    try:  # a host no resolver can take (an empty or 64+ character label, a bad punycode one)
+        httpx.URL(url).host  # noqa: B018 - decodes a punycode label, raising on a bad one
+        parts.hostname.encode("idna")
+    except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+        raise ValueError(f"{what} URL {redact(url)}: its host is not a valid name "
+                         f"({printable(' '.join(str(exc).split()))[:120]})") from None
 
 
 def url_sink_name(kind: str, url: str) -> str:

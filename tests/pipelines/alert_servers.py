@@ -16,9 +16,10 @@ T2 = datetime(2026, 1, 10, 12, 30)
 
 
 class Recorder:
-    """A tiny HTTP endpoint: records JSON bodies; fails the first ``fail`` requests with 503."""
+    """A tiny HTTP endpoint: records JSON bodies; fails the first ``fail`` requests with 503, or
+    ``status`` with a web server's HTML error page that echoes the path asked for (``echo``)."""
 
-    def __init__(self, fail: int = 0) -> None:
+    def __init__(self, fail: int = 0, status: int = 503, echo: bool = False) -> None:
         self.fail = fail
         self.bodies: list[tuple[str, object]] = []
         self.requests = 0
@@ -30,8 +31,13 @@ class Recorder:
                 recorder.requests += 1
                 if recorder.fail > 0:
                     recorder.fail -= 1
-                    self.send_response(503)
+                    self.send_response(status)
+                    page = (f"<!DOCTYPE HTML>\n<html><head>\n<title>{status}</title>\n</head><body>\n<p>The "
+                            f"requested URL {self.path} was not found on this server.</p>\n</body></html>\n")
+                    self.send_header("Content-Length", str(len(page) if echo else 0))
                     self.end_headers()
+                    if echo:
+                        self.wfile.write(page.encode())
                     return
                 recorder.bodies.append((self.path, body))
                 self.send_response(200)

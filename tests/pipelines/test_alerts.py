@@ -219,6 +219,9 @@ def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, s
     # each was stored as a target, failed every run with exit 1 and kept its alerts pending
     (None, "http://exa mple.com/SECRET", None, r"webhook URL http://exa mple.com/\.\.\. holds a space"),
     (None, None, "http://am:9093/SECRET\nX-Injected: 1", r"alertmanager URL http://am:9093/\.\.\. holds a space"),
+    # hosts no resolver takes: each failed every run at the send, with exit 1
+    (None, "http://xn--zz/SECRET", None, r"webhook URL http://xn--zz/\.\.\.: its host is not a valid name"),
+    (None, None, "http://" + "a" * 70 + ".example/SECRET", "alertmanager URL .*: its host is not a valid name"),
 ])
 def test_sink_settings_that_can_never_work_are_refused(tmp_path, jsonl, webhook, alertmanager, message):
     with pytest.raises(ValueError, match=message) as err:
@@ -226,17 +229,21 @@ def test_sink_settings_that_can_never_work_are_refused(tmp_path, jsonl, webhook,
     assert "pw" not in str(err.value) and "SECRET" not in str(err.value)
 
 
-def test_a_failing_webhook_never_shows_its_secret_url(con, caplog):
-    with Recorder(fail=3) as down:
+@pytest.mark.parametrize("status, echo", [(503, False), (404, True)])
+def test_a_failing_webhook_never_shows_its_secret_url(con, caplog, status, echo):
+    """Not in the error, nor in what the receiver answers: a 404 page echoes the path asked
+    for, over several lines of HTML; the error is one line."""
+    with Recorder(fail=3, status=status, echo=echo) as down:
         url = down.url.replace("http://", "http://user:s3cretpw@") + "/hooks/T0SECRET?token=abc123"
         sink = al.WebhookSink(url, timeout_s=2, retries=0, backoff_s=0.01, name=al.url_sink_name("webhook", url))
         al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
         with caplog.at_level("WARNING", logger="pipelines.detect.alerts"):
             al.deliver_pending(con, [sink], T0)
     stored = query(con, "SELECT last_error FROM alert_deliveries")["last_error"].iloc[0]
+    assert len(stored.splitlines()) == 1 and ("was not found on this server" in stored) == echo, stored
     for text in (stored, caplog.text):
-        assert "HTTP 503" in text and "127.0.0.1" in text
-        assert not any(s in text for s in ("s3cretpw", "T0SECRET", "abc123")), text
+        assert f"HTTP {status}" in text and "127.0.0.1" in text
+        assert not any(s in text for s in ("s3cretpw", "T0SECRET", "abc123", "<")), text
 
 
 def test_an_alert_that_fires_again_before_its_resolution_went_out_ends_firing(con, tmp_path):
