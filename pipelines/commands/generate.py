@@ -96,10 +96,11 @@ def write_fleet_or_fail(out: Path, what: str, **kwargs: object) -> dict[str, int
     try:
         return write_fleet(out, **kwargs)
     except OutputError as exc:  # it names the file
-        raise CliError(str(exc), exc.code) from exc
+        raise CliError(f"{what}: {exc}", exc.code) from exc
     except OSError as exc:
         fault = faults.environment_fault(exc, path=exc.filename or out)
-        raise CliError(str(fault) if fault else f"cannot write to {out}: {exc}", fault.code if fault else 2) from exc
+        raise CliError(f"{what}: {fault}" if fault else f"{what}: cannot write to {out}: {exc}",
+                       fault.code if fault else 2) from exc
 
 
 def run_generate(args: argparse.Namespace) -> int:

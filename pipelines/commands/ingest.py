@@ -53,7 +53,7 @@ def run_ingest(args: argparse.Namespace) -> int:
                                        cluster=args.cluster, pool=args.pool)
             except ingest.IngestFileError as exc:
                 print(f"error: {exc}")
-                code = max(code, 2)
+                code = max(code, exc.code)
                 continue
             except ingest.StrictModeError as exc:
                 r = exc.result

@@ -25,15 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_replay_parser(sub)
 
 
-def require_plan_config(path: str | Path | None) -> None:
-    """Load the plan policy file once, so a bad one stops a command (exit 2) before any work."""
+def require_plan_config(path: str | Path | None, what: str | None = "HEADROOM_PLAN_CONFIG") -> None:
+    """Load the plan policy file once, so a bad one stops a command (exit 2) before any work;
+    the error names ``what`` gave the path (the setting; None: the option, typed just now)."""
     from pipelines.commands.errors import CliError
     from pipelines.plan.config import PlanConfigError, load_plan_policy
 
     try:
         load_plan_policy(path)
     except PlanConfigError as exc:
-        raise CliError(str(exc), 2) from exc
+        raise CliError(f"{what}: {exc}" if what else str(exc), 2) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if not settings.db_path.exists():
         raise CliError(f"{settings.db_path}: no warehouse (run headroom ingest or headroom run first)", 2)
     config = args.config or (str(settings.plan_config) if settings.plan_config else None)
-    require_plan_config(config)
+    require_plan_config(config, None if args.config else "HEADROOM_PLAN_CONFIG")
     try:
         out = plan_flow(db_path=str(settings.db_path), lookback_days=args.lookback_days, retune=args.retune,
                         config_path=config)
@@ -190,7 +191,7 @@ def _replay_source(args: argparse.Namespace, settings, stack: contextlib.ExitSta
         r = ingest_file(con, args.utilization, "utilization")
     except IngestFileError as exc:
         stack.close()
-        raise CliError(str(exc), 2) from exc
+        raise CliError(str(exc), exc.code) from exc
     if r.rows_rejected:
         print(f"{args.utilization}: {r.rows_rejected} row(s) rejected; " + "; ".join(r.sample_reasons[:3]))
     return con

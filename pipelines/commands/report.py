@@ -28,8 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_out_dir(settings.report_dir)
-    except OSError as exc:
-        raise CliError(str(exc), 2) from exc
+    except OSError as exc:  # a file in the way: 2; the machine (permissions, a read-only mount): 1
+        raise CliError(str(exc), getattr(exc, "code", 2)) from exc
     try:
         out = report_flow(db_path=str(settings.db_path), out_dir=str(settings.report_dir))
     except WarehouseLockedError as exc:

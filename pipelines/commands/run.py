@@ -60,7 +60,7 @@ def check_outputs(stages: list[str] | None) -> None:
         try:
             check_out_dir(settings.report_dir)
         except OSError as exc:
-            raise CliError(f"HEADROOM_REPORT_DIR: {exc}", 2) from exc
+            raise CliError(f"HEADROOM_REPORT_DIR: {exc}", getattr(exc, "code", 2)) from exc
     if stages is None or "detect" in stages:
         try:
             configured_sinks(probe=True)
@@ -87,7 +87,8 @@ def run_all(args: argparse.Namespace) -> int:
     if stages is not None:  # in the pipeline's order, whatever order they were named in
         stages = [s for s in STAGES if s in stages] or ["none"]
     # the demo delivers alerts somewhere a newcomer can look, unless a sink is configured
-    os.environ.setdefault("HEADROOM_ALERT_JSONL", str(settings.report_dir / "alerts.jsonl"))
+    if not os.environ.get("HEADROOM_ALERT_JSONL", "").strip():  # blank is unset, as for every setting
+        os.environ["HEADROOM_ALERT_JSONL"] = str(settings.report_dir / "alerts.jsonl")
     check_outputs(stages)
     fleet = {"nodes": args.nodes, "days": args.days, "seed": args.seed}  # None: not given
     if args.input:
@@ -119,13 +120,13 @@ def run_all(args: argparse.Namespace) -> int:
         with stage_listener(_stage_printer()):
             out = run_flow(str(settings.db_path), str(folder), stages=stages, strict=args.strict)
     except IngestFileError as exc:  # as headroom ingest says it: the file and the problem, exit 2
-        raise CliError(f"{exc} (nothing of it was written; the later files and stages did not run)", 2) from exc
+        raise CliError(f"{exc} (nothing of it was written; the later files and stages did not run)", exc.code) from exc
     except StrictModeError as exc:
         raise CliError(f"{exc} (the later files and stages did not run)", 1) from exc
     print(f"\nwarehouse: {settings.db_path}  (tables forecasts, models, backtests, alerts, rejects, ...)")
     failed = [stage for stage, r in out.items() if isinstance(r, dict) and "failed" in r]
     if "detect" in out and "detect" not in failed:
-        print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL']}")
+        print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL'].strip()}")
     if failed:
         raise CliError(f"stage(s) {', '.join(failed)} failed (see above); the other stages ran", 1)
     return 0

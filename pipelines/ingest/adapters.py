@@ -31,12 +31,26 @@ from pipelines.runtime.text import printable
 
 
 class IngestFileError(Exception):
-    """A file that cannot be used at all: nothing of it is written."""
+    """A file that cannot be used at all: nothing of it is written. ``code``: the exit status
+    (2: the file is wrong; 1: the machine, a file this user may not read)."""
 
-    def __init__(self, path: Path | str, problem: str) -> None:
+    def __init__(self, path: Path | str, problem: str, code: int = 2) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = str(path)
         self.problem = problem
+        self.code = code
+
+
+UNREADABLE = "cannot be read (permission denied): let this user read it (chmod, chown)"
+
+
+def readable(path: Path) -> bool:
+    """Whether this user may open ``path`` to read (tried, as capabilities and ACLs decide)."""
+    try:
+        with open(path, "rb"):
+            return True
+    except PermissionError:
+        return False
 
 
 @dataclass

@@ -174,6 +174,8 @@ def ingest_file(
     spec = spec_for(kind)
     if not path.is_file():
         raise IngestFileError(path, "no such file")
+    if not adapters.readable(path):
+        raise IngestFileError(path, adapters.UNREADABLE, code=1)
     # a file is known by its bytes; one at the same path, of the same size and modification
     # time as one loaded is that one, and is not read again (a drop folder's hourly ingest
     # hashed every file it ever held: 39 ms each, a minute an hour after a year)
@@ -352,18 +354,25 @@ def inputs_in(folder: Path, warn: bool = True) -> list[dict]:
     GWA-T-12 folder, AWS spot-price JSON, Prometheus JSON. Other data files (``DATA_SUFFIXES``)
     are named in a warning (``warn``); the rest (notes, READMEs) are left alone."""
     order = list(KIND_FILES)
-    found, unknown = [], []
-    for p in sorted(q for q in folder.rglob("*") if q.is_file() and q.name.lower().endswith(DATA_SUFFIXES)):
+    found, unknown, unread, dangling = [], [], [], []
+    for p in sorted(q for q in folder.rglob("*") if q.name.lower().endswith(DATA_SUFFIXES)
+                    and (q.is_file() or q.is_symlink() and not q.exists())):
         kind = kind_named(p.name) if p.parent == folder else None
-        if kind is not None:
+        if not p.exists():  # a link to nothing
+            dangling.append(p)
+        elif kind is not None:  # one this user may not read is tried, and its ingest says so
             found.append({"kind": kind, "path": str(p)})
+        elif not adapters.readable(p):
+            unread.append(p)
         elif (raw := raw_input(p, folder)) is not None:
             found.append(raw)
         elif p.name not in GENERATED_EXTRAS:
             unknown.append(p)
-    if unknown and warn:
-        log.warning("%s: %d file(s) neither named for a kind nor a recognised export, not read: %s", folder,
-                    len(unknown), ", ".join(str(q.relative_to(folder)) for q in unknown[:5]))
+    for files, why in ((unknown, "neither named for a kind nor a recognised export"),
+                       (unread, "unreadable to this user (permission denied)"), (dangling, "link to nothing")):
+        if files and warn:
+            log.warning("%s: %d file(s) %s, not read: %s", folder, len(files), why,
+                        ", ".join(str(q.relative_to(folder)) for q in files[:5]))
     return sorted(found, key=lambda f: (order.index(f["kind"]), f["path"]))
 
 

@@ -86,7 +86,8 @@ class Settings(BaseModel):
     def from_env(cls, **overrides: object) -> Settings:
         """Settings from HEADROOM_* variables; explicit non-None overrides win."""
         env = {field: os.environ.get(name) for field, name in ENV_NAMES.items()}
-        values = {k: v for k, v in env.items() if v not in (None, "")}
+        # spaces around a value dropped (a path 'wh.duckdb ' would name another file); blank is unset
+        values = {k: v.strip() for k, v in env.items() if v is not None and v.strip()}
         given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
         # words are read as typed in any case, with spaces around them dropped; a zone's name keeps its case

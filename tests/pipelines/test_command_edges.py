@@ -144,3 +144,110 @@ def test_times_before_1970_are_one_line_not_a_traceback(tmp_path: Path, db_path:
     for start in ("1000-01-01", "0001-01-01"):
         with pytest.raises(ReplayError, match=f"--start/--end: '{start}' is not between 1970 and 2200"):
             span_of(series, start, None)
+
+
+def _as_user_without_dac() -> list[str]:
+    """A prefix under which file modes bind this process: nothing for a normal user; for root,
+    setpriv dropping the capabilities that override them (skip where there is none)."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("root, and no setpriv to drop CAP_DAC_OVERRIDE")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
+def test_a_report_folder_this_user_cannot_write_is_the_machine_exit_1(tmp_path: Path) -> None:
+    """As documented in errors.md (no permission, result file: exit 1), for report and run alike."""
+    import subprocess
+    import sys
+
+    from pipelines.store import warehouse
+
+    db = tmp_path / "wh.duckdb"
+    warehouse.connect(db).close()
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    hr = [*_as_user_without_dac(), sys.executable, "-m", "pipelines.cli"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "HEADROOM_REPORT_DIR": str(locked / "rep")}
+    try:
+        rep = subprocess.run([*hr, "report", "--db", str(db), "--out", str(locked / "rep")], capture_output=True,
+                             text=True, env=env, timeout=120)
+        run = subprocess.run([*hr, "run", "--db", str(db), "--stages", "report"], capture_output=True, text=True,
+                             env=env, timeout=120)
+    finally:
+        locked.chmod(0o755)
+    if rep.returncode == 0:
+        pytest.skip("file modes do not deny this user")
+    assert rep.returncode == 1 and rep.stderr.strip() == (
+        f"headroom report: error: {locked}/rep/report.html: permission denied; nothing was written (what was there "
+        "is unchanged): let this user write the file and its folder (chmod, chown), or write elsewhere"), rep.stderr
+    assert run.returncode == 1 and "HEADROOM_REPORT_DIR" in run.stderr and "permission denied" in run.stderr
+    assert not (locked / "rep").exists()
+
+
+def test_a_bad_path_setting_is_named_in_its_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    """'a bad value stops the command ... naming the variable' (operations.md), for the paths too."""
+    from pipelines.store import warehouse
+
+    db = tmp_path / "wh.duckdb"
+    warehouse.connect(db).close()
+    monkeypatch.setenv("HEADROOM_PLAN_CONFIG", str(tmp_path / "none.toml"))
+    assert cli.main(["plan", "--db", str(db)]) == 2
+    assert _error(capsys).startswith(f"headroom plan: error: HEADROOM_PLAN_CONFIG: {tmp_path}/none.toml: no such")
+    assert cli.main(["plan", "--db", str(db), "--config", str(tmp_path / "other.toml")]) == 2
+    assert _error(capsys).startswith(f"headroom plan: error: {tmp_path}/other.toml: ")
+    monkeypatch.delenv("HEADROOM_PLAN_CONFIG")
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("HEADROOM_DATA_DIR", str(tmp_path / "afile" / "demo"))
+    assert cli.main(["run", "--db", str(db), "--stages", "none"]) == 2
+    assert _error(capsys).startswith("headroom run: error: HEADROOM_DATA_DIR ")
+    if Path("/proc/self").is_dir():  # a folder no one can make: named on writing the first file
+        monkeypatch.setenv("HEADROOM_DATA_DIR", "/proc/headroom-demo")
+        assert cli.main(["run", "--db", str(db), "--stages", "none"]) in (1, 2)
+        assert _error(capsys).startswith("headroom run: error: HEADROOM_DATA_DIR: /proc/headroom-demo/")
+
+
+def test_an_input_this_user_cannot_read_is_named_so_and_the_others_go_in(tmp_path: Path, caplog) -> None:
+    """Worded for reading (not an output's advice), exit 1 (the machine), the next file ingested;
+    in an --input folder an unreadable export and a link to nothing are named, not dropped."""
+    import subprocess
+    import sys
+
+    from pipelines.ingest.loading import inputs_in
+
+    good = tmp_path / "failures.csv"
+    good.write_text("ts,device_id,node_id,failure_type\n2026-01-01T00:00:00Z,g1,n1,xid\n")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    locked = folder / "failures.csv"
+    locked.write_text(good.read_text())
+    (folder / "export.json").write_text("{}")
+    (folder / "telemetry.csv").symlink_to(tmp_path / "gone.csv")
+    for f in (locked, folder / "export.json"):
+        f.chmod(0)
+    hr = [*_as_user_without_dac(), sys.executable, "-m", "pipelines.cli"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    r = subprocess.run([*hr, "ingest", "--kind", "failures", "--db", str(tmp_path / "wh.duckdb"), str(locked),
+                        str(good)], capture_output=True, text=True, env=env, timeout=120)
+    if r.returncode == 0:
+        pytest.skip("file modes do not deny this user")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.splitlines()[0] == (f"error: {locked}: cannot be read (permission denied): let this user read "
+                                        "it (chmod, chown)")
+    assert f"{good}: read 1, loaded 1" in r.stdout
+    if hr[0] == "setpriv":  # this process reads what the child could not: the folder's look as that user
+        code = ("import logging, sys; from pathlib import Path; from pipelines.ingest.loading import inputs_in; "
+                "logging.basicConfig(); print([i['path'] for i in inputs_in(Path(sys.argv[1]))])")
+        look = subprocess.run([*hr[:-3], sys.executable, "-c", code, str(folder)], capture_output=True, text=True,
+                              env=env, timeout=120)
+        err = look.stderr
+        assert look.stdout.strip() == f"[{str(locked)!r}]", look.stdout
+    else:
+        inputs_in(folder)
+        err = caplog.text
+    assert "1 file(s) unreadable to this user (permission denied), not read: export.json" in err
+    assert "1 file(s) link to nothing, not read: telemetry.csv" in err

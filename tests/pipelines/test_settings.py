@@ -23,6 +23,16 @@ def test_every_word_setting_is_read_alike(monkeypatch) -> None:
         Settings.from_env()
 
 
+def test_paths_are_trimmed_and_spaces_alone_are_unset(monkeypatch, tmp_path) -> None:
+    """'wh.duckdb ' made a second warehouse beside the first; '  ' sent alerts to a file
+    named two spaces."""
+    monkeypatch.setenv("HEADROOM_DB", f" {tmp_path}/wh.duckdb ")
+    monkeypatch.setenv("HEADROOM_ALERT_JSONL", "  ")
+    monkeypatch.setenv("HEADROOM_PLAN_CONFIG", "\t")
+    s = Settings.from_env()
+    assert (s.db_path, s.alert_jsonl, s.plan_config) == (tmp_path / "wh.duckdb", None, None)
+
+
 @pytest.mark.parametrize(("var", "value"), [
     ("HEADROOM_MAX_WORKERS", "0"), ("HEADROOM_LOCK_TIMEOUT", "abc"), ("HEADROOM_TASK_RUNNER", "ray"),
     # NaN waited no time at all; inf and 1e12 overflowed the alert lease built on the wait
