@@ -47,6 +47,11 @@ def cross_validation(
             except HistoryError as exc:
                 ids = set(history["unique_id"].astype(str))
                 if exc.series is None or exc.series not in ids or len(ids) < 2:
+                    if skipped:  # none is left: say the others went too, not only the last one's error
+                        others = ", ".join(repr(u) for u in list(skipped)[:5]) + (
+                            f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+                        raise HistoryError(f"{exc} (the other series, {others}, were left out before it as unfit "
+                                           "too)", exc.series) from exc
                     raise
                 log.info("%s: series %s left out (%s)", model.name, exc.series, exc)
                 skipped[exc.series] = str(exc)

@@ -79,6 +79,9 @@ def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec, unscored: 
         blank = at_points(cv, unscored)
         cv.loc[blank, "y"] = np.nan
         scored = cv[~blank]
+    if scored.empty:
+        raise HistoryError(f"{name}: every point its backtest windows forecast is a filled gap, with no reading "
+                           "to score against")
     metrics = evaluate(scored, history, spec.season_length).iloc[0].to_dict()
     metrics["seconds"] = cv.attrs["seconds"]
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv, skipped

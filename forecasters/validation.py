@@ -6,12 +6,15 @@ timezone-naive datetime on a regular grid of ``freq``, or an integer step
 """
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
 import pandas as pd
 
 REQUIRED = ("unique_id", "ds", "y")
+
+log = logging.getLogger(__name__)
 
 
 class HistoryError(ValueError):
@@ -180,6 +183,13 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
         if dup.any():
             raise HistoryError(f"series {uid!r}: duplicate ds {g.loc[dup, 'ds'].iloc[0]}")
         s = g.set_index("ds")["y"].astype(float)
+        known = np.flatnonzero(np.isfinite(s.to_numpy()))
+        if known.size and (known[0] > 0 or known[-1] < len(s) - 1):
+            # rows with no value before a series' first reading or after its last (an export's
+            # placeholder rows) are no gap: the series starts and ends at its readings
+            log.warning("series %r: %d row(s) with no value before its first reading or after its last left out",
+                        uid, len(s) - (known[-1] - known[0] + 1))
+            s = s.iloc[known[0]:known[-1] + 1]
         _check_steps(str(uid), s.index, np.isfinite(s.to_numpy()), step, freq, season_length)
         grid = (pd.RangeIndex(int(s.index.min()), int(s.index.max()) + 1) if step is None
                 else pd.date_range(s.index.min(), s.index.max(), freq=step))

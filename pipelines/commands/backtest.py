@@ -146,6 +146,9 @@ def backtest_models(
         scored = cv
         if unscored is not None and len(unscored):
             scored = cv[~pd.MultiIndex.from_arrays([cv["unique_id"].astype(str), cv["ds"]]).isin(unscored)]
+        if scored.empty:
+            raise forecasters.HistoryError(f"{name}: every point its backtest windows forecast is a filled gap, "
+                                           "with no reading to score against: use fewer --windows or a shorter --step")
         row = forecasters.evaluate(scored, history, season_length).iloc[0].to_dict()
         row["seconds"] = cv.attrs["seconds"]
         rows.append(row)

@@ -278,3 +278,37 @@ def test_a_file_that_is_not_utf8_or_not_comma_separated_says_so(tmp_path: Path, 
         assert main(["backtest", "--input", str(path), "--horizon", "1", "--season-length", "1",
                      "--models", "seasonal_naive"]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_placeholder_rows_at_a_series_ends_are_left_out_not_filled_and_scored(tmp_path: Path, capsys,
+                                                                             caplog) -> None:
+    """An export ending in rows with no value: every test point was a filled one, and the
+    scores of nothing gave a traceback. They are left out (said in a line); the series ends at
+    its last reading, which the last window then tests."""
+    panel = make_panel(length=24 * 10)
+    trailing = panel.copy()
+    trailing.loc[trailing.groupby("unique_id").cumcount(ascending=False) < 12, "y"] = np.nan
+    src = tmp_path / "trail.csv"
+    trailing.to_csv(src, index=False)
+    out = tmp_path / "t.csv"
+    argv = ["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+            "--models", "seasonal_naive", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "12 row(s) with no value before its first reading or after its last left out" in caplog.text
+    cut = panel[panel.groupby("unique_id").cumcount(ascending=False) >= 12]
+    cut.to_csv(src, index=False)
+    assert main([*argv[:-1], str(tmp_path / "cut.csv")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out).drop(columns="seconds"),
+                                  pd.read_csv(tmp_path / "cut.csv").drop(columns="seconds"))
+
+
+def test_when_no_series_is_long_enough_the_error_says_all_were_left_out(tmp_path: Path, capsys) -> None:
+    panel = make_panel(length=24 * 10)
+    src = tmp_path / "p.csv"
+    panel.to_csv(src, index=False)
+    assert main(["backtest", "--input", str(src), "--horizon", "24", "--season-length", "1000", "--freq", "h",
+                 "--models", "seasonal_naive"]) == 2
+    err = capsys.readouterr().err.strip()
+    others = sorted(panel["unique_id"].unique())[:-1]
+    assert len(err.splitlines()) == 1 and "were left out before it as unfit too" in err
+    assert all(repr(u) in err for u in others[:5]), err
