@@ -81,9 +81,29 @@ def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None
     return out
 
 
+STRAY_AFTER = pd.Timedelta(days=1)  # a newest reading this far past the one before it: a mistyped date
+
+
+def stray_newest(con: duckdb.DuckDBPyConnection, table: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """(newest, the reading time before it) when ``table``'s newest reading stands more than
+    ``STRAY_AFTER`` after every other (a reading dated months ahead: a mistyped month), else None."""
+    newest, before = con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < (SELECT max(ts) FROM "
+                                 f"{table})) FROM {table}").fetchone()
+    if before is None or pd.Timestamp(newest) - pd.Timestamp(before) <= STRAY_AFTER:
+        return None
+    return pd.Timestamp(newest), pd.Timestamp(before)
+
+
 def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None, where: str) -> pd.DataFrame:
     """:func:`load_recent_demand` without the series that stopped reporting
-    (:func:`forecasters.demand.drop_stale`); ValueError naming ``where`` when none is left."""
+    (:func:`forecasters.demand.drop_stale`); ValueError naming ``where`` when none is left, or
+    when the newest reading, where the window ends, stands days after every other."""
+    stray = stray_newest(con, "utilization")
+    if stray is not None:
+        newest, before = stray
+        raise ValueError(f"the newest utilization reading in {where} ({newest:%Y-%m-%d %H:%M} UTC) stands "
+                         f"{(newest - before).days} days after the one before it ({before:%Y-%m-%d %H:%M}): a "
+                         "mistyped date? training's window ends at the newest reading; fix or delete that reading")
     recent = load_recent_demand(con, lookback_days)
     frame = drop_stale(recent)
     frame.attrs["filled"] = recent.attrs.get("filled")  # the interpolated points, not to be scored

@@ -38,6 +38,7 @@ import duckdb
 
 from pipelines.runtime import faults
 from pipelines.runtime.settings import MAX_KEEP_DAYS, MIN_DATA_DAYS, MIN_KEEP_DAYS
+from pipelines.store.demand import stray_newest
 from pipelines.store.detection import FAULT_MODEL, SPIKE_MODEL, data_end
 from pipelines.store.replays import LATEST_REPLAY_IDS_SQL
 from pipelines.store.warehouse import compaction_copies, compaction_copy, has_table, transaction
@@ -123,9 +124,9 @@ def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> dateti
                          "fix the reading's date (or the clock), or prune with --now")
     if now is None:  # the regular feeds (a spot series may well go days without a change)
         for table in ("utilization", "device_telemetry"):
-            newest, before = con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < "
-                                         f"(SELECT max(ts) FROM {table})) FROM {table}").fetchone()
-            if before is not None and newest - before > AHEAD:
+            stray = stray_newest(con, table)
+            if stray is not None:
+                newest, before = stray
                 raise ValueError(
                     f"the newest reading of {table} ({newest:%Y-%m-%d %H:%M} UTC) stands {(newest - before).days} "
                     f"days after the one before it ({before:%Y-%m-%d %H:%M}): a mistyped date? ages are measured "

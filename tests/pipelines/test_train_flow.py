@@ -209,6 +209,22 @@ def test_train_flow_empty_warehouse_is_clear(prefect_harness, db_path) -> None:
         train_flow(str(db_path), models=["seasonal_naive"])
 
 
+def test_a_reading_dated_far_ahead_is_named_not_taken_for_short_history(prefect_harness, db_path,
+                                                                          utilization: pd.DataFrame, capsys) -> None:
+    """One row dated 2126 ended the training window a century on: "every series is shorter than
+    96 points". The reading is named, exit 2, nothing written."""
+    from pipelines.cli import main
+
+    stray = utilization.tail(1).assign(ts=pd.Timestamp("2126-01-20 10:00"))
+    with warehouse.open_warehouse(db_path) as con:
+        _load(con, pd.concat([utilization, stray]))
+    assert main(["train", "--db", str(db_path), "--models", "seasonal_naive"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "newest utilization reading" in err and "(2126-01-20 10:00 UTC)" in err
+    with warehouse.open_warehouse(db_path) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 0
+
+
 def test_train_cli(prefect_harness, db_path, utilization: pd.DataFrame, capsys: pytest.CaptureFixture[str]) -> None:
     from pipelines.cli import main
 
