@@ -42,6 +42,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     if not paths:
         raise CliError(f"no files match {' '.join(args.paths)}", 2)
     code = 0
+    created = not settings.db_path.exists()
     try:
         con = warehouse.connect(settings.db_path, lock_timeout_s=settings.lock_timeout_s)
     except warehouse.WarehouseLockedError as exc:
@@ -72,6 +73,11 @@ def run_ingest(args: argparse.Namespace) -> int:
             if (args.cluster, args.pool) != ("default", "default") and r.fmt not in LABELLED:
                 print(f"  warning: --cluster/--pool apply only to {' and '.join(LABELLED)} files; its rows keep "
                       f"the labels the {r.fmt} file carries", file=sys.stderr)
+        if created and code and not con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0]:
+            # no file went in: leave no new, empty warehouse behind (a later command would take it
+            # for one ingested into); removed while this process still holds its lock
+            for leftover in (settings.db_path, settings.db_path.with_name(settings.db_path.name + ".wal")):
+                leftover.unlink(missing_ok=True)
     finally:
         con.close()
     return code

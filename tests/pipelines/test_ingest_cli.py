@@ -245,3 +245,18 @@ def test_a_label_option_no_row_could_carry_stops_before_the_file_is_recorded(tmp
     assert cli.main(["ingest", "--kind", "utilization", "--db", str(db_path), option, value, str(f)]) == 2
     assert capsys.readouterr().err.strip() == f"headroom ingest: error: {option} {value!r}: {why}"
     assert not db_path.exists()
+
+
+def test_an_ingest_that_writes_nothing_leaves_no_new_warehouse(tmp_path, capsys):
+    """A typo'd file made an empty warehouse; train then said "no utilization ... ingest some"
+    rather than "no warehouse". One file going in keeps it."""
+    db = tmp_path / "new.duckdb"
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(tmp_path / "nope.csv"), str(empty)]) == 2
+    assert not list(tmp_path.glob("new.duckdb*"))
+    assert cli.main(["train", "--db", str(db)]) == 2 and "no warehouse" in capsys.readouterr().err
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(empty), str(util_file(tmp_path / "u.csv"))
+                     ]) == 2
+    with warehouse.open_warehouse(db) as con:
+        assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 3
