@@ -23,21 +23,25 @@ MIN_REPORTING_SHARE = 0.5  # an hour with no more of its nodes than this (after 
 LATE_CARRY = 3
 
 
-def sum_nodes(node_hours: pd.DataFrame, late: str = "carry") -> pd.DataFrame:
-    """:func:`combine_nodes` from node hourly means ``unique_id, node_id, ds, used``."""
+HOUR = pd.Timedelta(hours=1)
+
+
+def sum_nodes(node_hours: pd.DataFrame, late: str = "carry", step: pd.Timedelta = HOUR) -> pd.DataFrame:
+    """:func:`combine_nodes` from node hourly means ``unique_id, node_id, ds, used`` (or each
+    ``step``'s means: a replay at the readings' own resolution)."""
     g = node_hours.groupby(["unique_id", "ds"], sort=True)["used"]
     totals = pd.DataFrame({"y": g.sum().round(6), "nodes": g.size()}).reset_index()
     ordered = node_hours.sort_values("ds")
     per_node = ordered.groupby(["unique_id", "node_id"], sort=True)
     spans = pd.DataFrame({"first": per_node["ds"].min(), "last": per_node["ds"].max(), "hours": per_node.size(),
                           "last_used": per_node["used"].last()}).reset_index()
-    span_h = (spans["last"] - spans["first"]) / pd.Timedelta(hours=1) + 1
+    span_h = (spans["last"] - spans["first"]) / step + 1
     gappy = spans.loc[spans["hours"] < span_h, ["unique_id", "node_id"]]
-    return combine_nodes(totals, spans, node_hours.merge(gappy, on=["unique_id", "node_id"]), late)
+    return combine_nodes(totals, spans, node_hours.merge(gappy, on=["unique_id", "node_id"]), late, step)
 
 
 def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame,
-                  late: str = "carry") -> pd.DataFrame:
+                  late: str = "carry", step: pd.Timedelta = HOUR) -> pd.DataFrame:
     """Demand ``unique_id, ds, y, nodes`` (``nodes``: how many reported; and ``samples``,
     the readings behind them, when ``totals`` has it) from the per-hour sums of the nodes
     that reported, each node's span, and the hours of the nodes that fell silent inside
@@ -60,7 +64,10 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     series of its cluster since (moved to another pool). With ``late="wait"`` (the burst
     detector) those hours are left out instead, until the node reports them or falls further
     behind: a busy node that died, its jobs rescheduled onto the others, would otherwise be
-    counted twice, a burst the detector could not take back."""
+    counted twice, a burst the detector could not take back.
+
+    ``step``: the grid's step (an hour; a replay's is its readings' own), the hours above
+    being counted in time, not in steps."""
     if late not in ("carry", "wait"):
         raise ValueError(f"late must be 'carry' or 'wait', got {late!r}")
     quiet = pd.Timedelta(hours=24)  # a node quiet for less than this at the end of the data is late
@@ -68,7 +75,7 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     parts, invented = [], []
     gappy_by = dict(tuple(gappy.groupby("unique_id", sort=False))) if not gappy.empty else {}
     for uid, t in totals.groupby("unique_id", sort=True):
-        grid = pd.date_range(t["ds"].min(), t["ds"].max(), freq="h")
+        grid = pd.date_range(t["ds"].min(), t["ds"].max(), freq=step)
         pos = {ts: i for i, ts in enumerate(grid)}
         y = pd.Series(t["y"].to_numpy(), index=pd.DatetimeIndex(t["ds"])).reindex(grid).to_numpy(dtype=float)
         nodes = pd.Series(t["nodes"].to_numpy(), index=pd.DatetimeIndex(t["ds"])).reindex(grid).fillna(0).to_numpy()
@@ -78,10 +85,10 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
         end = grid[-1]
         # (a node that moved to another pool is not expected back)
         last = sp["last"].where(~((end - sp["last"] <= quiet) & (sp["last"] < end) & ~sp["elsewhere"]), end)
-        step = np.zeros(len(grid) + 1)
-        np.add.at(step, sp["first"].map(pos).to_numpy(dtype=int), 1)
-        np.add.at(step, last.map(pos).to_numpy(dtype=int) + 1, -1)
-        expected = np.cumsum(step)[:-1]
+        change = np.zeros(len(grid) + 1)
+        np.add.at(change, sp["first"].map(pos).to_numpy(dtype=int), 1)
+        np.add.at(change, last.map(pos).to_numpy(dtype=int) + 1, -1)
+        expected = np.cumsum(change)[:-1]
         have = nodes.astype(float)
         g = gappy_by.get(uid)
         filled_total = 0
@@ -96,8 +103,9 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
                 edges = np.flatnonzero(np.diff(np.concatenate([[0], col, [0]])))
                 for a, b in zip(edges[::2], edges[1::2]):
                     run_len[a:b, j] = b - a
-            fill = missing & inside & (run_len <= MAX_NODE_GAP)
-            out = missing & inside & (run_len > MAX_NODE_GAP)
+            longest = MAX_NODE_GAP * HOUR / step  # in steps
+            fill = missing & inside & (run_len <= longest)
+            out = missing & inside & (run_len > longest)
             if fill.any():
                 interp = wide.interpolate(limit_area="inside").to_numpy(dtype=float)
                 add = np.where(fill, interp, 0.0).sum(axis=1)
@@ -105,15 +113,16 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
                 y[(nodes == 0) & ~fill.any(axis=1)] = np.nan
                 have = have + fill.sum(axis=1)
                 filled_total = int(fill.sum())
-            _warn_mass_silence(uid, grid, out.sum(axis=1), expected)
+            _warn_mass_silence(uid, grid, out.sum(axis=1), expected, step)
             expected = expected - out.sum(axis=1)
         if filled_total:
-            log.warning("demand %s: %d node-hour(s) missing inside their node's span interpolated", uid, filled_total)
+            log.warning("demand %s: %d node-%s(s) missing inside their node's span interpolated", uid, filled_total,
+                        _unit(step))
         keep = (have > 0) & (have > MIN_REPORTING_SHARE * expected)
         partial = int(((have > 0) & ~keep).sum())
         if partial:
-            log.warning("demand %s: %d hour(s) with %.0f%% or fewer of the nodes reporting treated as missing",
-                        uid, partial, 100 * MIN_REPORTING_SHARE)
+            log.warning("demand %s: %d %s(s) with %.0f%% or fewer of the nodes reporting treated as missing",
+                        uid, partial, _unit(step), 100 * MIN_REPORTING_SHARE)
         y, carried = _carry_late_nodes(uid, y, keep, sp, grid, end)
         if late == "wait":
             keep = keep & ~carried
@@ -130,7 +139,12 @@ def combine_nodes(totals: pd.DataFrame, spans: pd.DataFrame, gappy: pd.DataFrame
     return out
 
 
-def _warn_mass_silence(uid: str, grid: pd.DatetimeIndex, silent: np.ndarray, expected: np.ndarray) -> None:
+def _unit(step: pd.Timedelta) -> str:
+    return "hour" if step == HOUR else "step"
+
+
+def _warn_mass_silence(uid: str, grid: pd.DatetimeIndex, silent: np.ndarray, expected: np.ndarray,
+                       step: pd.Timedelta = HOUR) -> None:
     """Warn when more than ``MIN_REPORTING_SHARE`` of a series' nodes fall silent together for
     longer than ``MAX_NODE_GAP`` hours and report again after: more likely the monitoring than
     the fleet. Those hours count only the nodes that reported (silent nodes are taken as off)."""
@@ -141,9 +155,9 @@ def _warn_mass_silence(uid: str, grid: pd.DatetimeIndex, silent: np.ndarray, exp
     runs = list(zip(edges[::2], edges[1::2]))
     a, b = max(runs, key=lambda r: r[1] - r[0])
     log.warning("demand %s: %d of %d nodes silent together from %s to %s, all reporting again after (%d such "
-                "stretch(es)): a monitoring outage? Those hours count only the nodes that reported, a drop in "
+                "stretch(es)): a monitoring outage? Those %ss count only the nodes that reported, a drop in "
                 "demand that forecasts and plans will learn", uid, int(silent[a:b].max()), int(expected[a:b].max()),
-                grid[a], grid[b - 1], len(runs))
+                grid[a], grid[b - 1], len(runs), _unit(step))
 
 
 def _latest_anywhere(spans: pd.DataFrame) -> pd.DataFrame:

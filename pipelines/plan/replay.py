@@ -213,7 +213,10 @@ def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str 
     if len(off):
         raise ReplayError(f"{uid}: readings every {step} but one at {ts[int(off[0])]} is off that grid; "
                           "replay needs a regular series")
-    series = pd.Series(rows["y"].to_numpy(dtype=float), index=ts, name=uid)
+    # the nodes summed as training sums them: a step only part of the pool reported is no demand
+    summed = demand.demand_at_resolution(con, uid, step)
+    series = pd.Series(summed["y"].to_numpy(dtype=float), index=pd.DatetimeIndex(summed["ds"]).as_unit("ns"),
+                       name=uid)
     return series.reindex(pd.date_range(ts[0], ts[-1], freq=step)), float(rows["node_capacity"].median())
 
 

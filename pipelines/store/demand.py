@@ -7,7 +7,7 @@ import logging
 import duckdb
 import pandas as pd
 
-from forecasters.demand import combine_nodes, drop_stale, regularize
+from forecasters.demand import combine_nodes, drop_stale, regularize, sum_nodes
 from pipelines.store import warehouse
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,23 @@ def series_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
 def series_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str) -> pd.DataFrame:
     """``ts, y, nodes, node_capacity`` of one series on its own steps (see ``CLOCK_STEPS``)."""
     return warehouse.query(con, SERIES_AT_RESOLUTION_SQL, [unique_id])
+
+
+NODES_AT_RESOLUTION_SQL = _on_steps("cluster || '/' || pool || '/' || resource = ?") + """
+SELECT unique_id, node_id, ds, used FROM node_steps ORDER BY node_id, ds
+"""
+
+
+def demand_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str, step: pd.Timedelta) -> pd.DataFrame:
+    """``ds, y`` of one series on its own ``step``: its nodes summed as training sums them
+    (:func:`combine_nodes` at that step): a node's short silence filled from its own readings,
+    a step too few of its nodes reported left out, and so is one a late node has not reported
+    yet (``late="wait"``): a replay scores only demand that was there."""
+    nodes = warehouse.query(con, NODES_AT_RESOLUTION_SQL, [unique_id])
+    if nodes.empty:
+        return pd.DataFrame({"ds": pd.Series(dtype="datetime64[ns]"), "y": pd.Series(dtype=float)})
+    nodes["ds"] = pd.to_datetime(nodes["ds"]).astype("datetime64[ns]")
+    return sum_nodes(nodes, late="wait", step=step)[["ds", "y"]]
 
 
 RECENT_SQL = _on_steps("ts >= ?") + """
