@@ -277,7 +277,9 @@ def evaluate_spikes(
         p, r, f, _ = precision_recall_fscore_support(y, pred, average="binary", zero_division=0)
         auc = float(roc_auc_score(y, score)) if 0 < y.sum() < len(y) else float("nan")
         rows.append({"model": name, "auc": auc, "base_rate": float(y.mean()) if len(y) else float("nan"),
-                     "threshold": float(model.threshold_), "precision": float(p), "recall": float(r),
+                     # no alert: precision is 0/0, not "every alert wrong" (as faults evaluate leaves it)
+                     "threshold": float(model.threshold_), "precision": float(p) if pred.sum() else float("nan"),
+                     "recall": float(r),
                      "f1": float(f), "alerts": int(pred.sum()), "positives": int(y.sum()), "n": int(len(y)),
                      "threshold_rule": model.threshold_rule_})
     return pd.DataFrame(rows, columns=SPIKE_COLUMNS)

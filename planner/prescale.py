@@ -54,6 +54,11 @@ class PrescalePolicy:
         for name in ("lead", "stabilization", "refresh", "calibration"):
             if not pd.Timedelta(getattr(self, name)) > pd.Timedelta(0):
                 raise ValueError(f"{name} must be a positive duration, got {getattr(self, name)!r}")
+        day = pd.Timedelta("1D")
+        if pd.Timedelta(self.refresh) > day or day % pd.Timedelta(self.refresh) != pd.Timedelta(0):
+            # the refreshes start each day afresh: one that does not divide a day left the day's
+            # tail (7h: its last 3 hours; 2D: every hour) without a forecast, silently reactive
+            raise ValueError(f"refresh must divide a day (e.g. 15min, 1h, 6h, 1D), got {self.refresh!r}")
         if self.min_instances < 0:
             raise ValueError("min_instances must be >= 0")
         if self.instance_units is not None and not self.instance_units > 0:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 from pathlib import Path
 
 from pipelines.commands.ingest import add_db_argument
@@ -103,8 +102,8 @@ def run_replay(args: argparse.Namespace) -> int:
     from pipelines.runtime.settings import Settings
     from pipelines.store import warehouse
 
-    if args.instance_units is not None and not 0 < args.instance_units < math.inf:
-        raise CliError(f"--instance-units must be a finite number > 0, got {args.instance_units:g}", 2)
+    if args.instance_units is not None and not 0 < args.instance_units <= 1e9:  # as plan.toml's: no cost overflows
+        raise CliError(f"--instance-units must be a number > 0 and at most 1e9, got {args.instance_units:g}", 2)
     if args.unit_price is not None and not 0 < args.unit_price <= 1e6:  # so no cost overflows to inf
         raise CliError(f"--unit-price must be a number > 0 and at most 1e6 (per unit-hour), got {args.unit_price:g}", 2)
     settings = Settings.from_env(db_path=args.db)
@@ -149,13 +148,13 @@ def run_replay(args: argparse.Namespace) -> int:
     beaten = plan_replay.frontier_verdict(table)
     print("planned is beyond the reactive frontier" if not beaten else
           f"planned is matched or beaten by {', '.join(beaten)} (no dearer and no more under-provisioned)")
-    if args.out is not None:
-        write_csv(table, args.out)
-        print(f"table: {args.out}")
-    if args.utilization is None:  # the warehouse's own data: stored for the report (after the table is out)
+    if args.utilization is None:  # the warehouse's own data: stored for the report (after the table is shown)
         with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
             rid = plan_replay.store(w, series, start, end, units, models, result, policy)
         print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
+    if args.out is not None:  # last: a store that fails (the warehouse locked) leaves no table file behind
+        write_csv(table, args.out)
+        print(f"table: {args.out}")
     return 0
 
 

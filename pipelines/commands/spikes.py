@@ -87,7 +87,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"note: {name}: no threshold reaches precision {args.target_precision:g} on its training-span "
               "scores; its threshold is the best-F1 one there", file=sys.stderr)
     if int(metrics["positives"].max()) == 0:
-        print("warning: no spike in the test span: AUC is undefined and precision and recall are 0; use a "
+        print("warning: no spike in the test span: AUC is undefined, recall 0 and precision 0 (or - with no alert); use a "
               "larger --test-fraction, a lower --k or a longer --horizon", file=sys.stderr)
     return 0
 
@@ -100,7 +100,12 @@ def metric_lines(metrics: pd.DataFrame, target: float) -> list[str]:
              f"thresholds for precision {target:g} on the training span",
              f"  {'model':<12} {'auc':>6} {'threshold':>9} {'precision':>9} {'recall':>7} {'f1':>6} "
              f"{'alerts':>7}  threshold rule"]
+    def shown(v: float, width: int) -> str:  # undefined (no alert, one class): '-'
+        return f"{'-':>{width}}" if v != v else f"{v:>{width}.3f}"
+
     for r in metrics.itertuples(index=False):
-        lines.append(f"  {r.model:<12} {r.auc:>6.3f} {r.threshold:>9.3g} {r.precision:>9.3f} {r.recall:>7.3f} "
-                     f"{r.f1:>6.3f} {r.alerts:>7,}  {r.threshold_rule}")
+        lines.append(f"  {r.model:<12} {shown(r.auc, 6)} {r.threshold:>9.3g} {shown(r.precision, 9)} "
+                     f"{r.recall:>7.3f} {r.f1:>6.3f} {r.alerts:>7,}  {r.threshold_rule}")
+    if metrics["alerts"].eq(0).any():
+        lines.append("  precision is - where a model raised no alert (0 of 0)")
     return lines

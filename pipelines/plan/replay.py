@@ -280,6 +280,8 @@ def span_of(series: pd.Series, start: str | None, end: str | None) -> tuple[pd.T
         if not start:  # the default start: never name a --start the user did not give
             raise ReplayError(f"--end {stop} leaves nothing to replay: the default start is {begin}, 30 days before "
                               "it or after the data's first day, the history the first decisions are made on")
+        if not end:  # the end is the data's: never name an --end the user did not give
+            raise ReplayError(f"--start {begin} is not before the data's end ({last}): nothing to replay")
         raise ReplayError(f"--start {begin} is not before --end {stop}")
     if stop - begin < step:  # it was charged as a whole step: 10 minutes cost a 15-minute step
         raise ReplayError(f"--start {begin} to --end {stop} is shorter than one step of the data ({step}); "

@@ -89,6 +89,17 @@ def test_spikes_evaluate(tmp_path: Path):
     assert list(m.columns) == ["model", "auc", "base_rate", "threshold", "precision", "recall", "f1", "alerts",
                                "positives", "n", "threshold_rule"]
     assert list(m["model"]) == ["headroom", "persistence"]
+    assert (m["precision"].isna() == m["alerts"].eq(0)).all()  # no alert: 0 of 0, not 0.0
+
+
+def test_a_model_that_raised_no_alert_shows_no_precision() -> None:
+    from pipelines.commands.spikes import metric_lines
+
+    rows = pd.DataFrame([{"model": "persistence", "auc": float("nan"), "base_rate": 0.1, "threshold": 2.0,
+                          "precision": float("nan"), "recall": 0.0, "f1": 0.0, "alerts": 0, "positives": 3, "n": 30,
+                          "threshold_rule": "target_precision"}])
+    lines = metric_lines(rows, 0.8)
+    assert "nan" not in " ".join(lines) and lines[-1] == "  precision is - where a model raised no alert (0 of 0)"
 
 
 def test_spikes_evaluate_says_its_figures_in_text_or_json(tmp_path: Path, capsys):

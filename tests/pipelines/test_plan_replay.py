@@ -102,8 +102,8 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     ("unknown pool", ["--pool", "nosuch"], "has no data"),
     ("pool without that resource", ["--resource", "gpu"], "no gpu data"),
     ("start after end", ["--start", "2026-01-08", "--end", "2026-01-07"], "is not before"),
-    ("instance size 0", ["--instance-units", "0"], "must be a finite number > 0"),
-    ("instance size inf", ["--instance-units", "inf"], "must be a finite number > 0, got inf"),
+    ("instance size 0", ["--instance-units", "0"], "must be a number > 0 and at most 1e9"),
+    ("instance size inf", ["--instance-units", "inf"], "must be a number > 0 and at most 1e9, got inf"),
     ("price inf", ["--unit-price", "inf"], "--unit-price must be a number > 0 and at most 1e6"),
     ("price 1e308", ["--unit-price", "1e308"], "at most 1e6 (per unit-hour), got 1e+308"),  # every cost inf
     ("unknown model", ["--models", "nope"], "--models: unknown model(s) nope; choose from"),

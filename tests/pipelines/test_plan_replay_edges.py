@@ -40,3 +40,30 @@ def test_a_step_part_of_the_pool_reported_is_not_taken_for_the_pools_demand(tmp_
         costs[name] = table.loc["oracle", "cost"]
     capsys.readouterr()
     assert abs(costs["silent"] / costs["whole"] - 1) < 0.02, costs
+
+
+def test_a_replay_that_cannot_be_stored_leaves_no_table_and_options_say_what_is_wrong(tmp_path: Path, capsys,
+                                                                                      monkeypatch) -> None:
+    """The table file was written before the store, which then met the lock: exit 1 with the
+    file left. --instance-units past 1e9 made costs inf; a --start after the data blamed an --end
+    never given."""
+    from pipelines.plan import replay as plan_replay
+    from pipelines.store import warehouse
+
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", "--kind", "utilization", "--db", str(db),
+                 str(utilization_csv(tmp_path / "u.csv", tide(3)))]) == 0
+
+    def locked(*args, **kwargs):
+        raise warehouse.WarehouseLockedError(f"warehouse {db} is locked by another process (waited 0s; ...)")
+
+    monkeypatch.setattr(plan_replay, "store", locked)
+    out = tmp_path / "t.csv"
+    assert main(["plan", "replay", "--db", str(db), "--models", "seasonal_naive", "--out", str(out)]) == 1
+    assert "is locked by another process" in capsys.readouterr().err and not out.exists()
+    src = str(tmp_path / "u.csv")
+    assert main(["plan", "replay", "--utilization", src, "--models", "seasonal_naive", "--instance-units", "1e307"]) == 2
+    assert "--instance-units must be a number > 0 and at most 1e9" in capsys.readouterr().err
+    assert main(["plan", "replay", "--utilization", src, "--models", "seasonal_naive", "--start", "2026-02-01"]) == 2
+    err = capsys.readouterr().err
+    assert "is not before the data's end" in err and "--end" not in err

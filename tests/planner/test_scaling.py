@@ -44,6 +44,11 @@ def test_the_quantile_follows_the_cost_ratio() -> None:
     assert PrescalePolicy(shortage_cost=9, idle_cost=1).quantile == pytest.approx(0.9)
     with pytest.raises(ValueError, match="positive duration"):
         PrescalePolicy(lead="0min")
+    # a refresh that does not divide a day left each day's tail without a forecast (2D: all of it)
+    for bad in ("7h", "5h", "2D", "25h"):
+        with pytest.raises(ValueError, match="refresh must divide a day"):
+            PrescalePolicy(refresh=bad)
+    assert PrescalePolicy(refresh="6h").refresh == "6h" and PrescalePolicy(refresh="1D").refresh == "1D"
 
 
 def test_the_forecast_moves_the_seen_demand_ahead_of_a_ramp() -> None:
