@@ -55,6 +55,9 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         frame = read_csv_text(path, ("unique_id",))
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise CliError(unreadable(path, exc), 2) from exc
+    twice = [c for c in ("unique_id", "ds", "y") if f"{c}.1" in frame.columns]  # pandas' name for a repeat
+    if twice:
+        raise CliError(f"{path}: column {twice[0]} appears twice in the header; keep one", 2)
     missing = {"unique_id", "ds", "y"} - set(frame.columns)
     if missing:
         raise CliError(f"{path}: missing column(s) {sorted(missing)}; need unique_id,ds,y"
@@ -86,10 +89,12 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
                            "(pass --freq for timestamps)", 2)
         out["ds"] = ds.astype("int64")
     else:
-        ds = pd.to_datetime(out["ds"], utc=True, format="mixed", errors="coerce")
+        ds, fmt = _timestamps(out["ds"], is_time)
         if ds.isna().any():
             row = out.index[ds.isna().to_numpy()][0]
-            raise CliError(f"{path}: {where(row)}, column ds: {_shown(out.at[row, 'ds'])} is not a timestamp", 2)
+            raise CliError(f"{path}: {where(row)}, column ds: {_shown(out.at[row, 'ds'])} is not a timestamp"
+                           + (f" in the format of the first row ({fmt}); write one format, ISO 8601 best "
+                              "(2024-01-13T00:00:00Z)" if fmt else ""), 2)
         out["ds"] = ds.dt.tz_localize(None)
     y = pd.to_numeric(out["y"], errors="coerce")
     bad = y.isna() & out["y"].notna()
@@ -106,6 +111,24 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         raise CliError(f"{path}: {where(row)}, column y: {y.iloc[row]} is not a finite number", 2)
     out["y"] = y.astype(float)
     return out
+
+
+def _timestamps(ds: pd.Series, typed: bool) -> tuple[pd.Series, str | None]:
+    """``ds`` as UTC timestamps (NaT where unreadable), and the format the text was read in when
+    not ISO 8601. ISO 8601 first (offsets included); else the first row's format, for every row:
+    each row read on its own took 01/02 as January and 13/02 as February in one file."""
+    from pandas.tseries.api import guess_datetime_format
+
+    if typed:
+        return pd.to_datetime(ds, utc=True), None
+    try:
+        return pd.to_datetime(ds, utc=True, format="ISO8601"), None
+    except (ValueError, TypeError):
+        pass
+    fmt = guess_datetime_format(str(ds.iloc[0]).strip()) if len(ds) else None
+    if fmt is None:  # a form with no one format: each row as it reads
+        return pd.to_datetime(ds, utc=True, format="mixed", errors="coerce"), None
+    return pd.to_datetime(ds.astype(str).str.strip(), utc=True, format=fmt, errors="coerce"), fmt
 
 
 def _shown(value: object) -> str:

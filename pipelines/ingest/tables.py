@@ -66,6 +66,10 @@ def unreadable(path: Path, exc: BaseException) -> str:
                     except UnicodeDecodeError as bad:
                         return (f"{path}: line {n}: not UTF-8 text (byte 0x{line[bad.start]:02x}); save the file "
                                 "as UTF-8")
+    quote = re.search(r"EOF inside string starting at row (\d+)", str(exc))
+    if quote:  # pandas counts the file's lines from 0 there
+        return (f"{path}: line {int(quote.group(1)) + 1}: unterminated quote (the quote opened there is never "
+                "closed); close it or remove it")
     return f"{path}: cannot read ({' '.join(str(exc).split())})"  # pandas' messages end in a newline
 
 

@@ -312,3 +312,27 @@ def test_when_no_series_is_long_enough_the_error_says_all_were_left_out(tmp_path
     others = sorted(panel["unique_id"].unique())[:-1]
     assert len(err.splitlines()) == 1 and "were left out before it as unfit too" in err
     assert all(repr(u) in err for u in others[:5]), err
+
+
+def test_day_first_dates_a_repeated_column_and_an_open_quote_are_named(tmp_path: Path, capsys) -> None:
+    """dd/mm dates were read row by row (01/02 as January 2nd, 13/02 as February 13th) and
+    reported as a month of missing steps the file does not have; a second y was ignored; an open
+    quote was named by pandas' 0-based row."""
+    panel = make_panel(length=24 * 30)
+    one = panel[panel["unique_id"] == panel["unique_id"].iloc[0]].reset_index(drop=True)
+    src = tmp_path / "in.csv"
+    argv = ["backtest", "--input", str(src), "--horizon", "24", "--season-length", "24", "--freq", "h",
+            "--models", "seasonal_naive"]
+    one.assign(ds=pd.to_datetime(one["ds"]).dt.strftime("%d/%m/%Y %H:%M")).to_csv(src, index=False)
+    assert main(argv) == 2
+    first_13th = int(np.flatnonzero(pd.to_datetime(one["ds"]).dt.day.to_numpy() == 13)[0]) + 2  # + header, 1-based
+    assert f"line {first_13th}, column ds: " in capsys.readouterr().err
+    one.assign(ds=pd.to_datetime(one["ds"]).dt.strftime("%m/%d/%Y %H:%M")).to_csv(src, index=False)
+    assert main(argv) == 0  # one consistent format, whichever: read
+    capsys.readouterr()
+    lines = one.to_csv(index=False).splitlines()
+    src.write_text("\n".join([lines[0] + ",y"] + [x + ",1" for x in lines[1:]]) + "\n")
+    assert main(argv) == 2 and "column y appears twice in the header" in capsys.readouterr().err
+    lines[300] = '"' + lines[300]
+    src.write_text("\n".join(lines) + "\n")
+    assert main(argv) == 2 and ": line 301: unterminated quote" in capsys.readouterr().err
