@@ -231,6 +231,8 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
         if not isinstance(ds, pd.DatetimeIndex):
             raise HistoryError(f"series {uid!r}: ds must be timestamps for freq={freq!r}", uid)
         at, size = ds.as_unit("ns").asi8, step.value  # Parquet from Arrow, DuckDB or Spark holds us
+    elif pd.api.types.is_integer_dtype(ds):  # as integers: a float holds no step past 2**53 exactly
+        at, size = np.asarray(ds, dtype=np.int64), 1
     else:
         values = np.asarray(ds, dtype=float)
         off = values != np.round(values)
@@ -255,6 +257,11 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
     if len(at) > 2 and missing >= len(at) - 1:
         common = pd.Series(gaps // size).mode().iloc[0]
         every, one = (f"{common} steps", "integer-step") if step is None else (_span(step * int(common)), _span(step))
+        if common == 1:  # rows a step apart around a few long gaps (a long season let them pass): the gaps' fault
+            i = int(np.argmax(gaps))
+            raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
+                               f"be filled, half or more, {int(gaps[i] // size) - 1} of them between the rows at "
+                               f"{ds[i]} and {ds[i + 1]}: cut that span before forecasting", uid)
         raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
                            f"be filled, half or more: its rows are mostly {every} apart; give the series' own "
                            "frequency", uid)

@@ -159,3 +159,25 @@ def test_values_too_large_for_floating_point_are_refused() -> None:
     frame = _gappy().dropna().assign(y=lambda f: f["y"] * 1e306)
     with pytest.raises(HistoryError, match=r"series 'a': y 1e\+306 at 2026-01-01 01:00:00 is beyond \+-1e\+100"):
         validate_history(frame, "h")
+
+
+def test_one_long_gap_a_long_season_allows_is_named_not_taken_for_a_coarser_grid() -> None:
+    """Hourly rows with 360 hours cut out (season 400): "its rows are mostly 1h apart; give the
+    series' own frequency", which is the frequency given."""
+    from forecasters.validation import fill_gaps
+
+    ds = pd.date_range("2024-01-01", periods=720, freq="h")
+    cut = pd.DataFrame({"unique_id": "a", "ds": ds, "y": 1.0}).drop(index=range(200, 560))
+    with pytest.raises(HistoryError, match=r"series 'a': 360 of the 720 points of its 1h grid would be filled, half "
+                                           r"or more, 360 of them between the rows at 2024-01-09 07:00:00 and "
+                                           r"2024-01-24 08:00:00: cut that span"):
+        fill_gaps(cut, "h", 400)
+
+
+def test_integer_steps_past_what_a_float_holds_exactly_stay_whole() -> None:
+    """Steps near 1e18 went through floats: "127 missing steps from 1000000000000000065 to ...064"."""
+    from forecasters.validation import fill_gaps
+
+    steps = pd.DataFrame({"unique_id": "a", "ds": np.arange(10**18, 10**18 + 720, dtype=np.int64), "y": 1.0})
+    out, filled = fill_gaps(steps, None, 24)
+    assert filled == {} and out["ds"].tolist() == steps["ds"].tolist()
