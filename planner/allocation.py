@@ -179,7 +179,9 @@ def simulate(demand: np.ndarray, split: Split, offers: dict[str, Offer], costs: 
     scale = costs.hours_per_month / d.size
     result = {k: v * scale for k, v in out.items()}
     result["monthly_cost"] = total * scale
-    result["spill_units"] = float(spill.sum()) * scale
+    # what of it public really carried: with layers, the machines bought for the other shares
+    # (whole machines, sized up) can take a share with no offer, and then none of it runs on public
+    result["spill_units"] = min(float(spill.sum()), float(load.sum())) * scale
     # the unit-hours each location really carries: whole machines move them off the shares
     volume = float(d.sum())
     for loc in ("private", "edge"):
@@ -455,7 +457,7 @@ def recommend(alloc: pd.DataFrame, policy: AllocationPolicy, offers: dict[str, O
                            "this demand")
         elif lacks:
             reasons.append(f"cannot be bought as it reads: its {' and '.join(lacks)} share has no offer that fits the pool "
-                           "(priced with that share spilled to public)")
+                           "(priced with that share on the other locations' machines and public)")
         else:
             more = float(r.monthly_cost) - float(chosen["monthly_cost"])
             name = str(chosen["plan"]).replace("_", " ")

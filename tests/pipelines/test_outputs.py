@@ -111,8 +111,8 @@ def test_an_output_this_user_cannot_write_stops_the_command_before_any_work(tmp_
         kept.chmod(0o644)
     why = "permission denied; nothing was written (what was there is unchanged): let this user write the file and " \
           "its folder (chmod, chown), or write elsewhere"
-    for k, out in done.items():
-        assert out.returncode == 2, (k, out.stderr)
+    for k, out in done.items():  # a sink setting that cannot work: 2; the report's folder, the machine: 1
+        assert out.returncode == (1 if k == "report" else 2), (k, out.stderr)
     assert one_line(done["folder"].stderr) == f"headroom detect: error: alert JSONL path {locked}/a.jsonl: {why}"
     assert one_line(done["file"].stderr) == f"headroom detect: error: alert JSONL path {kept}: {why}"
     assert one_line(done["report"].stderr) == f"headroom report: error: {locked}/r/report.html: {why}"
