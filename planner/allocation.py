@@ -264,7 +264,9 @@ def candidate_splits(policy: AllocationPolicy, available: tuple[str, ...] = LOCA
             # public's upper bound rises only as far as the others' upper bounds require
             bounds = {loc: (lo, hi) if loc in available else (0.0, 0.0) for loc, (lo, hi) in policy.bounds.items()}
             fixed_max = bounds["private"][1] + bounds["edge"][1]
-            bounds["public"] = (bounds["public"][0], max(bounds["public"][1], 1.0 - fixed_max))
+            # (up to the grid: 1 - 0.35 on a grid of 0.25 is 0.75, or no split would be left)
+            need = np.ceil((1.0 - fixed_max) / policy.step - 1e-9) * policy.step
+            bounds["public"] = (bounds["public"][0], max(bounds["public"][1], need))
             if all(lo - 1e-9 <= shares[loc] <= hi + 1e-9 for loc, (lo, hi) in bounds.items()):
                 p6, e6 = round(p, 6), round(e, 6)
                 out.append(Split(p6, round(1.0 - p6 - e6, 6), e6))  # rounded shares still sum to 1

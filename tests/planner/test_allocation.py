@@ -132,3 +132,15 @@ def test_a_tuned_or_kept_split_with_a_share_no_offer_fits_is_not_recommended_eit
                                  offers).set_index("plan")
     assert out["recommended"].to_dict() == {"default_3_5_2": False, "tuned": False, "running_fleet": True}
     assert out.loc["tuned", "reason"].startswith("cannot be bought as it reads: its edge share")
+
+
+def test_a_share_the_other_machines_absorb_is_no_spill_and_bounds_keep_a_split() -> None:
+    """A whole private machine carrying every hour left nothing to public, yet 20% of the
+    unit-hours read as "run on public" at public_cost 0. And bounds whose relaxed public ceiling
+    (1 - 0.35) fell between grid points left no split for a pool without private offers."""
+    demand = np.array([8.0, 4.0])
+    offers = {"private": Offer("private", "p", "r", "own", 16.0, 4.0), "public": Offer("public", "c", "r", "od", 1.0, 3.0)}
+    absorbed = P.simulate(demand, P.Split(0.3, 0.5, 0.2), offers, FREE)
+    assert absorbed["public_cost"] == 0 and absorbed["carried_public"] == 0 and absorbed["spill_units"] == 0
+    policy = P.AllocationPolicy(step=0.25, bounds={"private": (0.25, 0.5), "public": (0.25, 0.5), "edge": (0.25, 0.35)})
+    assert P.candidate_splits(policy, ("public", "edge")) == [P.Split(0.0, 0.75, 0.25)]

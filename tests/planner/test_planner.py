@@ -135,11 +135,6 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     # the same split with that share on public; private's machine stays at the bottom
     spilled = P.simulate(demand, P.Split(0.5, 0.3, 0.2), offers, FREE)
     assert spilled["spill_units"] == pytest.approx(0.2 * 12 * 730 / 2)
-    # but a whole private machine that carries every hour leaves nothing to public: no spill run
-    # there either (it read 20% of the unit-hours "run on public" at public_cost 0)
-    big = {**offers, "private": Offer("private", "p", "r", "own", 16.0, 4.0)}
-    absorbed = P.simulate(demand, P.Split(0.3, 0.5, 0.2), big, FREE)
-    assert absorbed["public_cost"] == 0 and absorbed["carried_public"] == 0 and absorbed["spill_units"] == 0
     assert spilled["monthly_cost"] == pytest.approx(P.simulate(demand, P.Split(0.5, 0.5, 0.0), offers, FREE)[
         "monthly_cost"])
     # nor does a missing private offer lift the edge layer off the bottom: 3-5-2 there prices as 0-8-2
