@@ -401,10 +401,12 @@ def headline(best: dict, rows: list[dict], why: str) -> str:
     if best["plan"] == RUNNING_FLEET:
         text = f"keep the running fleet, {_usd(best['monthly_cost'])}/month for this demand"
         more = float(tuned["monthly_cost"]) - float(best["monthly_cost"]) if tuned is not None else 0.0
+        # (with what it really carries as bought, where whole machines move that off its shares)
         if tuned is not None and round(more) == 0:  # a tie: nothing keeps the split dearer
-            text += f"; the tuned split {_shares(tuned)} would cost the same"
+            text += f"; the tuned split {_shares(tuned)}{_carried_note(tuned)} would cost the same"
         elif tuned is not None:
-            text += f"; the tuned split {_shares(tuned)} would cost {_usd(more)}/month more, as {why}"
+            text += (f"; the tuned split {_shares(tuned)}{_carried_note(tuned)} would cost {_usd(more)}/month more, "
+                     f"as {why}")
     else:
         name = f"the split {_shares(best)}"
         if best["plan"] == "default_3_5_2":  # the config's default may be another split than 3-5-2

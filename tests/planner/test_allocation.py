@@ -144,3 +144,15 @@ def test_a_share_the_other_machines_absorb_is_no_spill_and_bounds_keep_a_split()
     assert absorbed["public_cost"] == 0 and absorbed["carried_public"] == 0 and absorbed["spill_units"] == 0
     policy = P.AllocationPolicy(step=0.25, bounds={"private": (0.25, 0.5), "public": (0.25, 0.5), "edge": (0.25, 0.35)})
     assert P.candidate_splits(policy, ("public", "edge")) == [P.Split(0.0, 0.75, 0.25)]
+
+
+def test_a_kept_fleets_headline_says_what_the_tuned_split_carries_as_bought() -> None:
+    """"the tuned split 30%/50%/20% would cost the same" while, as bought, private carried it all."""
+    from planner.allocation import RUNNING_FLEET, headline
+
+    fleet = {"plan": RUNNING_FLEET, "monthly_cost": 1000.0, "private": 1.0, "public": 0.0, "edge": 0.0}
+    tuned = {"plan": "tuned", "monthly_cost": 1000.2, "private": 0.3, "public": 0.5, "edge": 0.2,
+             "carried_private": 1.0, "carried_public": 0.0, "carried_edge": 0.0}
+    text = headline(fleet, [fleet, tuned], "the bounds")
+    assert ("the tuned split 30%/50%/20% (as bought, private carries 100%, public 0%, edge 0% of the unit-hours) "
+            "would cost the same") in text, text
