@@ -204,7 +204,8 @@ def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str 
     if res not in have:
         raise ReplayError(f"pool {chosen} has no {res} data (it has {', '.join(sorted(have))})")
     uid = f"{chosen}/{res}"
-    rows = demand.series_at_resolution(con, uid)
+    nodes = demand.nodes_at_resolution(con, uid)
+    rows = demand.steps_of(nodes)
     if len(rows) < 3:
         raise ReplayError(f"{uid}: {len(rows)} reading time(s), too few to replay")
     ts = pd.DatetimeIndex(rows["ts"]).as_unit("ns")
@@ -214,7 +215,7 @@ def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str 
         raise ReplayError(f"{uid}: readings every {step} but one at {ts[int(off[0])]} is off that grid; "
                           "replay needs a regular series")
     # the nodes summed as training sums them: a step only part of the pool reported is no demand
-    summed = demand.demand_at_resolution(con, uid, step)
+    summed = demand.demand_at_resolution(nodes, step)
     series = pd.Series(summed["y"].to_numpy(dtype=float), index=pd.DatetimeIndex(summed["ds"]).as_unit("ns"),
                        name=uid)
     return series.reindex(pd.date_range(ts[0], ts[-1], freq=step)), float(rows["node_capacity"].median())

@@ -152,12 +152,6 @@ def _on_steps(where: str) -> str:
     return _ON_STEPS.format(where=where, clock=", ".join(f"({s})" for s in CLOCK_STEPS))
 
 
-# one series on its own steps: the pool's nodes summed per step, and the median capacity a
-# node of it reports (the step capacity moves by when nothing else says)
-SERIES_AT_RESOLUTION_SQL = _on_steps("cluster || '/' || pool || '/' || resource = ?") + """
-SELECT ds AS ts, sum(used) AS y, count(*) AS nodes, median(capacity) AS node_capacity
-FROM node_steps GROUP BY ds ORDER BY ds
-"""
 SERIES_IDS_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization ORDER BY 1"
 
 
@@ -166,26 +160,40 @@ def series_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
     return warehouse.query(con, SERIES_IDS_SQL)["unique_id"].tolist()
 
 
-def series_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str) -> pd.DataFrame:
-    """``ts, y, nodes, node_capacity`` of one series on its own steps (see ``CLOCK_STEPS``)."""
-    return warehouse.query(con, SERIES_AT_RESOLUTION_SQL, [unique_id])
-
-
+# one series' nodes on its own steps (see ``CLOCK_STEPS``): each node's mean per step
 NODES_AT_RESOLUTION_SQL = _on_steps("cluster || '/' || pool || '/' || resource = ?") + """
-SELECT unique_id, node_id, ds, used FROM node_steps ORDER BY node_id, ds
+SELECT unique_id, node_id, ds, used, capacity FROM node_steps ORDER BY node_id, ds
 """
 
 
-def demand_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str, step: pd.Timedelta) -> pd.DataFrame:
-    """``ds, y`` of one series on its own ``step``: its nodes summed as training sums them
-    (:func:`combine_nodes` at that step): a node's short silence filled from its own readings,
-    a step too few of its nodes reported left out, and so is one a late node has not reported
-    yet (``late="wait"``): a replay scores only demand that was there."""
+def nodes_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str) -> pd.DataFrame:
+    """``unique_id, node_id, ds, used, capacity`` of one series' nodes on its own steps."""
     nodes = warehouse.query(con, NODES_AT_RESOLUTION_SQL, [unique_id])
+    nodes["ds"] = pd.to_datetime(nodes["ds"]).astype("datetime64[ns]")
+    return nodes
+
+
+def steps_of(nodes: pd.DataFrame) -> pd.DataFrame:
+    """``ts, y, nodes, node_capacity`` per step of :func:`nodes_at_resolution`'s frame: the nodes
+    that reported summed, and the median capacity a node of it reports."""
+    g = nodes.groupby("ds", sort=True)
+    return pd.DataFrame({"y": g["used"].sum(), "nodes": g.size(), "node_capacity": g["capacity"].median()}
+                        ).rename_axis("ts").reset_index()
+
+
+def series_at_resolution(con: duckdb.DuckDBPyConnection, unique_id: str) -> pd.DataFrame:
+    """``ts, y, nodes, node_capacity`` of one series on its own steps (see ``CLOCK_STEPS``)."""
+    return steps_of(nodes_at_resolution(con, unique_id))
+
+
+def demand_at_resolution(nodes: pd.DataFrame, step: pd.Timedelta) -> pd.DataFrame:
+    """``ds, y`` of :func:`nodes_at_resolution`'s series on its ``step``: its nodes summed as
+    training sums them (:func:`combine_nodes` at that step): a node's short silence filled from
+    its own readings, a step too few of its nodes reported left out, and so is one a late node
+    has not reported yet (``late="wait"``): a replay scores only demand that was there."""
     if nodes.empty:
         return pd.DataFrame({"ds": pd.Series(dtype="datetime64[ns]"), "y": pd.Series(dtype=float)})
-    nodes["ds"] = pd.to_datetime(nodes["ds"]).astype("datetime64[ns]")
-    return sum_nodes(nodes, late="wait", step=step)[["ds", "y"]]
+    return sum_nodes(nodes[["unique_id", "node_id", "ds", "used"]], late="wait", step=step)[["ds", "y"]]
 
 
 RECENT_SQL = _on_steps("ts >= ?") + """
