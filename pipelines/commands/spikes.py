@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,7 +102,7 @@ def metric_lines(metrics: pd.DataFrame, target: float) -> list[str]:
              f"  {'model':<12} {'auc':>6} {'threshold':>9} {'precision':>9} {'recall':>7} {'f1':>6} "
              f"{'alerts':>7}  threshold rule"]
     def shown(v: float, width: int) -> str:  # undefined (no alert, one class): '-'
-        return f"{'-':>{width}}" if v != v else f"{v:>{width}.3f}"
+        return f"{'-':>{width}}" if math.isnan(v) else f"{v:>{width}.3f}"
 
     for r in metrics.itertuples(index=False):
         lines.append(f"  {r.model:<12} {shown(r.auc, 6)} {r.threshold:>9.3g} {shown(r.precision, 9)} "

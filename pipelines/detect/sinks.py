@@ -82,7 +82,7 @@ def _post(url: str, body: object, timeout_s: float, retries: int, backoff_s: flo
             last = f"HTTP {status}: {text}"
             if status < 500 and status != 429:
                 break  # a client error will not fix itself by retrying
-        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError, OSError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, OSError) as exc:  # (UnicodeError is a ValueError)
             last = f"{type(exc).__name__}: {exc}"
         if attempt < retries:
             time.sleep(backoff_s * 2**attempt)

@@ -65,22 +65,6 @@ def load_demand(
 SERIES_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization"
 
 
-def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None) -> pd.DataFrame:
-    """Demand over the last ``lookback_days`` of utilization (all of it when None). The
-    window ends at the newest reading of any series; a series with no reading in it is
-    left out, and named in the log."""
-    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
-    since = None if last is None or lookback_days is None else pd.Timestamp(last) - pd.Timedelta(days=lookback_days)
-    out = load_demand(con, since=since)
-    if since is not None:
-        recent = warehouse.query(con, SERIES_SQL + " WHERE ts >= ?", [since])["unique_id"]
-        stale = sorted(set(warehouse.query(con, SERIES_SQL)["unique_id"]) - set(recent))
-        if stale:  # (a series dropped for an outage inside the window is named by regularize)
-            log.warning("%d series have no utilization in the %d days up to %s and are not planned or "
-                        "forecast: %s", len(stale), lookback_days, last, ", ".join(stale))
-    return out
-
-
 STRAY_AFTER = pd.Timedelta(days=1)  # a newest reading this far past the one before it: a mistyped date
 
 
@@ -94,16 +78,32 @@ def stray_newest(con: duckdb.DuckDBPyConnection, table: str) -> tuple[pd.Timesta
     return pd.Timestamp(newest), pd.Timestamp(before)
 
 
-def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None, where: str) -> pd.DataFrame:
-    """:func:`load_recent_demand` without the series that stopped reporting
-    (:func:`forecasters.demand.drop_stale`); ValueError naming ``where`` when none is left, or
-    when the newest reading, where the window ends, stands days after every other."""
+def load_recent_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None) -> pd.DataFrame:
+    """Demand over the last ``lookback_days`` of utilization (all of it when None). The
+    window ends at the newest reading of any series; a series with no reading in it is
+    left out, and named in the log. ValueError when that newest reading stands days after
+    every other (a mistyped date would end the window there, and train and plan on nothing)."""
     stray = stray_newest(con, "utilization")
     if stray is not None:
         newest, before = stray
-        raise ValueError(f"the newest utilization reading in {where} ({newest:%Y-%m-%d %H:%M} UTC) stands "
+        raise ValueError(f"the newest utilization reading ({newest:%Y-%m-%d %H:%M} UTC) stands "
                          f"{(newest - before).days} days after the one before it ({before:%Y-%m-%d %H:%M}): a "
-                         "mistyped date? training's window ends at the newest reading; fix or delete that reading")
+                         "mistyped date? the demand window ends at the newest reading; fix or delete that reading")
+    last = con.execute("SELECT max(ts) FROM utilization").fetchone()[0]
+    since = None if last is None or lookback_days is None else pd.Timestamp(last) - pd.Timedelta(days=lookback_days)
+    out = load_demand(con, since=since)
+    if since is not None:
+        recent = warehouse.query(con, SERIES_SQL + " WHERE ts >= ?", [since])["unique_id"]
+        stale = sorted(set(warehouse.query(con, SERIES_SQL)["unique_id"]) - set(recent))
+        if stale:  # (a series dropped for an outage inside the window is named by regularize)
+            log.warning("%d series have no utilization in the %d days up to %s and are not planned or "
+                        "forecast: %s", len(stale), lookback_days, last, ", ".join(stale))
+    return out
+
+
+def load_training_demand(con: duckdb.DuckDBPyConnection, lookback_days: int | None, where: str) -> pd.DataFrame:
+    """:func:`load_recent_demand` without the series that stopped reporting
+    (:func:`forecasters.demand.drop_stale`); ValueError naming ``where`` when none is left."""
     recent = load_recent_demand(con, lookback_days)
     frame = drop_stale(recent)
     frame.attrs["filled"] = recent.attrs.get("filled")  # the interpolated points, not to be scored
