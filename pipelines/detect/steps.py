@@ -226,16 +226,26 @@ class ModelJob:
     target: str
     params: str
     train: Callable[[], tuple[object | None, pd.Timestamp | None]]
+    inputs_mark: str | None = None  # the inputs read (detection.inputs_mark), kept with the model
 
 
 def _model_job(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str, now: datetime,
                retrain_every: str, read: Callable[[], Callable[[], tuple[object | None, pd.Timestamp | None]]],
                until: datetime | None = None) -> ModelJob | None:
     """None when a ``kind`` model with ``params`` is younger than ``retrain_every`` (and, with
-    ``until``, not from after it); else the job, its data read now (``read`` returns the fit)."""
+    ``until``, not from after it), or live and no input came in since it was trained; else the
+    job, its data read now (``read`` returns the fit)."""
     if detection.latest_model(con, kind, params, now - pd.Timedelta(retrain_every), until) is not None:
         return None
-    return ModelJob(kind, target, params, read())
+    if until is None and _inputs_unchanged(con, kind, detection.latest_model_row(con, kind, params)):
+        return None
+    return ModelJob(kind, target, params, read(), detection.inputs_mark(con, kind))
+
+
+def _inputs_unchanged(con: duckdb.DuckDBPyConnection, kind: str, row: dict | None) -> bool:
+    """Whether no batch of ``kind``'s inputs was loaded since ``row``'s model read them: live,
+    a retrain would learn from the very same rows, so the old model stands (and keeps its time)."""
+    return row is not None and detection.model_inputs_mark(con, row["model_id"]) == detection.inputs_mark(con, kind)
 
 
 def run_model_job(job: ModelJob) -> tuple[object | None, pd.Timestamp | None]:
@@ -253,6 +263,7 @@ def register_model(con: duckdb.DuckDBPyConnection, job: ModelJob, model: object 
            for k, v in getattr(model, "oof_metrics_", {}).items()}
     rule = getattr(model, "threshold_rule_", None)
     metrics = json.dumps({"threshold": model.threshold_, **({"threshold_rule": rule} if rule else {}),
+                          **({"inputs_mark": job.inputs_mark} if job.inputs_mark else {}),
                           **({"params": model.params_} if hasattr(model, "params_") else {}),
                           **({"out_of_fold": oof} if oof else {})})
     # pickle: our own estimator, stored in and read back from our own warehouse only
@@ -397,7 +408,7 @@ def spike_model_status(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
                        retrain_every: str, until: datetime | None = None) -> tuple[dict | None, str | None]:
     """The newest registered spike model for ``policy`` (``model_id, created_at, data_cutoff``,
     or None) and why it must be retrained, or None to reuse it: there is none; it is
-    ``retrain_every`` old; or the prices now run more than ``retrain_every`` past the data it
+    ``retrain_every`` old (live: and a prices or catalog file came in since); or the prices now run more than ``retrain_every`` past the data it
     learnt from (beyond the horizon its last labels need: prices loaded late, a backfill)."""
     age = pd.Timedelta(retrain_every)
     row = detection.latest_model_row(con, SPIKE_MODEL, detection.spike_params(con, policy), until)
@@ -405,7 +416,7 @@ def spike_model_status(con: duckdb.DuckDBPyConnection, now: datetime, policy: Sp
         return None, ("no model for these settings yet (the registered ones were trained under others)"
                       if detection.has_model(con, SPIKE_MODEL) else "no model yet")
     old = pd.Timestamp(now) - row["created_at"]
-    if old >= age:
+    if old >= age and not (until is None and _inputs_unchanged(con, SPIKE_MODEL, row)):
         return row, f"the model is {rough_duration(old)} old; retrain age {short_duration(age)}"
     end = detection.spot_prices_end(con, until)
     past = None if end is None else end - row["data_cutoff"] - pd.Timedelta(policy.horizon)
@@ -424,7 +435,7 @@ def spike_model_job(con: duckdb.DuckDBPyConnection, now: datetime, policy: Spike
         return None
     prices, on_demand = detection.spot_prices(con, until), detection.on_demand(con)
     return ModelJob(SPIKE_MODEL, "spot_prices", detection.spike_params(con, policy),
-                    lambda: train_spikes(prices, on_demand, policy))
+                    lambda: train_spikes(prices, on_demand, policy), detection.inputs_mark(con, SPIKE_MODEL))
 
 
 def ensure_spike_model(con: duckdb.DuckDBPyConnection, now: datetime, policy: SpikePolicy,

@@ -114,7 +114,8 @@ def detect_flow(
     between retrains each run only scores. The fault model is retrained once the newest is
     older than ``retrain_every``; the spike model once it is older than
     ``spike_retrain_every`` (default: the ``HEADROOM_SPIKE_RETRAIN_EVERY`` setting, 7D), or
-    the prices run that far past its data cutoff, or there is none; ``spikes`` says
+    the prices run that far past its data cutoff, or there is none (live, an old model stands
+    while no input file was loaded since it was trained); ``spikes`` says
     ``model: reused`` or ``retrained``, with the model's id and training time. Fault scoring reads only the recent telemetry its
     feature windows need. A spike alert is as severe as its probability only on a market the
     latest plan puts load on; elsewhere it is ``info``, or not raised with

@@ -266,10 +266,36 @@ def spot_prices_end(con: duckdb.DuckDBPyConnection, until: datetime | None = Non
     return None if found is None else pd.Timestamp(found)
 
 
+# the ingest kinds each detector model learns from: a batch of these since its training is new data
+MODEL_INPUTS = {"fault_predictor": ("telemetry", "failures"), "spike_predictor": ("spot-prices", "catalog")}
+
+
+def inputs_mark(con: duckdb.DuckDBPyConnection, kind: str) -> str:
+    """What ``kind``'s inputs are made of: the count and newest finish of the batches that loaded
+    them. The same mark later means no file came in since (a retrain would learn the same)."""
+    n, last = con.execute("SELECT count(*), max(finished_at) FROM ingest_batches WHERE kind IN "
+                          "(SELECT unnest(?)) AND rows_loaded > 0", [list(MODEL_INPUTS[kind])]).fetchone()
+    return f"{n}@{'' if last is None else pd.Timestamp(last).isoformat()}"
+
+
+def model_inputs_mark(con: duckdb.DuckDBPyConnection, model_id: str) -> str | None:
+    """The :func:`inputs_mark` a model was trained on, None for one registered without it."""
+    row = con.execute("SELECT metrics FROM models WHERE model_id = ?", [model_id]).fetchone()
+    try:
+        return json.loads(row[0]).get("inputs_mark") if row and row[0] else None
+    except (ValueError, AttributeError):
+        return None
+
+
 def save_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str,
                data_cutoff: datetime, artifact: bytes, metrics: str, now: datetime) -> str:
-    """Register a detector model; its id is a hash of kind, params and data cutoff."""
+    """Register a detector model; its id is a hash of kind, params and data cutoff. Retrained
+    on the same cutoff (late rows inside its span), it keeps the time it was first made: a
+    replay as of then still finds a model, rather than retraining for "no model yet"."""
     model_id = hashlib.sha256(f"{kind}|{params}|{pd.Timestamp(data_cutoff).isoformat()}".encode()).hexdigest()[:16]
+    first = con.execute("SELECT created_at FROM models WHERE model_id = ?", [model_id]).fetchone()
+    if first is not None and pd.Timestamp(first[0]) < pd.Timestamp(now):
+        now = pd.Timestamp(first[0]).to_pydatetime()
     frame = pd.DataFrame([{
         "model_id": model_id, "kind": kind, "target": target, "series": None, "data_cutoff": data_cutoff,
         "params": params, "metrics": metrics, "artifact": artifact, "is_champion": False, "created_at": now,

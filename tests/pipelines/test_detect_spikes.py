@@ -102,3 +102,37 @@ def test_spike_model_is_retrained_when_the_prices_run_past_its_data(db_path: Pat
     other = jobs.train_spike_model(str(db_path), now + pd.Timedelta(hours=3), SpikePolicy(horizon="3h"), "3D")
     assert other["why"] == "no model for these settings yet (the registered ones were trained under others)"
     assert "past the model's data" in out["why"]
+
+
+def test_a_live_model_stands_past_its_age_until_an_input_comes_in(db_path: Path, monkeypatch, fleet):
+    """Live (no replay clock), a retrain with no file loaded since would learn the same rows: the
+    model stands. Retrained on the same cutoff, it keeps the time it was first made, so a replay
+    as of then still finds it (it was stamped with the retrain's time, and the replay retrained
+    for "no model yet")."""
+    from anomaly.fault_features import FaultPolicy
+    from anomaly.spike_features import SpikePolicy
+    from pipelines.detect import jobs
+
+    fits = _count_spike_fits(monkeypatch)
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    now, policy, day = fleet["spot_prices"]["ts"].max().to_pydatetime(), SpikePolicy(horizon="6h"), pd.Timedelta(days=1)
+    first = jobs.train_spike_model(str(db_path), now, policy, "1D")
+    assert first["model"] == "retrained" and jobs.train_fault_model(str(db_path), now, FaultPolicy(), "1D")
+    later = jobs.train_spike_model(str(db_path), now + 3 * day, policy, "1D")
+    assert (later["model"], later["trained_at"], fits[0]) == ("reused", first["trained_at"], 1)
+    assert not jobs.train_fault_model(str(db_path), now + 3 * day, FaultPolicy(), "1D")
+
+    with warehouse.open_warehouse(db_path) as con:  # a file of prices and one of telemetry come in
+        for kind in ("spot-prices", "telemetry"):
+            con.execute("INSERT INTO ingest_batches (batch_id, kind, source_format, path, sha256, rows_read, "
+                        "rows_loaded, rows_rejected, status, started_at, finished_at) VALUES (?, ?, 'csv', 'f.csv', "
+                        "'x', 1, 1, 0, 'loaded', now()::TIMESTAMP, now()::TIMESTAMP)", [kind, kind])
+    again = jobs.train_spike_model(str(db_path), now + 3 * day, policy, "1D")
+    assert (again["model"], again["why"], fits[0]) == ("retrained", "the model is 3d old; retrain age 1d", 2)
+    assert (again["model_id"], again["trained_at"]) == (first["model_id"], first["trained_at"])
+    assert jobs.train_fault_model(str(db_path), now + 3 * day, FaultPolicy(), "1D")
+    with warehouse.open_warehouse(db_path) as con:
+        made = con.execute("SELECT DISTINCT created_at FROM models WHERE kind IN ('spike_predictor', "
+                           "'fault_predictor')").fetchall()
+    assert made == [(now,)]  # the same data cutoffs: the same models, made when first trained
