@@ -41,7 +41,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -146,11 +146,15 @@ def sync_alerts(
     now: datetime,
     sink_names: Iterable[str],
     ended: Sequence[Alert] = (),
+    history: Collection[str] = frozenset(),
 ) -> dict[str, int]:
-    """Record ``kind``'s alerts as of ``now``; return counts fired / updated / resolved.
+    """Record ``kind``'s alerts as of ``now``; return counts fired / updated / resolved
+    (and ``history``, when some were).
 
     ``current``: conditions that hold now. ``ended``: conditions found and already over
-    (a burst that came and went between runs): they fire and resolve in the same run.
+    (a burst that came and went between runs): they fire and resolve in the same run, but
+    those whose fingerprint is in ``history`` (over long before ``now``: old data read for
+    the first time) are recorded as resolved and sent to no sink that did not hear them fire.
     Firing alerts of ``kind`` in neither list resolve.
     """
     if any(a.kind != kind for a in [*current, *ended]):
@@ -173,7 +177,7 @@ def sync_alerts(
         return [*names, *sorted(heard.get(fp, set()) - set(names))]
 
     rows, queue, refired = [], [], []
-    fired = updated = resolved = 0
+    fired = updated = resolved = past = 0
     current_fps = {a.fingerprint for a in current}
     for alert in [*current, *(a for a in ended if a.fingerprint not in current_fps)]:
         fp = alert.fingerprint
@@ -184,12 +188,14 @@ def sync_alerts(
             # already fired and resolved: nothing new to say; or resolved by a run whose clock is
             # ahead of this one's (a replay behind it): left so
             continue
+        quiet = is_ended and not was_firing and fp in history
         if was_firing:
             starts = old.starts_at
             updated += 1
         else:
             starts = now
-            fired += 1
+            fired += not quiet
+            past += quiet
             if old is not None:  # it resolved and fires again: what was not yet said of that is moot
                 refired.append(fp)
         # never ends before it started (a replay whose clock is behind the run that fired it)
@@ -208,6 +214,8 @@ def sync_alerts(
         # each delivery says what its transition said. A sink configured after the alert fired
         # still hears it fire: as it stood before this run's escalation, which it hears next
         fired_as = (old.severity, old.probability, old.summary) if escalates else _said(row)
+        if quiet:
+            continue
         newcomers = [s for s in names if not was_firing or (fp, s, "firing") not in delivered_keys]
         queue += [(fp, s, "firing", *fired_as) for s in newcomers]
         if escalates:
@@ -238,7 +246,7 @@ def sync_alerts(
         if queue:
             q = pd.DataFrame(queue, columns=["fingerprint", "sink", "status", "severity", "probability", "summary"])
             upsert(con, "alert_deliveries", _held_for(_queued(q, now), senders))
-    return {"fired": fired, "updated": updated, "resolved": resolved}
+    return {"fired": fired, "updated": updated, "resolved": resolved, **({"history": past} if past else {})}
 
 
 HELD = "held:"  # claimed_by of a delivery queued while another run sends that alert to that sink

@@ -39,7 +39,8 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
         result = steps.run_bursts(series, states, policy, now=now)
         # alerts first: if saving the states fails, the next run re-detects the same bursts,
         # which have the same fingerprints, so nothing is lost and nothing doubles
-        counts = alerts.sync_alerts(con, "burst", result.current, now, sink_names, ended=result.ended)
+        counts = alerts.sync_alerts(con, "burst", result.current, now, sink_names, ended=result.ended,
+                                    history=result.history)
         detection.save_states(con, "cusum", result.states, now)
     return {"events": result.events, **counts}
 

@@ -43,9 +43,14 @@ class BurstResult:
     current: list[Alert]
     ended: list[Alert]
     events: int
+    history: frozenset[str] = frozenset()  # fingerprints of ended ones that are old news
 
 
 BURST_SILENCE = pd.Timedelta(hours=6)  # a burst whose series says nothing for this long resolves
+# a burst detected longer than this before the clock is history, not news: old data read for the
+# first time (a live detect over last year's export) records it but pages no one. Two days: a new
+# series' first scan (its last day) plus the partial hours and late nodes before the clock
+BURST_NEWS = pd.Timedelta(days=2)
 
 
 def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: CusumPolicy,
@@ -53,7 +58,8 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     """Continue every series from its state; a new series is calibrated on all but its
     last ``first_window`` and then scanned over it. With ``now``, a burst in progress on a
     series whose last data is more than ``BURST_SILENCE`` old is no longer current (it
-    resolves: its condition cannot be seen), and a warning names the series."""
+    resolves: its condition cannot be seen), and a warning names the series; and one that came
+    and went over ``BURST_NEWS`` before it is history (recorded, not sent)."""
     states = dict(states)
     # a state calibrated under another season (``detect --season-length``) is recalibrated:
     # its baseline memory and threshold belong to the old policy
@@ -96,7 +102,12 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
         alert = _burst_alert(ev.unique_id, ev.onset, ev.detected_at, ev.direction, float(ev.peak_z))
         if alert.fingerprint not in current_fps:
             ended.append(alert)
-    return BurstResult(new_states, current, ended, len(events))
+    history = frozenset(a.fingerprint for a in ended
+                        if now is not None and pd.Timestamp(a.window_end) < pd.Timestamp(now) - BURST_NEWS)
+    if history:
+        log.warning("%d burst(s) came and went over two days before %s (old data read for the first time?): "
+                    "recorded as resolved, sent to no sink", len(history), now)
+    return BurstResult(new_states, current, ended, len(events), history)
 
 
 def burst_read_since(states: dict[str, CusumState], policy: CusumPolicy) -> pd.Timestamp | None:

@@ -83,3 +83,27 @@ def test_a_replay_counts_only_the_alerts_firing_by_its_clock(db_path: Path) -> N
                         "VALUES (?, 'burst', 'c/p/gpu', 'warning', 'firing', ?, ?)", [f"f{i}", start, start])
         assert detection.alert_counts(con, [])["firing"] == 2
         assert detection.alert_counts(con, [], datetime(2026, 1, 12))["firing"] == 1
+
+
+def test_bursts_in_old_data_read_live_are_history_not_pages(tmp_path: Path) -> None:
+    """Last month's export read by a live detect (the wall clock a month past its end): the
+    bursts in its last day came and went long ago. They are recorded (the report draws them)
+    but no sink hears them fire and resolve; read as of the data's end they are news."""
+    util = generate_fleet(nodes=6, days=20, seed=0, telemetry=False)["utilization"]
+    end = util["ts"].max().to_pydatetime()
+    found = {}
+    for name, now in (("live", end + pd.Timedelta(days=30)), ("as_of_end", end)):
+        db = tmp_path / f"{name}.duckdb"
+        with warehouse.open_warehouse(db) as con:
+            con.register("_u", util)
+            con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _u")
+            con.unregister("_u")
+        counts = jobs.detect_bursts(str(db), now, ["jsonl:a.jsonl"], CusumPolicy(), until=now)
+        with warehouse.open_warehouse(db, read_only=True) as con:
+            found[name] = (counts, *con.execute("SELECT count(*) FILTER (WHERE status = 'resolved'), "
+                                                "(SELECT count(*) FROM alert_deliveries) FROM alerts").fetchone())
+    counts, resolved, sent = found["live"]
+    assert counts["events"] > 0 and counts["history"] == counts["events"] == resolved
+    assert (counts["fired"], counts["resolved"], sent) == (0, 0, 0)
+    counts, resolved, sent = found["as_of_end"]
+    assert counts["fired"] == counts["events"] > 0 and "history" not in counts and sent > 0
