@@ -1,37 +1,35 @@
 """Alert storage and delivery: the ``alerts`` table, per-sink ``alert_deliveries``, sinks.
 
 * :func:`sync_alerts` records one detector kind's current alerts: new fingerprints fire,
-  firing alerts of that kind that are no longer current resolve. Every transition
-  queues one ``pending`` delivery per sink (key fingerprint, sink, status).
-  Each delivery keeps the severity, probability and summary its transition had, so one
-  sent late (the sink was down) says what happened then, not what the alert says now.
+  firing alerts of that kind that are no longer current resolve. Every transition queues
+  one ``pending`` delivery per sink (key fingerprint, sink, status). Each delivery keeps the
+  severity, probability and summary its transition had, so one sent late (the sink was
+  down) says what happened then, not what the alert says now.
 * :func:`deliver_pending` sends each sink its pending deliveries in one batch and marks
   them ``delivered`` only when the sink accepted them. A failing sink keeps them pending
   for the next run; a delivered row is never sent again. (Should the process die between
   a sink's acceptance and that mark, the batch is sent once more: at-least-once.)
-* The warehouse is closed while a batch is sent, so another ``detect`` (the schedule and
-  one by hand) may read the same rows meanwhile: a run claims what it reads as pending in
-  that same transaction (:class:`Claim`, a lease on the wall clock) and sends only that.
-  The claim ends when the run records the outcome, or lapses if the run died.
+* The warehouse is closed while a batch is sent, so another ``detect`` (the schedule and one
+  by hand) may read the same rows meanwhile: a run claims what it reads as pending in that
+  same transaction (:class:`Claim`, a lease on the wall clock) and sends only that. The
+  claim ends when the run records the outcome, or lapses if the run died.
 
-Deliveries go out in the order things happened: an alert's firing, its escalations,
-its resolution. Every record carries ``sent_at``, the run's time. An alert's severity only
-rises while it fires: a rise is delivered once per step (status ``escalated`` with
-``previous_severity``), and a fall keeps the higher one. Alertmanager identifies an alert
-by its labels, severity among them, so there an escalation resolves the old label set and
-fires the new one, and the resolution carries the labels last fired. A changed probability
-shows in Alertmanager's re-sent annotations.
+Deliveries go out in the order things happened: an alert's firing, its escalations, its
+resolution. Every record carries ``sent_at``, the run's time. An alert's severity only rises
+while it fires: a rise is delivered once per step (status ``escalated`` with
+``previous_severity``), and a fall keeps the higher one. Alertmanager identifies an alert by
+its labels, severity among them, so there an escalation resolves the old label set and fires
+the new one, and the resolution carries the labels last fired. A changed probability shows in
+Alertmanager's re-sent annotations.
 
-Sinks (:mod:`pipelines.detect.sinks`): a JSONL file, a generic JSON webhook and Prometheus Alertmanager's
-``POST /api/v2/alerts``. Alertmanager expects its clients to re-send alerts that are
-still active (Prometheus does every minute) and ends one at its ``endsAt``: so every run
-re-posts the firing alerts it already delivered there, outside the once-only bookkeeping,
-with ``endsAt`` = the later of the run's time plus ``hold`` (1 hour: four runs of the
-15-minute schedule) and the end of a predicted window. An alert stays active while
-``detect`` keeps running and expires on its own an hour after it stops; the resolution
-is sent with the time the condition cleared. Alertmanager deduplicates re-posts, so
-receivers are notified once.
-"""
+Sinks (:mod:`pipelines.detect.sinks`): a JSONL file, a generic JSON webhook and Prometheus
+Alertmanager's ``POST /api/v2/alerts``. Alertmanager expects its clients to re-send alerts
+that are still active (Prometheus does every minute) and ends one at its ``endsAt``: so every
+run re-posts the firing alerts it already delivered there, outside the once-only bookkeeping,
+with ``endsAt`` = the later of the run's time plus ``hold`` (1 hour: four runs of the 15-minute
+schedule) and the end of a predicted window. An alert stays active while ``detect`` keeps
+running and expires an hour after it stops; the resolution is sent with the time the
+condition cleared. Alertmanager deduplicates re-posts, so receivers are notified once."""
 from __future__ import annotations
 
 import hashlib
@@ -148,15 +146,11 @@ def sync_alerts(
     ended: Sequence[Alert] = (),
     history: Collection[str] = frozenset(),
 ) -> dict[str, int]:
-    """Record ``kind``'s alerts as of ``now``; return counts fired / updated / resolved
-    (and ``history``, when some were).
-
-    ``current``: conditions that hold now. ``ended``: conditions found and already over
-    (a burst that came and went between runs): they fire and resolve in the same run, but
-    those whose fingerprint is in ``history`` (over long before ``now``: old data read for
-    the first time) are recorded as resolved and sent to no sink that did not hear them fire.
-    Firing alerts of ``kind`` in neither list resolve.
-    """
+    """Record ``kind``'s alerts as of ``now``; return counts fired / updated / resolved (and
+    ``history``). ``current``: conditions that hold now. ``ended``: conditions found and already
+    over (a burst that came and went between runs): they fire and resolve in the same run, or,
+    fingerprint in ``history`` (over long before ``now``: old data read late), are recorded
+    resolved and sent to no sink. Firing alerts of ``kind`` in neither list resolve."""
     if any(a.kind != kind for a in [*current, *ended]):
         raise ValueError(f"sync_alerts({kind!r}) got alerts of another kind")
     names = list(sink_names)
@@ -185,17 +179,14 @@ def sync_alerts(
         old = known.get(fp)
         was_firing = old is not None and old.status == "firing"
         if old is not None and not was_firing and (is_ended or pd.Timestamp(old.ends_at) > pd.Timestamp(now)):
-            # already fired and resolved: nothing new to say; or resolved by a run whose clock is
-            # ahead of this one's (a replay behind it): left so
-            continue
+            continue  # already fired and resolved; or resolved by a run whose clock is ahead of this one's
         quiet = is_ended and not was_firing and fp in history
         if was_firing:
             starts = old.starts_at
             updated += 1
         else:
             starts = now
-            fired += not quiet
-            past += quiet
+            fired, past = fired + (not quiet), past + quiet
             if old is not None:  # it resolved and fires again: what was not yet said of that is moot
                 refired.append(fp)
         # never ends before it started (a replay whose clock is behind the run that fired it)
@@ -214,7 +205,7 @@ def sync_alerts(
         # each delivery says what its transition said. A sink configured after the alert fired
         # still hears it fire: as it stood before this run's escalation, which it hears next
         fired_as = (old.severity, old.probability, old.summary) if escalates else _said(row)
-        if quiet:
+        if quiet:  # history: recorded, heard by no sink
             continue
         newcomers = [s for s in names if not was_firing or (fp, s, "firing") not in delivered_keys]
         queue += [(fp, s, "firing", *fired_as) for s in newcomers]
