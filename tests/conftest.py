@@ -11,9 +11,14 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.pop("HEADROOM_DB", None)
 
+import prefect.main  # noqa: E402,F401
 import pytest  # noqa: E402
 
 from pipelines.store import warehouse
+
+# prefect.main is imported above, before any test captures stderr: importing it sets up Prefect's
+# logging, a console handler on the root logger bound to the stderr of that moment; bound to one
+# test's capture, it wrote to a closed file in a later command's warning (a 111-line "Logging error")
 
 
 @pytest.fixture(scope="session")
