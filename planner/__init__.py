@@ -6,7 +6,8 @@
 * :mod:`planner.prescale`: predictive + reactive pre-scaling at the data's resolution;
 * :mod:`planner.scaling`: reactive autoscalers and the score of any capacity on demand;
 * :mod:`planner.replay`: every strategy replayed on history and scored side by side;
-* :mod:`planner.spot`: spot capacity for the interruptible share of the public load.
+* :mod:`planner.spot`: spot capacity for the interruptible share of the public load;
+* :mod:`planner.shift`: level shifts in recent demand, which the plan is sized after.
 """
 from planner.allocation import (
     DEFAULT_SPLIT,

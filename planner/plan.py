@@ -47,6 +47,7 @@ from planner.cost import (
 )
 from planner.prescale import PrescalePolicy, prescale_schedule
 from planner.reservations import ReservationPolicy, recommend_reservations
+from planner.shift import hourly_level, level_shift
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot
 from planner.validation import require_columns
 
@@ -310,7 +311,14 @@ def make_plan(
                             "spot markets from any region qualify (set [offers] regions in the plan config to keep "
                             "them near)", resource, ", ".join(sorted(set(own.astype(str)))[:3]))
         pool = row.pool_id.split("/")[-1]
-        path = demand_path(history, forecast, uid)
+        mine = history.loc[history["unique_id"] == uid].sort_values("ds")
+        shift = level_shift(mine["ds"], mine["y"].to_numpy(dtype=float))
+        basis, notes = history, []
+        if shift is not None:  # the month is priced on the days at the new level, not the weeks before
+            log.warning("%s: %s: planned on the days since", uid, shift.text())
+            basis = history.loc[(history["unique_id"] != uid) | (history["ds"] > shift.cut)]
+            notes.append(f"sized on the {shift.days} day(s) since {shift.change()}")
+        path = demand_path(basis, forecast, uid)
         if path.size == 0:
             log.warning("%s: no demand, not planned", uid)
             continue
@@ -319,9 +327,12 @@ def make_plan(
                memory_per_vcpu(capacity, row.pool_id) if resource == "cpu" else None, policy.offers.any_region,
                None if ratio is None else ratio * max(float(np.nanmax(path)), 0.0))
         offers = select_offers(catalog, resource, pool, *fit)
-        seen = int(np.isfinite(history.loc[history["unique_id"] == uid, "y"].to_numpy(dtype=float)).sum())
+        seen = int(np.isfinite(basis.loc[basis["unique_id"] == uid, "y"].to_numpy(dtype=float)).sum())
         if seen < SHORT_HISTORY_HOURS:
-            log.warning("%s: %d hour(s) of demand history: its monthly costs extrapolate from them", uid, seen)
+            log.warning("%s: %d hour(s) of demand %s: its monthly costs extrapolate from them, and no reservation "
+                        "is recommended on them", uid, seen, "at this level" if shift else "history")
+            notes.append(f"on {seen / 24:.1f} day(s) of demand{' at this level' if shift else ''}, extrapolated to the "
+                         f"month; no reservation until it has held {SHORT_HISTORY_HOURS // 24} days")
         priced = own_machine_priced(catalog, resource, pool, uid)
         if priced and "public" in offers:
             kept = splits.get(uid)
@@ -333,7 +344,7 @@ def make_plan(
                 log.warning("%s: this month's split %s is not one the plan allows now (the config's bounds or step, "
                             "or the offers that fit the pool, changed): re-tuned", uid, kept.label())
                 kept = None
-            hist = history.loc[history["unique_id"] == uid].sort_values("ds")["y"].to_numpy(dtype=float)
+            hist = basis.loc[basis["unique_id"] == uid].sort_values("ds")["y"].to_numpy(dtype=float)
             hist = hist[np.isfinite(hist)]
             choices = public_choices(qualifying_offers(catalog, resource, pool, *fit))
             # public's machine is the cheapest in whole instances for the load public carries: first
@@ -347,6 +358,9 @@ def make_plan(
             if better != offers["public"]:
                 offers["public"] = better
                 alloc = _allocate(uid, resource, path, hist, float(row.capacity), kept, offers, policy)
+            if notes:  # what the figures stand on, where a reader of the headline sees it
+                top = alloc["recommended"].astype(bool)
+                alloc.loc[top, "headline"] = alloc.loc[top, "headline"] + f" ({'; '.join(notes)})"
             out["allocation"].append(alloc)
             # reservations and spot cover what the recommended plan runs on public: what a split's
             # private and edge machines leave, or what exceeds the running fleet
@@ -367,7 +381,8 @@ def make_plan(
                 if with_spot and spot["action"] == "use_spot":
                     fall = on_demand_rest(fall, policy.spot.interruptible_share, float(spot["pool_units"]))
                 downside = (low, fall)
-            res = recommend_reservations(load, offers["public"], policy.costs, policy.reservations, downside)
+            res = (recommend_reservations(load, offers["public"], policy.costs, policy.reservations, downside)
+                   if seen >= SHORT_HISTORY_HOURS else pd.DataFrame())
             if not res.empty:
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
@@ -385,8 +400,12 @@ def make_plan(
             log.warning("%s: no instance size (units per node %s, no catalog offer), no pre-scale schedule", uid,
                         row.units_per_node)
         else:
-            mine = None if recent is None else recent.loc[recent["unique_id"] == uid]
-            sched = prescale_schedule(fc, float(row.capacity), units, policy.prescale, recent=mine)
+            near = None if recent is None else recent.loc[recent["unique_id"] == uid]
+            floor = None
+            if shift is not None and shift.after > shift.before:  # a forecast that learnt the old level lags
+                level = hourly_level(mine["ds"], mine["y"].to_numpy(dtype=float), shift.cut)
+                floor = pd.to_datetime(fc["ds"]).dt.hour.map(level).to_numpy(dtype=float)
+            sched = prescale_schedule(fc, float(row.capacity), units, policy.prescale, recent=near, floor=floor)
             sched.insert(1, "resource", resource)
             # what the schedule sizes: the pool's running capacity for its whole demand, in
             # instances; it does not follow the split (see PRESCALE_APPLIES_TO)

@@ -125,7 +125,7 @@ def planned_capacity(demand: np.ndarray, live_forecast: np.ndarray, policy: Pres
 
 def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instance: float,
                       policy: PrescalePolicy = PrescalePolicy(), recent: pd.DataFrame | None = None,
-                      ) -> pd.DataFrame:
+                      floor: np.ndarray | None = None) -> pd.DataFrame:
     """The capacity schedule for one series over its forecast, one row per forecast step,
     starting from what runs now (units), in instances of ``units_per_instance``: the need the
     rule expects when demand follows the forecast (mean + margin), raised ``lead`` ahead and
@@ -133,7 +133,10 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
 
     ``recent`` (``ds, y``, and ``forecast`` where one was live: the series at its own
     resolution over the calibration window) sets the margin; without it the margin is
-    ``DEFAULT_SHARE`` of the forecast's peak, as an 80%-target autoscaler keeps."""
+    ``DEFAULT_SHARE`` of the forecast's peak, as an 80%-target autoscaler keeps. ``floor``
+    (per forecast step, NaN for none): a level the schedule does not plan below, where demand
+    has just risen to it and a forecast that learnt the old level lags (the rule itself,
+    which follows the demand it sees, would hold it)."""
     require_columns(forecast, ["unique_id", "ds", "mean"], "forecast")
     if forecast["unique_id"].nunique() > 1:
         raise ValueError("prescale_schedule takes one series; group the forecast by unique_id")
@@ -151,7 +154,13 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
         y = r["y"].to_numpy(dtype=float)
         live = r["forecast"].to_numpy(dtype=float) if "forecast" in r else np.full(len(r), np.nan)
         margin = margin_at(y, live, policy, r_step, len(y))
-    need = np.clip(mean, 0, None) + margin
+    level = np.clip(mean, 0, None)
+    raised = np.zeros(len(mean), dtype=bool)
+    if floor is not None:
+        f = np.asarray(floor, dtype=float)
+        raised = np.isfinite(f) & (f > level)
+        level = np.where(raised, f, level)
+    need = level + margin
     own = whole_instances(need, units_per_instance, policy.min_instances)
     lead = policy.steps("lead", step)
     ahead = pd.Series(own[::-1]).rolling(lead + 1, min_periods=1).max().to_numpy()[::-1]
@@ -164,14 +173,19 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
         # ahead of it), or none (an earlier level held through the stabilization window)
         j = next((k for k in range(i, min(i + lead + 1, len(own))) if abs(own[k] - new) < 1e-9), None)
         size = f"{new / units_per_instance:.0f} instance(s)"
+
+        def said(k: int) -> str:  # what sets step k's level: the forecast, or the floor over it
+            return (f"{level[k]:.1f} (the level demand rose to; the forecast says {mean[k]:.1f})" if raised[k]
+                    else f"{mean[k]:.1f}")
+        what = ["level" if r else "forecast" for r in raised]
         if j is None:
-            why = (f"holds {size} until the forecast stays lower for {policy.stabilization} (here {mean[i]:.1f} "
+            why = (f"holds {size} until the forecast stays lower for {policy.stabilization} (here {said(i)} "
                    f"+ {margin:.1f} needs {own[i] / units_per_instance:.0f})")
         elif j == i:
-            why = f"forecast {mean[i]:.1f} + {margin:.1f} needs {size}"
+            why = f"{what[i]} {said(i)} + {margin:.1f} needs {size}"
         else:
             early = (fc["ds"][j] - ts) / pd.Timedelta(minutes=1)
-            why = (f"the forecast at {pd.Timestamp(fc['ds'][j]):%H:%M}, {mean[j]:.1f} + {margin:.1f}, needs {size}, "
+            why = (f"the {what[j]} at {pd.Timestamp(fc['ds'][j]):%H:%M}, {said(j)} + {margin:.1f}, needs {size}, "
                    f"raised {early:g} min ahead of it")
         reason = (f"{why} (margin: the {policy.quantile:.0%} quantile of recent demand above its prediction); "
                   f"between forecasts the pool follows demand seen {policy.lead} late, scaling in after "

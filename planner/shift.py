@@ -1,0 +1,90 @@
+"""Level shifts in a pool's recent demand: a month priced on four weeks of history is wrong
+the day after the pool's load collapsed or tripled, and a commitment sized on them more so.
+
+A shift is a run of the last whole days (2 to ``SHIFT_DAYS``: one odd day is not a new level)
+whose daily medians all stand ``SHIFT_RATIO`` times above every one of the whole week before
+them, or as far below every one of them. Daily medians keep the day's tide out of it;
+comparing with each day of a whole week (weekend days included) keeps a quiet weekend from
+reading as a collapse. A shift smaller than the weekly swing is not told from it. Pure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SHIFT_RATIO = 1.5  # a shift moves every recent day's median at least this far from every day before it
+SHIFT_DAYS = 14  # how far back a shift is looked for (older ones are most of the history anyway)
+MIN_SHIFT_DAYS = 2
+BEFORE_DAYS = 7  # the whole week before the shift it is measured against (every day of it read)
+MIN_DAY_READINGS = 12  # hours a day needs to have a median
+
+
+@dataclass(frozen=True)
+class LevelShift:
+    """Demand moved ``days`` whole days before the series' last reading, from a median daily
+    level ``before`` to ``after``; the readings after ``cut`` are at the new level."""
+
+    days: int
+    before: float
+    after: float
+    cut: pd.Timestamp
+
+    def change(self) -> str:
+        way = "rose" if self.after > self.before else "fell"
+        return f"demand {way} from {self.before:.1f} to {self.after:.1f} (daily medians)"
+
+    def text(self) -> str:
+        return f"{self.change()} {self.days} day(s) ago"
+
+
+def daily_medians(ds: pd.Series, y: np.ndarray) -> np.ndarray:
+    """Median of each whole day counted back from the last reading (index 0 the oldest, NaN
+    for a day with fewer than ``MIN_DAY_READINGS`` readings)."""
+    ts = pd.to_datetime(pd.Series(ds)).reset_index(drop=True)
+    v = np.asarray(y, dtype=float)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return np.array([])
+    back = ((ts.iloc[-1] - ts) // pd.Timedelta(days=1)).to_numpy(dtype=np.int64)
+    n = int(back.max()) + 1
+    med = np.full(n, np.nan)
+    frame = pd.DataFrame({"back": back[ok], "y": v[ok]})
+    stats = frame.groupby("back")["y"].agg(["median", "size"])
+    full = stats[stats["size"] >= MIN_DAY_READINGS]
+    med[full.index.to_numpy(dtype=np.int64)] = full["median"].to_numpy(dtype=float)
+    return med[::-1]
+
+
+def level_shift(ds: pd.Series, y: np.ndarray, ratio: float = SHIFT_RATIO, max_days: int = SHIFT_DAYS
+                ) -> LevelShift | None:
+    """The most recent level shift of hourly (or finer) demand ``y`` at ``ds`` (sorted), or None.
+    Of the runs of last days that qualify, the longest: its start is the day demand moved."""
+    med = daily_medians(ds, y)
+    found = None
+    for days in range(MIN_SHIFT_DAYS, max_days + 1):
+        seg = med[len(med) - days:]
+        pre = med[max(len(med) - days - BEFORE_DAYS, 0):len(med) - days]
+        if len(pre) < BEFORE_DAYS:
+            break
+        pre = pre[np.isfinite(pre)]
+        if len(pre) < BEFORE_DAYS - 1:  # a day of the week unread (an outage) may pass; two may not
+            continue
+        if not np.isfinite(seg).all():
+            continue
+        up = seg.min() > 0 and seg.min() >= ratio * pre.max()
+        down = pre.min() > 0 and seg.max() * ratio <= pre.min()
+        if up or down:
+            last = pd.Timestamp(pd.to_datetime(pd.Series(ds)).iloc[-1])
+            found = LevelShift(days, float(np.median(pre)), float(np.median(seg)), last - pd.Timedelta(days=days))
+    return found
+
+
+def hourly_level(ds: pd.Series, y: np.ndarray, cut: pd.Timestamp) -> pd.Series:
+    """The median demand at each hour of the day over the readings after ``cut`` (index:
+    hour 0-23; hours with no reading are absent)."""
+    ts = pd.to_datetime(pd.Series(ds)).reset_index(drop=True)
+    v = pd.Series(np.asarray(y, dtype=float))
+    keep = (ts > cut) & v.notna()
+    return v[keep].groupby(ts[keep].dt.hour).median()

@@ -1,0 +1,89 @@
+"""Level shifts: a month is priced on the days since demand moved, commitments wait for a week
+of it, and the pre-scale schedule does not plan below a level demand has just risen to."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+import planner as P
+from planner.shift import level_shift
+from tests.planner.test_planner import catalog
+
+UID = "c/cpu/cpu"
+
+
+def _tidal(days: int = 28, weekend: float = 0.5) -> tuple[pd.DatetimeIndex, np.ndarray]:
+    """Hourly demand with a 3x day/night tide and quiet weekends."""
+    ds = pd.date_range("2026-01-05", periods=24 * days, freq="h")
+    tide = 200 + 100 * np.sin(2 * np.pi * np.arange(len(ds)) / 24)
+    return ds, tide * np.where(ds.dayofweek >= 5, weekend, 1.0)
+
+
+def test_a_shift_is_days_that_all_left_every_day_of_the_week_before() -> None:
+    ds, y = _tidal()
+    assert level_shift(ds, y) is None  # the tide and the weekends are no shift
+    fell = y.copy()
+    fell[-48:] *= 0.03
+    found = level_shift(ds, fell)
+    assert found is not None and found.days == 2 and found.after < 10 < 150 < found.before
+    assert found.cut == ds[-1] - pd.Timedelta(days=2)
+    rose = y.copy()
+    rose[-24 * 5:] *= 3.5
+    assert level_shift(ds, rose).days == 5 and level_shift(ds, rose).after > level_shift(ds, rose).before
+    odd = y.copy()
+    odd[-24:] *= 3.5
+    assert level_shift(ds, odd) is None  # one odd day is not a new level
+    assert level_shift(ds[:24 * 8], fell[-24 * 8:]) is None  # no whole week before it to measure against
+    assert level_shift(*_tidal(weekend=0.3)) is None  # a deep weekend is no collapse either
+
+
+def _plan(y: np.ndarray, ds: pd.DatetimeIndex, mean: float, capacity: float = 16 * 64.0) -> dict[str, pd.DataFrame]:
+    history = pd.DataFrame({"unique_id": UID, "ds": ds, "y": y})
+    forecast = pd.DataFrame({"unique_id": UID, "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:], "mean": mean})
+    capacity = pd.DataFrame({"unique_id": [UID], "capacity": [capacity], "units_per_node": [64.0]})
+    return P.make_plan(history, forecast, capacity, catalog())
+
+
+def _recommended(plan: dict[str, pd.DataFrame]) -> pd.Series:
+    alloc = plan["allocation"]
+    return alloc.loc[alloc["recommended"]].iloc[0]
+
+
+def test_a_pool_whose_demand_collapsed_is_planned_on_the_days_since() -> None:
+    ds, y = _tidal()
+    fell = y.copy()
+    fell[-48:] = 9.6
+    plan = _plan(fell, ds, 9.6)
+    control = _plan(np.full(len(ds), 9.6), ds, 9.6)  # the pool at its new level all along
+    best, flat = _recommended(plan), _recommended(control)
+    # before: priced on four weeks at the old level, and 1y/3y reservations for it
+    assert abs(best["monthly_cost"] - flat["monthly_cost"]) < 0.02 * flat["monthly_cost"]
+    assert plan["reservation"].empty
+    assert "sized on the 2 day(s) since demand fell from" in best["headline"]
+    assert "no reservation until it has held 7 days" in best["headline"]
+    assert "sized on" not in flat["headline"]
+
+
+def test_three_days_of_history_buy_no_commitment_and_the_headline_says_so() -> None:
+    def gpu_plan(days: int) -> dict[str, pd.DataFrame]:  # the running fleet carries half: public the rest
+        ds = pd.date_range("2026-01-05", periods=24 * days, freq="h")
+        history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": 400.0})
+        forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                                 "mean": 400.0})
+        capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [200.0], "units_per_node": [4.0]})
+        return P.make_plan(history, forecast, capacity, catalog())
+
+    assert not gpu_plan(28)["reservation"].empty  # four weeks of it: reserved
+    plan = gpu_plan(3)
+    assert plan["reservation"].empty and "on 3.0 day(s) of demand, extrapolated" in _recommended(plan)["headline"]
+
+
+def test_after_a_step_up_the_schedule_holds_the_new_level_a_lagging_forecast_misses() -> None:
+    ds, y = _tidal()
+    y = y / 4  # ~50 cores, then 3.5x: 2 of 64 cores' worth more than the forecast sees
+    y[-48:] *= 3.5
+    lagging = _plan(y, ds, float(np.median(y[-48:])) * 0.7, capacity=4 * 64.0)["prescale"]
+    since = pd.Series(y[-48:]).groupby(ds[-48:].hour).median()
+    level = pd.to_datetime(lagging["ts"]).dt.hour.map(since).to_numpy()
+    assert (lagging["target_capacity"] >= level).all()
+    assert lagging["reason"].str.contains("the level demand rose to; the forecast says").any()
