@@ -63,6 +63,11 @@ def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: Sp
 
 
 @task
+def stray_readings(db_path: str, detectors: list[str], until: datetime | None = None) -> dict[str, str]:
+    return jobs.stray_readings(db_path, detectors, until)
+
+
+@task
 def adopt_sinks(db_path: str, names: list[str], now: datetime) -> int:
     """Deliveries under a bare sink kind become the configured target's; firing alerts a sink
     has never heard of are queued for it."""
@@ -140,15 +145,19 @@ def detect_flow(
     names = [s.name for s in sinks]
     adopt_sinks(str(db_path), names, run_at)
     out: dict = {}
-    if "bursts" in chosen:
+    # a detector whose newest reading is a stray (a date mistyped by a year) is skipped, said
+    for name, why in stray_readings(str(db_path), chosen, until).items():
+        log.error("%s detection skipped: %s", name, why)
+        out[name] = {"skipped": why}
+    if "bursts" in chosen and "bursts" not in out:
         policy = CusumPolicy(season_length=season_length)  # 4 seasons, one false alarm a week, 6 h cooldown
         out["bursts"] = detect_bursts(str(db_path), run_at, names, policy, until)
-    if "faults" in chosen:
+    if "faults" in chosen and "faults" not in out:
         # canonical durations, so "30m" and "30min" find the same registered model
         fault_policy = FaultPolicy(lead=str(pd.Timedelta(fault_lead)), horizon=str(pd.Timedelta(fault_horizon)))
         trained = train_fault_model(str(db_path), run_at, fault_policy, retrain_every, until)
         out["faults"] = {"trained": int(trained), **detect_faults(str(db_path), run_at, names, fault_policy, until)}
-    if "spikes" in chosen:
+    if "spikes" in chosen and "spikes" not in out:
         spike_policy = SpikePolicy(horizon=spike_horizon)
         try:
             model = train_spike_model(str(db_path), run_at, spike_policy, spike_retrain_every, until)

@@ -89,6 +89,28 @@ def data_end(con: duckdb.DuckDBPyConnection):
     return None if found is None else pd.Timestamp(found).to_pydatetime()
 
 
+# each detector's readings, and how far past all others their newest may stand before it reads as
+# a mistyped date (spot prices are change events: a quiet market may hold its price for weeks)
+DETECTOR_READINGS = {"bursts": ("utilization", pd.Timedelta(days=1)),
+                     "faults": ("device_telemetry", pd.Timedelta(days=1)),
+                     "spikes": ("spot_prices", pd.Timedelta(days=30))}
+
+
+def stray_reading(con: duckdb.DuckDBPyConnection, detector: str, until: datetime | None = None) -> str | None:
+    """Why ``detector`` must not run, when its newest reading (at or before ``until``) stands
+    alone far past every other: a date mistyped by a year (2126) makes that the data's end, so
+    every real device, market or burst reads as long silent and resolves, and models are
+    registered as of then. None when there is no such reading."""
+    table, after = DETECTOR_READINGS[detector]
+    newest, before = con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < (SELECT max(ts) FROM "
+                                 f"{table} WHERE ts <= $u)) FROM {table} WHERE ts <= $u", {"u": _upto(until)}).fetchone()
+    if before is None or pd.Timestamp(newest) - pd.Timestamp(before) <= after:
+        return None
+    newest, before = pd.Timestamp(newest), pd.Timestamp(before)
+    return (f"the newest {table} reading ({newest:%Y-%m-%d %H:%M} UTC) stands {(newest - before).days} days after "
+            f"the one before it ({before:%Y-%m-%d %H:%M}): a mistyped date? fix or delete that reading")
+
+
 TELEMETRY_COLUMNS = ["ts", "device_id", "node_id", "metric", "value"]
 SILENT_TOO_LONG = pd.Timedelta(days=1)  # a device this far behind the fleet's newest reading is not scored
 

@@ -107,3 +107,29 @@ def test_bursts_in_old_data_read_live_are_history_not_pages(tmp_path: Path) -> N
     assert (counts["fired"], counts["resolved"], sent) == (0, 0, 0)
     counts, resolved, sent = found["as_of_end"]
     assert counts["fired"] == counts["events"] > 0 and "history" not in counts and sent > 0
+
+
+def test_a_reading_dated_a_century_ahead_skips_its_detector_and_stops_as_of_data(prefect_harness, db_path: Path,
+                                                                                 capsys) -> None:
+    """One telemetry row typed as 2126: it was the data's end, so every real device read as
+    silent (a critical alert resolved) and a model was registered as of 2126."""
+    from pipelines.cli import main
+    from pipelines.flows.detect import detect_flow
+    from tests.pipelines.test_detect_flow import load
+
+    fleet = generate_fleet(nodes=4, days=10, seed=3)
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+        end = con.execute("SELECT max(ts) FROM device_telemetry").fetchone()[0]
+        con.execute("INSERT INTO device_telemetry SELECT TIMESTAMP '2126-01-14 13:00', device_id, node_id, metric, "
+                    "value FROM device_telemetry LIMIT 1")
+    assert set(jobs.stray_readings(str(db_path), ["bursts", "faults", "spikes"])) == {"faults"}
+    assert main(["detect", "--db", str(db_path), "--as-of", "data", "--detectors", "bursts"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "newest device_telemetry reading (2126-01-14 13:00 UTC)" in err, err
+    out = detect_flow(str(db_path), detectors=["faults"])
+    assert "mistyped date" in out["faults"]["skipped"]
+    with warehouse.open_warehouse(db_path, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 0
+    # a replay before it does not read it: the detector runs
+    assert jobs.stray_readings(str(db_path), ["faults"], until=end) == {}
