@@ -3,7 +3,8 @@
 Both set their alert threshold the same way, on scores of the training span only (the
 predictor's out-of-fold, persistence's own, as it learns nothing): the most recall among
 the thresholds whose precision reaches the policy's target, or, when none does, the best
-F1 (:func:`choose_threshold`, which says which rule it took).
+F1 of those whose alerts beat alerts at random hours, or, when none does, no alert at all
+(:func:`choose_threshold`, which says which rule it took).
 """
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
+from scipy.stats import binom
 from sklearn.base import BaseEstimator
 from sklearn.metrics import precision_recall_curve
 
 from anomaly.base import check_fitted, require_columns, short_duration
+from anomaly.fault_eval import NEVER, SKILL_LEVEL
 from anomaly.spike_features import (
     SERIES_KEY,
     SpikePolicy,
@@ -28,7 +31,8 @@ from anomaly.spike_features import (
 log = logging.getLogger(__name__)
 
 TARGET_PRECISION = "target_precision"  # a threshold reached the target precision
-MAX_F1 = "max_f1"  # none did (or no target): the best F1
+MAX_F1 = "max_f1"  # none did (or no target): the best F1 of those that beat chance
+NO_SKILL = "no_skill"  # no threshold's alerts beat alerts at random rows: never alert
 DEFAULT = "default"  # no scores with both classes to choose on: the given default
 
 
@@ -49,11 +53,14 @@ class ThresholdChoice:
 
 
 def choose_threshold(y: np.ndarray, score: np.ndarray, target_precision: float | None,
-                     default: float = 0.5) -> ThresholdChoice:
+                     default: float = 0.5, never: float = NEVER) -> ThresholdChoice:
     """The threshold with the most recall among those whose precision on ``(y, score)``
     reaches ``target_precision`` (of equal recall, the highest: fewer alerts); when none
-    does (or the target is None), the one with the best F1, rule ``max_f1``. NaN scores
-    (rows no fold scored) are left out; with one class left, ``default``, rule ``default``."""
+    does (or the target is None), the one with the best F1 among those whose alerts beat
+    alerts at random rows (:func:`beats_chance_all`), rule ``max_f1``; when none beats
+    chance, ``never`` (above any score), rule ``no_skill``: alerting on every hour of every
+    market had the best F1, at the base rate's precision. NaN scores (rows no fold scored)
+    are left out; with one class left, ``default``, rule ``default``."""
     y, score = np.asarray(y, dtype=float), np.asarray(score, dtype=float)
     keep = np.isfinite(score) & np.isfinite(y)
     y, score = y[keep].astype(int), score[keep]
@@ -62,16 +69,31 @@ def choose_threshold(y: np.ndarray, score: np.ndarray, target_precision: float |
     p, r, t = precision_recall_curve(y, score)
     p, r = p[:-1], r[:-1]  # the last point is "no alert"; p[i], r[i] belong to t[i] (ascending)
     f1 = 2 * p * r / np.maximum(p + r, 1e-12)
+    alerts = score.size - np.searchsorted(np.sort(score), t, side="left")
+    skilled = np.where(beats_chance_all(p, alerts, float(y.mean())), f1, 0.0)
     rule = MAX_F1
-    i = int(np.argmax(f1))
+    i = int(np.argmax(skilled))
     if target_precision is not None:
         ok = np.nonzero(p >= target_precision)[0]
         if ok.size:
             best = r[ok].max()
             i = int(ok[r[ok] == best][-1])
             rule = TARGET_PRECISION
+    if rule == MAX_F1 and not skilled[i] > 0:
+        return ThresholdChoice(float(never), NO_SKILL, alerts=0)
     thr = float(t[i])
     return ThresholdChoice(thr, rule, float(p[i]), float(r[i]), float(f1[i]), int((score >= thr).sum()))
+
+
+def beats_chance_all(precision: np.ndarray, alerts: np.ndarray, chance: float) -> np.ndarray:
+    """Per threshold, whether ``alerts`` alerts right at ``precision`` beat alerts at random
+    rows (right at ``chance``, the base rate) beyond luck: the one-sided binomial test of
+    :func:`anomaly.fault_eval.beats_chance`, at its level shared among the thresholds tried
+    (Bonferroni: of hundreds tried on noise, some pass by luck at 5% each)."""
+    n = np.asarray(alerts, dtype=float)
+    right = np.round(np.asarray(precision, dtype=float) * n)
+    pvalue = binom.sf(right - 1, n, chance)
+    return (n > 0) & (np.asarray(precision) > chance) & (pvalue < SKILL_LEVEL / max(n.size, 1))
 
 
 def spike_time_folds(ts: pd.Series, policy: SpikePolicy) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -132,6 +154,9 @@ class SpikePredictor(BaseEstimator):
             log.warning("spike alerts: no threshold reaches precision %.2f on out-of-fold scores; using the "
                         "best-F1 one (precision %.2f, recall %.2f)", p.target_precision, choice.precision,
                         choice.recall)
+        elif choice.rule == NO_SKILL:
+            log.warning("spike alerts: no threshold's alerts beat alerts at random hours (base rate %.3f) on "
+                        "out-of-fold scores: the model raises none", float(np.mean(y)))
         elif choice.rule == DEFAULT:
             log.warning("spike alerts: the out-of-fold scores hold one class only; alert threshold defaults to 0.5")
         self.threshold_, self.threshold_rule_ = choice.threshold, choice.rule
@@ -169,7 +194,8 @@ class PersistenceSpikeBaseline(BaseEstimator):
         require_columns(frame, ["ratio", "od_ratio"], "spike frame")
         if "label" in frame.columns:
             rows = frame[frame["label"].notna()]
-            choice = choose_threshold(rows["label"].to_numpy(), self._severity(rows), self.target_precision, 1.0)
+            choice = choose_threshold(rows["label"].to_numpy(), self._severity(rows), self.target_precision, 1.0,
+                                      never=np.inf)
         else:
             choice = ThresholdChoice(1.0, DEFAULT)
         self.threshold_, self.threshold_rule_ = choice.threshold, choice.rule

@@ -88,16 +88,25 @@ def test_the_threshold_reaching_the_target_precision_with_the_most_recall_is_cho
 
 
 def test_an_unreachable_target_precision_falls_back_to_the_best_f1_and_says_so():
-    y = np.array([1, 0, 1, 0, 1, 0, 0, 1])
-    score = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2])  # the best score is a spike: precision 1 ...
-    y[0] = 0  # ... not any more: no threshold reaches 0.9
-    c = choose_threshold(y, score, 0.9)
+    rng = np.random.default_rng(0)
+    score = rng.random(400)
+    y = (rng.random(400) < 0.1 + 0.5 * score).astype(int)  # informative, but no threshold is 0.95 precise
+    c = choose_threshold(y, score, 0.95)
     assert c.rule == "max_f1"
-    p = [y[score >= t].mean() for t in score]
-    r = [y[score >= t].sum() / y.sum() for t in score]
-    f1 = [2 * a * b / (a + b) if a + b else 0 for a, b in zip(p, r)]
-    assert c.threshold == score[int(np.argmax(f1))] and c.f1 == pytest.approx(max(f1))
-    assert max(p) < 0.9
+    p = np.array([y[score >= t].mean() for t in score])
+    r = np.array([y[score >= t].sum() / y.sum() for t in score])
+    f1 = 2 * p * r / np.maximum(p + r, 1e-12)
+    assert c.f1 == pytest.approx(f1.max()) and c.precision > y.mean() and p.max() < 0.95
+
+
+def test_alerts_no_better_than_random_hours_are_not_raised():
+    """Prices that are noise: the best F1 was alerting on every hour, at the base rate's
+    precision (420 of 420 test hours, "spike predicted (p=0.00)" on every market)."""
+    rng = np.random.default_rng(1)
+    y = (rng.random(2000) < 0.13).astype(int)
+    c = choose_threshold(y, rng.random(2000), 0.8)
+    assert (c.rule, c.alerts, c.threshold > 1) == ("no_skill", 0, True)
+    assert np.isinf(choose_threshold(y, rng.random(2000), 0.8, never=np.inf).threshold)
 
 
 def test_unscored_rows_are_left_out_and_one_class_gives_the_default():
