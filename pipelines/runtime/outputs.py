@@ -5,6 +5,7 @@ import contextlib
 import errno
 import glob
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +66,7 @@ def _remove_dead_temps(target: Path) -> None:
     """The temp files of ``target`` whose writer is gone (killed before it could clean up:
     SIGKILL, a power cut); a live writer's are left to it."""
     for old in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
-        pid = old.name[len(target.name) + 2:-len(".tmp")]
+        pid = old.name[len(target.name) + 2:-len(".tmp")].split(".")[0]  # (.NAME.PID.tmp, .NAME.PID.was.tmp)
         if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
                 old.unlink()
@@ -81,9 +82,13 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
     """Write several files as one: every ``write(tmp)`` to a temp file beside its path
     first, and only when all are written are they renamed into place (and ``remove``
     deleted), so a failure (a full disk) leaves the old set whole, never new files beside
-    old ones. :class:`OutputError` names the file that could not be written."""
+    old ones; so does an interrupt (SIGTERM, Ctrl-C) between two renames: the renamed ones
+    are put back from a hard link to each old file. :class:`OutputError` names the file
+    that could not be written."""
     done: list[tuple[Path, Path]] = []
     made: list[Path] = []  # folders this call created, deepest first: removed again on failure
+    swapped: list[tuple[Path, Path | None, Path]] = []  # (target, a link to its old file, tmp) per rename begun
+    committed = False
     try:
         for path, write in writes.items():
             target = check_writable(path)
@@ -99,21 +104,51 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
                 raise OutputError.of(target, exc) from exc
         for tmp, target in done:
             try:
+                swapped.append((target, _keep_old(target, tmp), tmp))
                 tmp.replace(target)
             except OSError as exc:
                 raise OutputError.of(target, exc) from exc
+        committed = True  # every new file is in place: the set is the new one
         for old in remove:
             old.unlink(missing_ok=True)
     except BaseException:
+        for target, was, tmp in [] if committed else reversed(swapped):
+            with contextlib.suppress(OSError):  # the old set back: each old file, or none where none was
+                if tmp.exists():  # not renamed yet: the target is still the old one
+                    pass
+                elif was is not None:
+                    was.replace(target)
+                else:
+                    target.unlink(missing_ok=True)
+        for _, was, _ in swapped:
+            if was is not None:
+                was.unlink(missing_ok=True)
         for tmp, _ in done:
             tmp.unlink(missing_ok=True)
         for folder in made:
             with contextlib.suppress(OSError):  # not empty: something else is in it now
                 folder.rmdir()
         raise
+    for _, was, _ in swapped:
+        if was is not None:
+            was.unlink(missing_ok=True)
     for tmp, _ in done:
         tmp.unlink(missing_ok=True)
     return [target for _, target in done]
+
+
+def _keep_old(target: Path, tmp: Path) -> Path | None:
+    """A hard link to ``target``'s old file (None when there is none), taken before ``tmp``
+    replaces it, so an interrupted set can put it back; a copy where links are refused."""
+    if not target.exists():
+        return None
+    was = tmp.with_name(f"{tmp.name[:-len('.tmp')]}.was.tmp")
+    was.unlink(missing_ok=True)
+    try:
+        os.link(target, was)
+    except OSError:
+        shutil.copy2(target, was)
+    return was
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:

@@ -118,3 +118,32 @@ def test_an_output_this_user_cannot_write_stops_the_command_before_any_work(tmp_
     assert one_line(done["report"].stderr) == f"headroom report: error: {locked}/r/report.html: {why}"
     assert one_line(done["run"].stderr).startswith("headroom run: error: alert sink setting")
     assert not list(locked.iterdir()) and kept.read_text() == ""
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_between_two_renames_leaves_the_old_set(tmp_path: Path, monkeypatch, interrupt) -> None:
+    """SIGTERM (SystemExit here) or Ctrl-C after 2 of 4 files were renamed in: the report
+    folder held new CSVs beside the old HTML. The renamed ones are put back; one that did not
+    exist before is gone again; no temp file is left."""
+    from pipelines.runtime.outputs import write_set
+
+    old = {n: f"old {n}\n" for n in ("a.csv", "b.csv", "d.html")}
+    for name, text in old.items():
+        (tmp_path / name).write_text(text)
+    renames, real = [0], Path.replace
+
+    def replace(self: Path, target):
+        renames[0] += 1
+        if renames[0] == 3 and ".tmp" in self.name and not self.name.endswith(".was.tmp"):
+            raise interrupt()
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "replace", replace)
+    writes = {tmp_path / n: (lambda text: lambda tmp: tmp.write_text(text))(f"new {n}\n")
+              for n in ("a.csv", "c.csv", "b.csv", "d.html")}
+    with pytest.raises(interrupt):
+        write_set(writes)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == old
+    monkeypatch.setattr(Path, "replace", real)
+    write_set(writes)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {p.name: f"new {p.name}\n" for p in writes}
