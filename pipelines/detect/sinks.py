@@ -39,16 +39,41 @@ def _iso(value: object) -> str | None:
 
 @dataclass(frozen=True)
 class JsonlSink:
-    """Appends one JSON object per alert transition to a file."""
+    """Appends one JSON object per alert transition to a file: once each. A run stopped after
+    its lines went in but before it recorded them delivered sends them again next run; the
+    deliveries already at the file's end are then left out (a file, unlike a receiver, can
+    be asked what it got)."""
 
     path: Path
     name: str = "jsonl"
 
     def send(self, alerts: list[dict[str, object]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        there = self._delivered_at_end()
+        text = "".join(json.dumps(a, default=str, sort_keys=True) + "\n" for a in alerts
+                       if a.get("delivery_id") is None or a["delivery_id"] not in there)
         with self.path.open("a", encoding="utf-8") as fh:
-            for a in alerts:
-                fh.write(json.dumps(a, default=str, sort_keys=True) + "\n")
+            fh.write(text)
+
+    def _delivered_at_end(self) -> set[str]:
+        """The delivery ids of the whole lines in the file's last ``JSONL_TAIL`` bytes."""
+        try:
+            with self.path.open("rb") as fh:
+                start = max(fh.seek(0, 2) - JSONL_TAIL, 0)
+                fh.seek(start)
+                tail = fh.read().split(b"\n")
+        except FileNotFoundError:
+            return set()
+        ids = set()
+        for line in tail[1 if start else 0:]:  # (the first is cut where the read starts mid-file)
+            try:
+                ids.add(str(json.loads(line)["delivery_id"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return ids
+
+
+JSONL_TAIL = 1 << 20  # how far back a re-sent batch is looked for: thousands of alerts
 
 
 def redact(url: str) -> str:

@@ -269,3 +269,20 @@ def test_a_claim_of_a_killed_run_of_this_machine_is_released_at_once(con, tmp_pa
     assert al.deliver_pending(con, [jl], T1) == {"jsonl": 1}
     sent = [json.loads(x) for x in jl.path.read_text().splitlines()]
     assert [x["entity"][-1] for x in sent] == ["a"]
+
+
+def test_a_jsonl_batch_written_but_not_recorded_is_not_written_again(con, tmp_path):
+    """SIGTERM after the lines went into the file, before the run marked them delivered: the
+    run recorded them pending ("interrupted before the receiver answered") and the next run
+    appended the same deliveries again. The file is asked what it already holds."""
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+    al.sync_alerts(con, "hardware_fault", [fault("a"), fault("b")], T0, [jl.name])
+    batches = al.pending_batches(con, [jl], T0)
+    jl.send(batches[0].payload)  # in the file ...
+    batches[0].error = "interrupted before the receiver answered"  # ... as the interrupted run recorded it
+    al.record_batches(con, batches, T0)
+    assert al.deliver_pending(con, [jl], T1) == {"jsonl": 2}
+    ids = [json.loads(x)["delivery_id"] for x in jl.path.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 2
+    al.sync_alerts(con, "hardware_fault", [], T2, [jl.name])  # their resolutions are new: written
+    assert al.deliver_pending(con, [jl], T2) == {"jsonl": 2} and len(jl.path.read_text().splitlines()) == 4
