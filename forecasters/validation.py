@@ -171,8 +171,10 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
     """
     if method not in FILL_METHODS:
         raise HistoryError(f"unknown gap filling {method!r}; choose from {', '.join(FILL_METHODS)}")
-    if method == "none" or history.empty:
+    if history.empty:
         return history, {}
+    if method == "none":  # no filling; an export's placeholder rows at the ends still go
+        return _without_empty_ends(history), {}
     frame = history.copy()
     frame["unique_id"] = frame["unique_id"].astype(str)
     step = freq_offset(freq)
@@ -219,6 +221,23 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
     if step is None:
         filled["ds"] = filled["ds"].astype("int64")
     return filled, counts
+
+
+def _without_empty_ends(history: pd.DataFrame) -> pd.DataFrame:
+    """``history`` less each series' rows with no value before its first reading or after its
+    last (one warning per series that had any), the rest as it was."""
+    y = pd.to_numeric(history["y"], errors="coerce").to_numpy(dtype=float)
+    order = history.assign(_ok=np.isfinite(y)).sort_values(["unique_id", "ds"], kind="stable")
+    seen = order.groupby("unique_id", sort=False)["_ok"]
+    inside = seen.cummax() & seen.transform(lambda k: k[::-1].cummax()[::-1])
+    by = inside.groupby(order["unique_id"], sort=True)
+    valued = by.any()
+    for uid, n in (by.size() - by.sum())[valued].items():
+        if n:
+            log.warning("series %r: %d row(s) with no value before its first reading or after its last left out",
+                        str(uid), int(n))
+    keep = inside | ~by.transform("any")  # a series with no value at all is kept: validation names it
+    return history.loc[keep.reindex(history.index)]
 
 
 def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta | None, freq: str | None,

@@ -280,11 +280,13 @@ def test_a_file_that_is_not_utf8_or_not_comma_separated_says_so(tmp_path: Path, 
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("fill", ["seasonal", "none"])
 def test_placeholder_rows_at_a_series_ends_are_left_out_not_filled_and_scored(tmp_path: Path, capsys,
-                                                                             caplog) -> None:
+                                                                             caplog, fill: str) -> None:
     """An export ending in rows with no value: every test point was a filled one, and the
     scores of nothing gave a traceback. They are left out (said in a line); the series ends at
-    its last reading, which the last window then tests."""
+    its last reading, which the last window then tests. With ``--fill-gaps none`` too (it
+    refused them as missing values)."""
     panel = make_panel(length=24 * 10)
     trailing = panel.copy()
     trailing.loc[trailing.groupby("unique_id").cumcount(ascending=False) < 12, "y"] = np.nan
@@ -292,7 +294,7 @@ def test_placeholder_rows_at_a_series_ends_are_left_out_not_filled_and_scored(tm
     trailing.to_csv(src, index=False)
     out = tmp_path / "t.csv"
     argv = ["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
-            "--models", "seasonal_naive", "--out", str(out)]
+            "--models", "seasonal_naive", "--fill-gaps", fill, "--out", str(out)]
     assert main(argv) == 0, capsys.readouterr().err
     assert "12 row(s) with no value before its first reading or after its last left out" in caplog.text
     cut = panel[panel.groupby("unique_id").cumcount(ascending=False) >= 12]
