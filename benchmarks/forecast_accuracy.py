@@ -55,6 +55,7 @@ log = logging.getLogger("forecast_accuracy")
 BITBRAINS = "bitbrains-rnd-vm-utilization"
 MODELS = ("seasonal_naive", "ets", "prophet", "lgbm", "prophet_lgbm", "lstm", "ensemble")
 CLUSTER_WINDOWS = (3, 5, 7, 10, 14)
+SUITES = ("cluster", "panel", "synthetic", "speed", "cluster-windows", "m4")
 
 
 def cpu_seconds() -> float:
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default_root = os.environ.get("HEADROOM_DATASETS", str(ROOT.parent / "shared" / "datasets"))
     parser.add_argument("--datasets", default=default_root)
-    parser.add_argument("--suites", default="cluster,panel,synthetic,speed")
+    parser.add_argument("--suites", default="cluster,panel,synthetic,speed", help=f"of {', '.join(SUITES)}")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--windows", type=int, default=7,
                         help="rolling origins a day apart (7: each weekday once; the issue asks for >= 3)")
@@ -281,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("cmdstanpy", "prophet", "prophet.plot"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown or not suites:  # before any suite runs: a typo found after an hour's suite loses it
+        parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}" if unknown else
+                     f"--suites {args.suites!r} names none; choose from {', '.join(SUITES)}")
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     root = Path(args.datasets)
     from benchmarks import m4

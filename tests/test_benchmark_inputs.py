@@ -106,3 +106,16 @@ def test_pdm_drift_episodes_find_a_two_day_drift_and_nothing_in_noise():
     row = found.iloc[0]
     assert pd.Timestamp("2015-01-10 12:00") <= row["start"] <= pd.Timestamp("2015-01-11 06:00")
     assert pd.Timestamp("2015-01-12 06:00") <= row["end"] <= pd.Timestamp("2015-01-13 06:00")
+
+
+@pytest.mark.parametrize("script", ["forecast_accuracy", "detection", "decisions", "spot", "forecast_speed"])
+def test_an_unknown_suite_stops_a_benchmark_before_it_runs_anything(script: str, tmp_path: Path) -> None:
+    """forecast_accuracy ran `m4` and then died on `bogus` with a traceback (the others refused)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / f"{script}.py"), "--suites", "m4,bogus",
+                           "--datasets", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "bogus" in proc.stderr.strip().splitlines()[-1] and not proc.stdout.strip()
