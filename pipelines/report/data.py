@@ -195,8 +195,9 @@ def champion_metrics(models: pd.DataFrame, rivals: pd.DataFrame | None = None) -
         return out[cols]
     by = {m: g for m, g in rivals.groupby("model_id", sort=False)}
     out["windows"] = [int(by[m]["windows"].max()) if m in by else None for m in out["model_id"]]
-    out["all_models_wape"] = [", ".join(f"{r.model} {r.wape:.3f}" for r in by[m].itertuples()) if m in by else ""
-                              for m in out["model_id"]]
+    # a WAPE with no demand to weigh it (a drained pool's all-zero series) is none, not "nan"
+    out["all_models_wape"] = [", ".join(f"{r.model} {r.wape:.3f}" if pd.notna(r.wape) else f"{r.model} - (no demand)"
+                                        for r in by[m].itertuples()) if m in by else "" for m in out["model_id"]]
     return out[[*cols, "windows", "all_models_wape"]]
 
 

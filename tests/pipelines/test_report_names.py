@@ -60,3 +60,16 @@ def test_a_fault_rows_label_never_overlaps_a_regular_one() -> None:
     gaps = np.diff(sorted(ticks))
     step = max(set(gaps.tolist()), key=gaps.tolist().count)  # the regular spacing
     assert all(g >= step for a, b, g in zip(ticks, ticks[1:], gaps) if a not in faults or b not in faults)
+
+
+def test_a_champion_of_a_series_with_no_demand_shows_no_wape_not_nan() -> None:
+    """A drained pool's all-zero mem: every model's WAPE divides by nothing; the champion
+    table said "lgbm nan, prophet_lgbm nan, seasonal_naive nan"."""
+    from pipelines.report.data import champion_metrics
+
+    models = pd.DataFrame({"group": ["c/p/mem", "c/q/cpu"], "kind": "lgbm", "model_id": ["m1", "m2"],
+                           "data_cutoff": START, "metrics": '{"wape": null}'})
+    rivals = pd.DataFrame({"model_id": ["m1", "m1", "m2"], "model": ["lgbm", "seasonal_naive", "lgbm"],
+                           "wape": [np.nan, np.nan, 0.25], "windows": [3, 3, 3]})
+    said = champion_metrics(models, rivals)["all_models_wape"].tolist()
+    assert said == ["lgbm - (no demand), seasonal_naive - (no demand)", "lgbm 0.250"]
