@@ -218,7 +218,11 @@ def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str 
     summed = demand.demand_at_resolution(nodes, step)
     series = pd.Series(summed["y"].to_numpy(dtype=float), index=pd.DatetimeIndex(summed["ds"]).as_unit("ns"),
                        name=uid)
-    return series.reindex(pd.date_range(ts[0], ts[-1], freq=step)), float(rows["node_capacity"].median())
+    series = series.reindex(pd.date_range(ts[0], ts[-1], freq=step))
+    # the steps after the last one the pool reported (its nodes' last readings on a step too
+    # few of them reached: a partial last step) end the data, not a gap in it
+    end = series.last_valid_index()
+    return (series if end is None else series[:end]), float(rows["node_capacity"].median())
 
 
 def _gaps(series: pd.Series, step: pd.Timedelta) -> list[tuple[pd.Timestamp, pd.Timestamp]]:

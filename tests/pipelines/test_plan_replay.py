@@ -245,6 +245,10 @@ def test_nodes_that_report_apart_or_at_other_rates_add_up(tmp_path: Path) -> Non
         train = demand.series_at_resolution(con, "c1/train/cpu")
         mixed = demand.series_at_resolution(con, "c1/mixed/cpu")
         recent = demand.recent_at_resolution(con, pd.Timedelta("1D"))
+        replayed, _ = plan_replay.pick_series(con, "c1/mixed", "cpu")
+    # its last step, which only the per-minute node's last readings reached, ends the data: it
+    # was read as a gap after the data's end ("1 step(s) without readings ... to 03:00")
+    assert np.isfinite(replayed.iloc[-1]) and replayed.index[-1] < hour[-1]
     inner = train.iloc[1:-1]  # the first and last steps: a node's reading rounded beyond the others'
     assert (inner["ts"].diff().dropna() == STEP).all() and (inner["nodes"] == 3).all()
     np.testing.assert_allclose(inner["y"], 111.0)
