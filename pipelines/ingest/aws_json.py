@@ -19,14 +19,14 @@ def aws_json_frame(path: Path) -> pd.DataFrame:
     if not isinstance(doc, dict) or not isinstance(doc.get("SpotPriceHistory"), list):
         raise IngestFileError(path, "not a describe-spot-price-history document (no SpotPriceHistory list)")
     rows = []
-    for n, rec in enumerate(doc["SpotPriceHistory"], start=1):
-        rec = rec if isinstance(rec, dict) else {}
+    for n, given in enumerate(doc["SpotPriceHistory"], start=1):
+        rec = given if isinstance(given, dict) else {}  # an element that is no object: every field missing
         zone = str(rec.get("AvailabilityZone") or "")
         region = _aws_region(zone)
         rows.append({
             "ts": rec.get("Timestamp"), "provider": "aws", "region": region, "zone": zone,
             "instance_type": rec.get("InstanceType"), "product": rec.get("ProductDescription"),
-            "price": rec.get("SpotPrice"), "_line": n, "_raw": json.dumps(rec, sort_keys=True),
+            "price": rec.get("SpotPrice"), "_line": n, "_raw": json.dumps(given, sort_keys=True, default=str),
         })
     return pd.DataFrame(rows, columns=["ts", "provider", "region", "zone", "instance_type", "product", "price", "_line", "_raw"])
 

@@ -17,13 +17,15 @@ def test_aws_json(con, tmp_path):
          "SpotPrice": "0.4123", "Timestamp": "2026-01-01T00:00:00+00:00"},
         {"AvailabilityZone": "us-east-1b", "InstanceType": "g5.xlarge", "ProductDescription": "Linux/UNIX",
          "SpotPrice": "-0.1", "Timestamp": "2026-01-01T00:00:00.000Z"},
+        "junk",  # an element that is no object: kept as it was, not as {}
     ]}
     p = tmp_path / "spot.json"
     p.write_text(json.dumps(doc))
     r = ingest.ingest_file(con, p, "spot-prices")
-    assert (r.fmt, r.rows_loaded, r.rows_rejected) == ("aws-json", 1, 1)
+    assert (r.fmt, r.rows_loaded, r.rows_rejected) == ("aws-json", 1, 2)
     got = rows(con, "spot_prices")
     assert got.loc[0, "region"] == "us-east-1" and got.loc[0, "price"] == pytest.approx(0.4123)
+    assert con.execute("SELECT raw FROM rejects WHERE line = 3").fetchone()[0] == '"junk"'
 
 
 def test_prometheus_dcgm_telemetry_and_gpu_utilization(con, tmp_path):
