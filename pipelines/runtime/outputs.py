@@ -5,7 +5,6 @@ import contextlib
 import errno
 import glob
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -66,7 +65,7 @@ def _remove_dead_temps(target: Path) -> None:
     """The temp files of ``target`` whose writer is gone (killed before it could clean up:
     SIGKILL, a power cut); a live writer's are left to it."""
     for old in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
-        pid = old.name[len(target.name) + 2:-len(".tmp")].split(".")[0]  # (.NAME.PID.tmp, .NAME.PID.was.tmp)
+        pid = old.name[len(target.name) + 2:-len(".tmp")].removesuffix(".was")  # .NAME.PID.tmp, .NAME.PID.was.tmp
         if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
                 old.unlink()
@@ -87,7 +86,7 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
     that could not be written."""
     done: list[tuple[Path, Path]] = []
     made: list[Path] = []  # folders this call created, deepest first: removed again on failure
-    swapped: list[tuple[Path, Path | None, Path]] = []  # (target, a link to its old file, tmp) per rename begun
+    swapped: list[tuple[Path, Path | bool, Path]] = []  # (target, a link to its old file or whether it had one, tmp)
     committed = False
     try:
         for path, write in writes.items():
@@ -116,12 +115,12 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
             with contextlib.suppress(OSError):  # the old set back: each old file, or none where none was
                 if tmp.exists():  # not renamed yet: the target is still the old one
                     pass
-                elif was is not None:
+                elif isinstance(was, Path):
                     was.replace(target)
-                else:
+                elif not was:  # there was none: the new one goes (True: no link could be made, it stays)
                     target.unlink(missing_ok=True)
         for _, was, _ in swapped:
-            if was is not None:
+            if isinstance(was, Path):
                 was.unlink(missing_ok=True)
         for tmp, _ in done:
             tmp.unlink(missing_ok=True)
@@ -130,24 +129,26 @@ def write_set(writes: dict[Path, Callable[[Path], object]], remove: tuple[Path, 
                 folder.rmdir()
         raise
     for _, was, _ in swapped:
-        if was is not None:
+        if isinstance(was, Path):
             was.unlink(missing_ok=True)
     for tmp, _ in done:
         tmp.unlink(missing_ok=True)
     return [target for _, target in done]
 
 
-def _keep_old(target: Path, tmp: Path) -> Path | None:
-    """A hard link to ``target``'s old file (None when there is none), taken before ``tmp``
-    replaces it, so an interrupted set can put it back; a copy where links are refused."""
+def _keep_old(target: Path, tmp: Path) -> Path | bool:
+    """A hard link to ``target``'s old file, taken before ``tmp`` replaces it, so an
+    interrupted set can put it back; False when there is none, True when it has one but no
+    link can be made (a file system without them: that file is not put back, rather than a
+    copy failing a write that would succeed)."""
     if not target.exists():
-        return None
+        return False
     was = tmp.with_name(f"{tmp.name[:-len('.tmp')]}.was.tmp")
-    was.unlink(missing_ok=True)
     try:
+        was.unlink(missing_ok=True)
         os.link(target, was)
     except OSError:
-        shutil.copy2(target, was)
+        return True
     return was
 
 

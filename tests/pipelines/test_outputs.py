@@ -147,3 +147,14 @@ def test_an_interrupt_between_two_renames_leaves_the_old_set(tmp_path: Path, mon
     monkeypatch.setattr(Path, "replace", real)
     write_set(writes)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {p.name: f"new {p.name}\n" for p in writes}
+
+
+def test_a_sibling_files_temp_is_not_taken_for_a_dead_writers(tmp_path: Path) -> None:
+    """Writing ``data`` cleans up ``.data.<pid>.tmp`` of dead writers; ``.data.2026.csv.<pid>.tmp``,
+    a live temp of ``data.2026.csv``, parsed as pid 2026 and was deleted."""
+    sibling = tmp_path / f".data.2026.csv.{os.getpid()}.tmp"
+    sibling.write_text("being written")
+    dead = tmp_path / ".data.999999999.tmp"
+    dead.write_text("left by a killed writer")
+    write_text("x", tmp_path / "data")
+    assert sibling.exists() and not dead.exists()
