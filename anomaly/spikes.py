@@ -73,8 +73,8 @@ def choose_threshold(y: np.ndarray, score: np.ndarray, target_precision: float |
     skilled = np.where(beats_chance_all(p, alerts, float(y.mean())), f1, 0.0)
     rule = MAX_F1
     i = int(np.argmax(skilled))
-    if target_precision is not None:
-        ok = np.nonzero(p >= target_precision)[0]
+    if target_precision is not None:  # (of those that beat chance too: one lucky alert is precision 1)
+        ok = np.nonzero((p >= target_precision) & (skilled > 0))[0]
         if ok.size:
             best = r[ok].max()
             i = int(ok[r[ok] == best][-1])

@@ -87,6 +87,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for name in short["model"]:
         print(f"note: {name}: no threshold reaches precision {args.target_precision:g} on its training-span "
               "scores; its threshold is the best-F1 one there", file=sys.stderr)
+    for name in metrics.loc[metrics["threshold_rule"] == "no_skill", "model"]:
+        print(f"note: {name}: no threshold's alerts beat alerts at random hours on its training-span scores: it "
+              "raises no alert", file=sys.stderr)
     if int(metrics["positives"].max()) == 0:
         print("warning: no spike in the test span: AUC is undefined, recall 0 and precision 0 (or - with no alert); use a "
               "larger --test-fraction, a lower --k or a longer --horizon", file=sys.stderr)
