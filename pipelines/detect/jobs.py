@@ -20,11 +20,12 @@ from pipelines.store.warehouse import open_warehouse
 log = logging.getLogger(__name__)
 
 
-def stray_readings(db_path: str, detectors: list[str], until: datetime | None = None) -> dict[str, str]:
+def stray_readings(db_path: str, detectors: list[str], until: datetime | None = None,
+                   wall: datetime | None = None) -> dict[str, str]:
     """Per detector, why it must not run: its newest reading is a stray, dated far past all
-    others (:func:`detection.stray_reading`)."""
+    others, or (live, given the ``wall`` clock) past that (:func:`detection.stray_reading`)."""
     with open_warehouse(db_path, read_only=True) as con:
-        found = {d: detection.stray_reading(con, d, until) for d in detectors}
+        found = {d: detection.stray_reading(con, d, until, wall) for d in detectors}
     return {d: why for d, why in found.items() if why is not None}
 
 

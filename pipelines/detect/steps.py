@@ -47,9 +47,9 @@ class BurstResult:
 
 
 BURST_SILENCE = pd.Timedelta(hours=6)  # a burst whose series says nothing for this long resolves
-# a burst detected longer than this before the clock is history, not news: old data read for the
-# first time (a live detect over last year's export) records it but pages no one. Two days: a new
-# series' first scan (its last day) plus the partial hours and late nodes before the clock
+# a burst on a series whose newest data is longer than this before the clock is history, not news:
+# old data read for the first time (a live detect over last year's export) records it but pages no
+# one. Two days: more than a late node or a day's export delay
 BURST_NEWS = pd.Timedelta(days=2)
 
 
@@ -59,7 +59,8 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     last ``first_window`` and then scanned over it. With ``now``, a burst in progress on a
     series whose last data is more than ``BURST_SILENCE`` old is no longer current (it
     resolves: its condition cannot be seen), and a warning names the series; and one that came
-    and went over ``BURST_NEWS`` before it is history (recorded, not sent)."""
+    and went on a series whose newest data is over ``BURST_NEWS`` old is history (recorded,
+    not sent)."""
     states = dict(states)
     # a state calibrated under another season (``detect --season-length``) is recalibrated:
     # its baseline memory and threshold belong to the old policy
@@ -102,11 +103,14 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
         alert = _burst_alert(ev.unique_id, ev.onset, ev.detected_at, ev.direction, float(ev.peak_z))
         if alert.fingerprint not in current_fps:
             ended.append(alert)
-    history = frozenset(a.fingerprint for a in ended
-                        if now is not None and pd.Timestamp(a.window_end) < pd.Timestamp(now) - BURST_NEWS)
+    # on a series whose newest data is that old (an old export read for the first time, not a
+    # schedule paused over fresh data): what it shows came and went long ago
+    stale = {uid for uid, st in new_states.items() if now is not None and st.last_ts is not None
+             and pd.Timestamp(st.last_ts) < pd.Timestamp(now) - BURST_NEWS}
+    history = frozenset(a.fingerprint for a in ended if a.entity in stale)
     if history:
-        log.warning("%d burst(s) came and went over two days before %s (old data read for the first time?): "
-                    "recorded as resolved, sent to no sink", len(history), now)
+        log.warning("%d burst(s) on series whose newest data is over two days before %s (old data read for the "
+                    "first time?): recorded as resolved, sent to no sink", len(history), now)
     return BurstResult(new_states, current, ended, len(events), history)
 
 

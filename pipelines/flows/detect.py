@@ -63,8 +63,9 @@ def detect_spikes(db_path: str, now: datetime, sink_names: list[str], policy: Sp
 
 
 @task
-def stray_readings(db_path: str, detectors: list[str], until: datetime | None = None) -> dict[str, str]:
-    return jobs.stray_readings(db_path, detectors, until)
+def stray_readings(db_path: str, detectors: list[str], until: datetime | None = None,
+                   wall: datetime | None = None) -> dict[str, str]:
+    return jobs.stray_readings(db_path, detectors, until, wall)
 
 
 @task
@@ -146,7 +147,7 @@ def detect_flow(
     adopt_sinks(str(db_path), names, run_at)
     out: dict = {}
     # a detector whose newest reading is a stray (a date mistyped by a year) is skipped, said
-    for name, why in stray_readings(str(db_path), chosen, until).items():
+    for name, why in stray_readings(str(db_path), chosen, until, None if until is not None else run_at).items():
         log.error("%s detection skipped: %s", name, why)
         out[name] = {"skipped": why}
     if "bursts" in chosen and "bursts" not in out:

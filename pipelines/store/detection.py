@@ -81,12 +81,20 @@ def _newest_hours(con: duckdb.DuckDBPyConnection, until: datetime | None, newest
 
 def data_end(con: duckdb.DuckDBPyConnection):
     """The newest reading of utilization, device telemetry or spot prices (None when empty),
-    as a datetime: the clock a replay of the data runs on."""
-    found = con.execute("""
-        SELECT max(ts) FROM (SELECT max(ts) AS ts FROM utilization UNION ALL SELECT max(ts) FROM device_telemetry
-                             UNION ALL SELECT max(ts) FROM spot_prices)
-    """).fetchone()[0]
-    return None if found is None else pd.Timestamp(found).to_pydatetime()
+    as a datetime: the clock a replay of the data runs on. A table's newest reading that
+    stands alone far past the rest (:func:`stray_reading`) is not its end: ``run`` on a
+    warehouse with one telemetry row typed as 2126 ran every detector at 2126 (warned)."""
+    ends = []
+    for detector, (table, _after) in DETECTOR_READINGS.items():
+        newest, before = _newest_two(con, table, None)
+        if newest is None:
+            continue
+        why = stray_reading(con, detector)
+        if why is not None and before is not None:
+            log.warning("%s: not the data's end", why)
+            newest = before
+        ends.append(pd.Timestamp(newest))
+    return max(ends).to_pydatetime() if ends else None
 
 
 # each detector's readings, and how far past all others their newest may stand before it reads as
@@ -94,19 +102,34 @@ def data_end(con: duckdb.DuckDBPyConnection):
 DETECTOR_READINGS = {"bursts": ("utilization", pd.Timedelta(days=1)),
                      "faults": ("device_telemetry", pd.Timedelta(days=1)),
                      "spikes": ("spot_prices", pd.Timedelta(days=30))}
+AHEAD_OF_CLOCK = pd.Timedelta(days=1)  # live, a reading this far past the wall clock is misdated
 
 
-def stray_reading(con: duckdb.DuckDBPyConnection, detector: str, until: datetime | None = None) -> str | None:
+def _newest_two(con: duckdb.DuckDBPyConnection, table: str, until: datetime | None):
+    """``table``'s newest reading time at or before ``until`` and the one before it."""
+    return con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < (SELECT max(ts) FROM {table} "
+                       f"WHERE ts <= $u)) FROM {table} WHERE ts <= $u", {"u": _upto(until)}).fetchone()
+
+
+def stray_reading(con: duckdb.DuckDBPyConnection, detector: str, until: datetime | None = None,
+                  wall: datetime | None = None) -> str | None:
     """Why ``detector`` must not run, when its newest reading (at or before ``until``) stands
     alone far past every other: a date mistyped by a year (2126) makes that the data's end, so
     every real device, market or burst reads as long silent and resolves, and models are
-    registered as of then. None when there is no such reading."""
+    registered as of then; or, given the ``wall`` clock (a live run), stands over a day past
+    it (a node whose clock is a year ahead reports many such readings). None when neither."""
     table, after = DETECTOR_READINGS[detector]
-    newest, before = con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < (SELECT max(ts) FROM "
-                                 f"{table} WHERE ts <= $u)) FROM {table} WHERE ts <= $u", {"u": _upto(until)}).fetchone()
-    if before is None or pd.Timestamp(newest) - pd.Timestamp(before) <= after:
+    newest, before = _newest_two(con, table, until)
+    if newest is None:
         return None
-    newest, before = pd.Timestamp(newest), pd.Timestamp(before)
+    newest = pd.Timestamp(newest)
+    if wall is not None and newest - pd.Timestamp(wall) > AHEAD_OF_CLOCK:
+        return (f"the newest {table} reading ({newest:%Y-%m-%d %H:%M} UTC) is {(newest - pd.Timestamp(wall)).days} "
+                f"days after this machine's clock ({pd.Timestamp(wall):%Y-%m-%d %H:%M} UTC): a mistyped date, or a "
+                "source whose clock is ahead? fix or delete those readings")
+    if before is None or newest - pd.Timestamp(before) <= after:
+        return None
+    before = pd.Timestamp(before)
     return (f"the newest {table} reading ({newest:%Y-%m-%d %H:%M} UTC) stands {(newest - before).days} days after "
             f"the one before it ({before:%Y-%m-%d %H:%M}): a mistyped date? fix or delete that reading")
 
@@ -311,13 +334,10 @@ def model_inputs_mark(con: duckdb.DuckDBPyConnection, model_id: str) -> str | No
 
 def save_model(con: duckdb.DuckDBPyConnection, kind: str, target: str, params: str,
                data_cutoff: datetime, artifact: bytes, metrics: str, now: datetime) -> str:
-    """Register a detector model; its id is a hash of kind, params and data cutoff. Retrained
-    on the same cutoff (late rows inside its span), it keeps the time it was first made: a
-    replay as of then still finds a model, rather than retraining for "no model yet"."""
+    """Register a detector model; its id is a hash of kind, params and data cutoff (retrained
+    on the same cutoff, late rows inside its span, it is that model made anew: its time too,
+    which the retrain age counts from)."""
     model_id = hashlib.sha256(f"{kind}|{params}|{pd.Timestamp(data_cutoff).isoformat()}".encode()).hexdigest()[:16]
-    first = con.execute("SELECT created_at FROM models WHERE model_id = ?", [model_id]).fetchone()
-    if first is not None and pd.Timestamp(first[0]) < pd.Timestamp(now):
-        now = pd.Timestamp(first[0]).to_pydatetime()
     frame = pd.DataFrame([{
         "model_id": model_id, "kind": kind, "target": target, "series": None, "data_cutoff": data_cutoff,
         "params": params, "metrics": metrics, "artifact": artifact, "is_champion": False, "created_at": now,

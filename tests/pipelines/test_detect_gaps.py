@@ -131,5 +131,23 @@ def test_a_reading_dated_a_century_ahead_skips_its_detector_and_stops_as_of_data
     assert "mistyped date" in out["faults"]["skipped"]
     with warehouse.open_warehouse(db_path, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM models").fetchone()[0] == 0
+    with warehouse.open_warehouse(db_path, read_only=True) as con:  # run's clock: not 2126 (every detector ran there)
+        assert detection.data_end(con) == max(end, con.execute("SELECT max(ts) FROM spot_prices").fetchone()[0])
     # a replay before it does not read it: the detector runs
     assert jobs.stray_readings(str(db_path), ["faults"], until=end) == {}
+
+
+def test_live_readings_a_year_past_the_clock_skip_their_detector(db_path: Path) -> None:
+    """A node whose clock is a year ahead reports every 5 minutes: no lone stray, but live its
+    readings stand a year past this machine's clock."""
+    fleet = generate_fleet(nodes=4, days=10, seed=3)
+    util = fleet["utilization"]
+    ahead = util[util["node_id"] == util["node_id"].iloc[0]].assign(ts=lambda f: f["ts"] + pd.Timedelta(days=365))
+    with warehouse.open_warehouse(db_path) as con:
+        con.register("_u", pd.concat([util, ahead]))
+        con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _u")
+        con.unregister("_u")
+    wall = (util["ts"].max() + pd.Timedelta(hours=1)).to_pydatetime()
+    found = jobs.stray_readings(str(db_path), ["bursts"], wall=wall)
+    assert "days after this machine's clock" in found["bursts"]
+    assert jobs.stray_readings(str(db_path), ["bursts"]) == {}  # (no lone stray: a replay's clock reads on)
