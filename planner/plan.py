@@ -314,11 +314,14 @@ def make_plan(
         mine = history.loc[history["unique_id"] == uid].sort_values("ds")
         shift = level_shift(mine["ds"], mine["y"].to_numpy(dtype=float))
         basis, notes = history, []
-        if shift is not None:  # the month is priced on the days at the new level, not the weeks before
+        path = demand_path(history, forecast, uid)
+        if shift is not None:  # the month is priced on the days at the new level, not the weeks before,
+            # nor on a forecast that learnt mostly those weeks
             log.warning("%s: %s: planned on the days since", uid, shift.text())
             basis = history.loc[(history["unique_id"] != uid) | (history["ds"] > shift.cut)]
             notes.append(f"sized on the {shift.days} day(s) since {shift.change()}")
-        path = demand_path(basis, forecast, uid)
+            since = mine.loc[mine["ds"] > shift.cut, "y"].to_numpy(dtype=float)
+            path = since[np.isfinite(since)]
         if path.size == 0:
             log.warning("%s: no demand, not planned", uid)
             continue
@@ -335,7 +338,7 @@ def make_plan(
                          f"month; no reservation until it has held {SHORT_HISTORY_HOURS // 24} days")
         priced = own_machine_priced(catalog, resource, pool, uid)
         if priced and "public" in offers:
-            kept = splits.get(uid)
+            kept = None if shift is not None else splits.get(uid)  # demand moved: this month's split is re-tuned
             # the default is kept as the tuned split when no other saves enough, in bounds or not
             # (and no split, kept or default, with a share where no offer fits the pool any more)
             lost = kept is not None and bool(unbought(asdict(kept), offers))
@@ -361,6 +364,9 @@ def make_plan(
             if notes:  # what the figures stand on, where a reader of the headline sees it
                 top = alloc["recommended"].astype(bool)
                 alloc.loc[top, "headline"] = alloc.loc[top, "headline"] + f" ({'; '.join(notes)})"
+            if shift is not None:  # the days priced; a split tuned on them is re-tuned by the next run
+                alloc["shift_days"] = shift.days
+                alloc["lookback_days"] = shift.days
             out["allocation"].append(alloc)
             # reservations and spot cover what the recommended plan runs on public: what a split's
             # private and edge machines leave, or what exceeds the running fleet

@@ -1,11 +1,13 @@
 """Level shifts in a pool's recent demand: a month priced on four weeks of history is wrong
 the day after the pool's load collapsed or tripled, and a commitment sized on them more so.
 
-A shift is a run of the last whole days (2 to ``SHIFT_DAYS``: one odd day is not a new level)
-whose daily medians all stand ``SHIFT_RATIO`` times above every one of the whole week before
-them, or as far below every one of them. Daily medians keep the day's tide out of it;
-comparing with each day of a whole week (weekend days included) keeps a quiet weekend from
-reading as a collapse. A shift smaller than the weekly swing is not told from it. Pure.
+A shift is a run of the last whole days whose daily medians all stand ``SHIFT_RATIO`` (2)
+times above every one of the whole week before them, or as far below, for at least 3 days,
+or 3 times for 2 days (one odd day is not a new level; a two-day holiday at half the load is
+not one either). Daily medians keep the day's tide out of it; comparing with each day of a
+whole week (weekend days included) keeps a quiet weekend from reading as a collapse. A rise
+needs load on every day of that week: a pool idle between jobs that runs one has no level
+to shift from. A shift smaller than the weekly swing is not told from it. Pure.
 """
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-SHIFT_RATIO = 1.5  # a shift moves every recent day's median at least this far from every day before it
-SHIFT_DAYS = 14  # how far back a shift is looked for (older ones are most of the history anyway)
-MIN_SHIFT_DAYS = 2
+SHIFT_RATIO = 2.0  # a shift moves every recent day's median at least this far from every day before it
+SHIFT_DAYS = 21  # how far back a shift is looked for (a week before it still in a 28-day lookback)
+MIN_SHIFT_DAYS = 3  # days at the new level, or MIN_SHIFT_DAYS_LARGE for a move of LARGE_RATIO
+MIN_SHIFT_DAYS_LARGE, LARGE_RATIO = 2, 3.0
 BEFORE_DAYS = 7  # the whole week before the shift it is measured against (every day of it read)
 MIN_DAY_READINGS = 12  # hours a day needs to have a median
 
@@ -59,26 +62,26 @@ def daily_medians(ds: pd.Series, y: np.ndarray) -> np.ndarray:
 
 def level_shift(ds: pd.Series, y: np.ndarray, ratio: float = SHIFT_RATIO, max_days: int = SHIFT_DAYS
                 ) -> LevelShift | None:
-    """The most recent level shift of hourly (or finer) demand ``y`` at ``ds`` (sorted), or None.
-    Of the runs of last days that qualify, the longest: its start is the day demand moved."""
+    """The most recent level shift of hourly (or finer) demand ``y`` at ``ds`` (sorted), or None:
+    of the runs of last days that qualify, the shortest (a pool that rose twice is at its
+    second level)."""
     med = daily_medians(ds, y)
-    found = None
-    for days in range(MIN_SHIFT_DAYS, max_days + 1):
+    for days in range(MIN_SHIFT_DAYS_LARGE, max_days + 1):
         seg = med[len(med) - days:]
         pre = med[max(len(med) - days - BEFORE_DAYS, 0):len(med) - days]
         if len(pre) < BEFORE_DAYS:
             break
         pre = pre[np.isfinite(pre)]
-        if len(pre) < BEFORE_DAYS - 1:  # a day of the week unread (an outage) may pass; two may not
+        if len(pre) < BEFORE_DAYS - 1 or not np.isfinite(seg).all():  # a day of the week unread may pass; two not
             continue
-        if not np.isfinite(seg).all():
-            continue
-        up = seg.min() > 0 and seg.min() >= ratio * pre.max()
-        down = pre.min() > 0 and seg.max() * ratio <= pre.min()
-        if up or down:
+        moved = (seg.min() / pre.max() if pre.min() > 0 and seg.min() > pre.max() else  # up, from a level
+                 pre.min() / seg.max() if seg.max() > 0 and pre.min() > seg.max() else
+                 np.inf if seg.max() == 0 and pre.min() > 0 else 0.0)  # down (to nothing at all: any ratio)
+        needed = ratio * LARGE_RATIO / SHIFT_RATIO if days < MIN_SHIFT_DAYS else ratio
+        if moved >= needed:
             last = pd.Timestamp(pd.to_datetime(pd.Series(ds)).iloc[-1])
-            found = LevelShift(days, float(np.median(pre)), float(np.median(seg)), last - pd.Timedelta(days=days))
-    return found
+            return LevelShift(days, float(np.median(pre)), float(np.median(seg)), last - pd.Timedelta(days=days))
+    return None
 
 
 def hourly_level(ds: pd.Series, y: np.ndarray, cut: pd.Timestamp) -> pd.Series:

@@ -126,15 +126,18 @@ def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs, fill: str = 
     if inputs.data_cutoff is None:
         return {}
     rows = warehouse.query(con, TUNED_SPLITS_SQL, [f"{inputs.data_cutoff:%Y-%m}"])
-    newest: dict[str, tuple[str, Split]] = {}
+    newest: dict[str, tuple] = {}  # series: (run, split, tuned on a shift)
     fills: dict[str, str] = {}
     for run_id, key, payload in zip(rows["run_id"], rows["key"], rows["payload"]):
         p = json.loads(payload)
         # the run that tuned it, not one that kept an earlier split (runs written before
         # tuned_this_run existed said so with retuned)
         if p.get("tuned_this_run", p.get("retuned")):
-            newest[key.rsplit("/", 1)[0]] = (run_id, Split(p["private"], p["public"], p["edge"]))
+            newest[key.rsplit("/", 1)[0]] = (run_id, Split(p["private"], p["public"], p["edge"]),
+                                             p.get("shift_days") is not None)
             fills[key.rsplit("/", 1)[0]] = p.get("fill", "proportional")
+    # a split tuned on the few days since a level shift is not the month's: the next run tunes again
+    newest = {uid: (run_id, split) for uid, (run_id, split, shifted) in newest.items() if not shifted}
     other = sorted(uid for uid in newest if fills[uid] != fill)
     if other:
         log.warning("this month's split of %s was tuned under fill = %r, not %r: re-tuned", ", ".join(other),
@@ -164,7 +167,8 @@ def recommendation_rows(plan: dict[str, pd.DataFrame], inputs: PlanInputs) -> pd
     for kind, frame in plan.items():
         for rec in frame.to_dict("records"):
             payload = {k: _clean(v) for k, v in rec.items() if k != "model_id"}
-            payload["lookback_days"] = inputs.lookback_days
+            if payload.get("lookback_days") is None:  # (a pool planned on the days since a shift says so)
+                payload["lookback_days"] = inputs.lookback_days
             model_id = rec.get("model_id")
             rows.append({
                 "run_id": inputs.run_id, "kind": kind, "key": keys[kind](rec),

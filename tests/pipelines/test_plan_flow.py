@@ -112,10 +112,14 @@ def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
         ("plan-a", "a/p/gpu/tuned", default | {"tuned_this_run": True, "retuned": False}),
         ("plan-a", "b/p/gpu/tuned", moved | {"retuned": True}),  # written before tuned_this_run
         ("plan-a", "c/p/gpu/tuned", moved | {"tuned_this_run": False, "retuned": True}),
+        ("plan-a", "d/p/gpu/tuned", moved | {"tuned_this_run": True}),
+        # tuned later on the 2 days since a level shift: not the month's split (nor is the earlier one)
+        ("plan-b", "d/p/gpu/tuned", default | {"tuned_this_run": True, "shift_days": 2}),
     ]
     for run_id, key, payload in rows:
+        at = cutoff - pd.Timedelta(days=1 if run_id == "plan-a" else 0.5)
         con.execute("INSERT INTO recommendations VALUES (?, 'allocation', ?, ?, NULL, ?, ?)",
-                    [run_id, key, json.dumps(payload), cutoff - pd.Timedelta(days=1), cutoff - pd.Timedelta(days=1)])
+                    [run_id, key, json.dumps(payload), at, at])
     empty = pd.DataFrame()
     # rows without a fill rule were tuned under the proportional one
     kept = kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff), "proportional")

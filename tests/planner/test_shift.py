@@ -28,11 +28,19 @@ def test_a_shift_is_days_that_all_left_every_day_of_the_week_before() -> None:
     assert found is not None and found.days == 2 and found.after < 10 < 150 < found.before
     assert found.cut == ds[-1] - pd.Timedelta(days=2)
     rose = y.copy()
-    rose[-24 * 5:] *= 3.5
+    rose[-24 * 5:] *= 5  # (its weekend days too must stand 2x above the weekdays before)
     assert level_shift(ds, rose).days == 5 and level_shift(ds, rose).after > level_shift(ds, rose).before
+    rose[-24 * 2:] *= 10  # and again two days ago: the most recent level is the one
+    assert level_shift(ds, rose).days == 2
     odd = y.copy()
     odd[-24:] *= 3.5
     assert level_shift(ds, odd) is None  # one odd day is not a new level
+    holiday = y.copy()
+    holiday[-48:] *= 0.45
+    assert level_shift(ds, holiday) is None  # nor two days at under half: a holiday
+    idle = np.zeros(len(ds))
+    idle[-72:] = 64.0
+    assert level_shift(ds, idle) is None  # a pool idle between jobs has no level to rise from
     assert level_shift(ds[:24 * 8], fell[-24 * 8:]) is None  # no whole week before it to measure against
     assert level_shift(*_tidal(weekend=0.3)) is None  # a deep weekend is no collapse either
 
@@ -62,6 +70,10 @@ def test_a_pool_whose_demand_collapsed_is_planned_on_the_days_since() -> None:
     assert "sized on the 2 day(s) since demand fell from" in best["headline"]
     assert "no reservation until it has held 7 days" in best["headline"]
     assert "sized on" not in flat["headline"]
+    # the days priced, in the rows (lookback_days: the export's field); a lagging forecast is not priced
+    assert (plan["allocation"][["lookback_days", "shift_days"]] == 2).all().all()
+    lagging = _recommended(_plan(fell, ds, 200.0))
+    assert abs(lagging["monthly_cost"] - best["monthly_cost"]) < 0.02 * best["monthly_cost"]
 
 
 def test_three_days_of_history_buy_no_commitment_and_the_headline_says_so() -> None:
@@ -79,7 +91,7 @@ def test_three_days_of_history_buy_no_commitment_and_the_headline_says_so() -> N
 
 
 def test_after_a_step_up_the_schedule_holds_the_new_level_a_lagging_forecast_misses() -> None:
-    ds, y = _tidal()
+    ds, y = _tidal(weekend=1.0)
     y = y / 4  # ~50 cores, then 3.5x: 2 of 64 cores' worth more than the forecast sees
     y[-48:] *= 3.5
     lagging = _plan(y, ds, float(np.median(y[-48:])) * 0.7, capacity=4 * 64.0)["prescale"]
