@@ -349,6 +349,21 @@ def read_labels(path: str | Path) -> dict[str, list[pd.Timestamp]]:
     return out
 
 
+def _no_stray(ts: pd.Series, path: str | Path, after: pd.Timedelta, column: str = "ts") -> None:
+    """An error naming the row whose time stands alone more than ``after`` past every other
+    (a year mistyped: 2126): evaluated, its span made the test span hours of nothing."""
+    times = ts.dropna()
+    if times.nunique() < 2:
+        return
+    newest = times.max()
+    before = times[times < newest].max()
+    if newest - before > after:
+        i = int(np.flatnonzero((ts == newest).to_numpy())[0])
+        raise InputError(f"{_at(path, i)}, column {column!r}: {newest:%Y-%m-%d %H:%M} stands {(newest - before).days} "
+                         f"days after every other time (the latest {before:%Y-%m-%d %H:%M}): a mistyped date? fix or "
+                         "delete that row")
+
+
 def read_telemetry(path: str | Path) -> pd.DataFrame:
     """Contract telemetry, or Azure PdM wide telemetry mapped onto it; empty values are
     left out, one value per device, metric and time."""
@@ -358,6 +373,7 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
         wide = pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"),
                              "device_id": "machine" + f["machineID"].astype(str),
                              **{m: _numeric(f, m, path) for m in metrics}})
+        _no_stray(wide["ts"], path, pd.Timedelta(days=1), "datetime")
         wide = _unique_keys(wide, ["ts", "device_id"], metrics, path, "machine reading")
         long = wide.melt(id_vars=["ts", "device_id"], value_vars=metrics, var_name="metric")
         return pd.DataFrame({
@@ -370,6 +386,7 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
         "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
         "metric": f["metric"].astype(str), "value": _numeric(f, "value", path),
     })
+    _no_stray(out["ts"], path, pd.Timedelta(days=1))
     if empty := int(out["value"].isna().sum()):  # a reading not taken: left out, and said
         log.warning("%s: %d reading(s) with an empty value (or 'nan') left out, such as %s", path, empty,
                     row_label(path, _first_bad(out["value"].isna())))
@@ -432,6 +449,7 @@ def read_spot_prices(path: str | Path) -> pd.DataFrame:
     _need(f, ["ts", "provider", "region", "zone", "instance_type", "product", "price"], path)
     out = f[["provider", "region", "zone", "instance_type", "product"]].astype(str)
     out.insert(0, "ts", to_utc_naive(f["ts"], path))
+    _no_stray(out["ts"], path, pd.Timedelta(days=30))  # (change events: a market may hold its price for weeks)
     out["price"] = _numeric(f, "price", path, required=True)
     negative = (out["price"] < 0).to_numpy()
     if negative.any():

@@ -324,3 +324,20 @@ def test_a_series_too_short_to_calibrate_is_left_out_of_every_detector_and_named
     assert "1 series cannot be calibrated" in caplog.text and "'short'" in caplog.text
     series[series["unique_id"] == "short"].to_csv(tmp_path / "s.csv", index=False)
     assert main(args) == 2
+
+
+def test_an_evaluated_row_dated_a_century_ahead_names_its_line(tmp_path: Path, capsys):
+    """One price (or reading) typed as 2126: the test span became 262,967 market-hours of
+    nothing, 2 min 40 s and 1.5 GB, exit 0 with "use a larger --test-fraction"."""
+    prices = spot_prices()
+    stray = prices.iloc[[0]].assign(ts="2126-01-01T00:30:00Z")
+    pd.concat([prices, stray]).to_csv(tmp_path / "p.csv", index=False)
+    tel, fails = fleet_telemetry()
+    pd.concat([tel, tel.iloc[[0]].assign(ts="2126-01-01 00:30")]).to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    for argv, line in ((["spikes", "evaluate", "--prices", str(tmp_path / "p.csv")], len(prices) + 2),
+                       (["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures",
+                         str(tmp_path / "f.csv")], len(tel) + 2)):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"line {line}, column 'ts': 2126-01-01 00:30 stands" in err, err
