@@ -3,7 +3,7 @@
 Both set their alert threshold the same way, on scores of the training span only (the
 predictor's out-of-fold, persistence's own, as it learns nothing): the most recall among
 the thresholds whose precision reaches the policy's target, or, when none does, the best
-F1 of those whose alerts beat alerts at random hours, or, when none does, no alert at all
+F1, of those whose alerts beat alerts at random hours; when none does, no alert at all
 (:func:`choose_threshold`, which says which rule it took).
 """
 from __future__ import annotations
@@ -54,10 +54,10 @@ class ThresholdChoice:
 
 def choose_threshold(y: np.ndarray, score: np.ndarray, target_precision: float | None,
                      default: float = 0.5, never: float = NEVER) -> ThresholdChoice:
-    """The threshold with the most recall among those whose precision on ``(y, score)``
-    reaches ``target_precision`` (of equal recall, the highest: fewer alerts); when none
-    does (or the target is None), the one with the best F1 among those whose alerts beat
-    alerts at random rows (:func:`beats_chance_all`), rule ``max_f1``; when none beats
+    """Of the thresholds whose alerts beat alerts at random rows (:func:`beats_chance_all`),
+    the one with the most recall among those whose precision on ``(y, score)`` reaches
+    ``target_precision`` (of equal recall, the highest: fewer alerts); when none does (or
+    the target is None), the one with the best F1, rule ``max_f1``; when none beats
     chance, ``never`` (above any score), rule ``no_skill``: alerting on every hour of every
     market had the best F1, at the base rate's precision. NaN scores (rows no fold scored)
     are left out; with one class left, ``default``, rule ``default``."""

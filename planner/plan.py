@@ -377,7 +377,8 @@ def make_plan(
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
                                       spot_markets, spike_probabilities, policy.costs, policy.spot,
                                       offers["public"])
-                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object))
+                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object).assign(
+                    **({"lookback_days": shift.days} if shift is not None else {})))
                 if spot["action"] == "use_spot":  # reserve only what stays on on-demand (spot: whole machines)
                     load = on_demand_rest(load, policy.spot.interruptible_share, float(spot["pool_units"]))
             low = min(policy.allocation.scenarios)
@@ -393,6 +394,8 @@ def make_plan(
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
                 res.insert(2, "plan", best["plan"])  # the allocation plan whose public load it covers
+                if shift is not None:
+                    res["lookback_days"] = shift.days
                 out["reservation"].append(res)
         elif priced:
             why, remedy = _why_no_offer(catalog, resource, pool, fit, policy.offers.regions)

@@ -76,7 +76,7 @@ def level_shift(ds: pd.Series, y: np.ndarray, ratio: float = SHIFT_RATIO, max_da
             continue
         moved = (seg.min() / pre.max() if pre.min() > 0 and seg.min() > pre.max() else  # up, from a level
                  pre.min() / seg.max() if seg.max() > 0 and pre.min() > seg.max() else
-                 np.inf if seg.max() == 0 and pre.min() > 0 else 0.0)  # down (to nothing at all: any ratio)
+                 ratio if seg.max() == 0 and pre.min() > 0 else 0.0)  # down to nothing: 3 days (a holiday idles 2)
         needed = ratio * LARGE_RATIO / SHIFT_RATIO if days < MIN_SHIFT_DAYS else ratio
         if moved >= needed:
             last = pd.Timestamp(pd.to_datetime(pd.Series(ds)).iloc[-1])

@@ -85,8 +85,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print("\n".join(metric_lines(metrics, args.target_precision)))
     short = metrics[metrics["threshold_rule"] == "max_f1"]
     for name in short["model"]:
-        print(f"note: {name}: no threshold reaches precision {args.target_precision:g} on its training-span "
-              "scores; its threshold is the best-F1 one there", file=sys.stderr)
+        print(f"note: {name}: no threshold that beats chance reaches precision {args.target_precision:g} on its "
+              "training-span scores; its threshold is the best-F1 one there", file=sys.stderr)
     for name in metrics.loc[metrics["threshold_rule"] == "no_skill", "model"]:
         print(f"note: {name}: no threshold's alerts beat alerts at random hours on its training-span scores: it "
               "raises no alert", file=sys.stderr)

@@ -79,21 +79,29 @@ def _newest_hours(con: duckdb.DuckDBPyConnection, until: datetime | None, newest
     return start or last
 
 
-def data_end(con: duckdb.DuckDBPyConnection):
+def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn: bool = True):
     """The newest reading of utilization, device telemetry or spot prices (None when empty),
-    as a datetime: the clock a replay of the data runs on. A table's newest reading that
-    stands alone far past the rest (:func:`stray_reading`) is not its end: ``run`` on a
-    warehouse with one telemetry row typed as 2126 ran every detector at 2126 (warned)."""
+    as a datetime: the clock a replay of the data runs on. With ``leave_out_strays``, a
+    table's newest reading standing alone far past the rest (:func:`stray_reading`), and
+    readings over a day past this machine's clock (a source whose clock is a year ahead), are
+    not its end: ``run`` on a warehouse with one telemetry row typed as 2126 ran every
+    detector at 2126 (warned; ``prune`` reads them all, and refuses such a clock)."""
+    wall = pd.Timestamp.now("UTC").tz_localize(None)
     ends = []
     for detector, (table, _after) in DETECTOR_READINGS.items():
         newest, before = _newest_two(con, table, None)
         if newest is None:
             continue
-        why = stray_reading(con, detector)
-        if why is not None and before is not None:
-            log.warning("%s: not the data's end", why)
-            newest = before
-        ends.append(pd.Timestamp(newest))
+        if leave_out_strays:
+            why = stray_reading(con, detector, wall=wall.to_pydatetime())
+            if why is not None:
+                if warn:
+                    log.warning("%s: not the data's end", why)
+                newest = _newest_two(con, table, (wall + AHEAD_OF_CLOCK).to_pydatetime())[0]
+                if newest is not None and stray_reading(con, detector, until=newest) is not None:
+                    newest = _newest_two(con, table, newest)[1]
+        if newest is not None:
+            ends.append(pd.Timestamp(newest))
     return max(ends).to_pydatetime() if ends else None
 
 

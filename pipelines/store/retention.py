@@ -115,7 +115,7 @@ def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> dateti
     more than a day past the wall clock is refused (ValueError), and so, without ``now``, is a
     utilization or telemetry feed whose newest reading stands more than a day after the one
     before it: a reading dated months ahead (a mistyped month) would make every row old."""
-    at = now if now is not None else data_end(con)
+    at = now if now is not None else data_end(con, leave_out_strays=False)
     wall = datetime.now(UTC).replace(tzinfo=None)
     if at is not None and at > wall + AHEAD:
         what = "--now" if now is not None else "the newest reading (utilization, telemetry or spot prices)"

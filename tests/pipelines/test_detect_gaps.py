@@ -151,3 +151,5 @@ def test_live_readings_a_year_past_the_clock_skip_their_detector(db_path: Path) 
     found = jobs.stray_readings(str(db_path), ["bursts"], wall=wall)
     assert "days after this machine's clock" in found["bursts"]
     assert jobs.stray_readings(str(db_path), ["bursts"]) == {}  # (no lone stray: a replay's clock reads on)
+    with warehouse.open_warehouse(db_path, read_only=True) as con:  # run's clock: not a year ahead
+        assert detection.data_end(con) < util["ts"].max() + pd.Timedelta(days=2)

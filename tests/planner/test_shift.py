@@ -38,6 +38,9 @@ def test_a_shift_is_days_that_all_left_every_day_of_the_week_before() -> None:
     holiday = y.copy()
     holiday[-48:] *= 0.45
     assert level_shift(ds, holiday) is None  # nor two days at under half: a holiday
+    gone = y.copy()
+    gone[-48:] = 0.0
+    assert level_shift(ds, gone) is None  # two idle days (a holiday) need a third to be a level
     idle = np.zeros(len(ds))
     idle[-72:] = 64.0
     assert level_shift(ds, idle) is None  # a pool idle between jobs has no level to rise from
@@ -88,6 +91,18 @@ def test_three_days_of_history_buy_no_commitment_and_the_headline_says_so() -> N
     assert not gpu_plan(28)["reservation"].empty  # four weeks of it: reserved
     plan = gpu_plan(3)
     assert plan["reservation"].empty and "on 3.0 day(s) of demand, extrapolated" in _recommended(plan)["headline"]
+
+
+def test_every_row_of_a_shifted_pool_says_the_days_it_was_priced_on() -> None:
+    ds = pd.date_range("2026-01-05", periods=24 * 28, freq="h")
+    y = np.where(np.arange(len(ds)) < len(ds) - 240, 100.0, 400.0)  # rose 10 days ago; half runs on public
+    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": y})
+    forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 400.0})
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [200.0], "units_per_node": [4.0]})
+    plan = P.make_plan(history, forecast, capacity, catalog())
+    assert not plan["reservation"].empty
+    assert (plan["allocation"]["lookback_days"] == 10).all() and (plan["reservation"]["lookback_days"] == 10).all()
 
 
 def test_after_a_step_up_the_schedule_holds_the_new_level_a_lagging_forecast_misses() -> None:
