@@ -58,11 +58,13 @@ def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RU
     policy = load_plan_policy(config_path or (str(settings.plan_config) if settings.plan_config else None))
     with warehouse.open_warehouse(db_path, read_only=True, lock_timeout_s=settings.lock_timeout_s) as con:
         pools = plan_replay.planned_pools(con)
-    done = []
+        drained = plan_replay.drained_pools(con, pools)
+    pools = [p for p in pools if p not in drained]
+    done = [{"pool": p, "skipped": "no running capacity at the data's end (drained): not planned"} for p in drained]
     with progress_bar("replay", "pools") as bar:
         for p in pools:
             done.append(replay_pool_task(db_path, p, days, tuple(models), policy, settings.lock_timeout_s))
-            bar(len(done), len(pools))
+            bar(len(done) - len(drained), len(pools))
     out = {"replays": [d for d in done if "skipped" not in d],
            "not_replayed": {d["pool"]: d["skipped"] for d in done if "skipped" in d}}
     log.info("replay: %s", out)

@@ -141,6 +141,16 @@ def planned_pools(con: duckdb.DuckDBPyConnection) -> list[str]:
     return sorted({u.rsplit("/", 1)[0] for u in ids if u.rsplit("/", 1)[1] in ("gpu", "cpu")})
 
 
+def drained_pools(con: duckdb.DuckDBPyConnection, pools: Sequence[str]) -> list[str]:
+    """Of ``pools``, those with no running capacity at the data's end (drained, or silent for a
+    day): the plan does not plan them, so the run does not replay them either."""
+    from pipelines.plan.planning import CAPACITY_SQL
+    from planner.plan import primary_series
+
+    running = set(primary_series(warehouse.query(con, CAPACITY_SQL))["pool_id"])
+    return [p for p in pools if p not in running]
+
+
 def unit_price(catalog: pd.DataFrame, unique_id: str, costs: CostPolicy) -> float | None:
     """The price of one unit-hour of the series' pool: its own machine in the catalog (as the
     plan prices the private cloud), None without one."""

@@ -292,3 +292,21 @@ def test_the_warehouse_is_free_for_writers_while_the_replay_runs(tmp_path: Path,
     monkeypatch.setattr(plan_replay, "replay", writing_meanwhile)
     assert main(["plan", "replay", "--db", str(db), "--models", "seasonal_naive"]) == 0, capsys.readouterr().err
     assert opened == [3 * 288]
+
+
+def test_a_drained_pool_is_not_replayed_by_the_run(tmp_path: Path) -> None:
+    """A pool whose nodes report capacity 0 at the data's end is not planned; the run replayed
+    it all the same ("planned 3.27x" in the report beside "not planned")."""
+    ts = pd.date_range("2026-01-01", periods=48, freq="1h")
+    rows = [pd.DataFrame({"ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "cluster": "c1", "pool": pool, "node_id": node,
+                          "resource": "cpu", "used": 1.0, "capacity": cap}) for pool, node, cap in
+            (("live", "n1", 4.0), ("drain", "n2", np.where(np.arange(48) < 40, 4.0, 0.0)))]
+    pd.concat(rows).assign(used=lambda f: f["used"].where(f["capacity"] > 0, 0.0)).to_csv(tmp_path / "u.csv",
+                                                                                        index=False)
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", "--kind", "utilization", "--db", str(db), str(tmp_path / "u.csv")]) == 0
+    from pipelines.store import warehouse
+
+    with warehouse.open_warehouse(db, read_only=True) as con:
+        pools = plan_replay.planned_pools(con)
+        assert pools == ["c1/drain", "c1/live"] and plan_replay.drained_pools(con, pools) == ["c1/drain"]
