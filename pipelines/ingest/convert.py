@@ -183,10 +183,13 @@ def aws_spot(path: Path) -> dict[str, pd.DataFrame]:
     """The AWS spot CSV (timestamp_utc, region, availability_zone, ...) -> spot-prices."""
     f = _read(path, ["timestamp_utc", "region", "availability_zone", "instance_type", "product_description",
                      "spot_price_usd_per_hour"])
+    # named in the source, not passed on for ingest to name a line of the converted file
+    price = _num(f["spot_price_usd_per_hour"], required=True)
+    if (price < 0).any():
+        raise _bad(f["spot_price_usd_per_hour"], price < 0, "negative price")
     return {"spot-prices": pd.DataFrame({
         "ts": _iso(f["timestamp_utc"]), "provider": "aws", "region": f["region"], "zone": f["availability_zone"],
-        "instance_type": f["instance_type"], "product": f["product_description"],
-        "price": f["spot_price_usd_per_hour"],
+        "instance_type": f["instance_type"], "product": f["product_description"], "price": price,
     })}
 
 
@@ -395,6 +398,11 @@ def titan(path: Path) -> dict[str, pd.DataFrame]:
     f = _read(path, ["SN", "event", "remove", "location"], dtype={"SN": str})
     event = f["event"].fillna("").astype(str).str.lower()  # a slice with no event reads as all-empty floats
     ev = f[event.isin(["dbe", "otb"])]
+    if "insert" in ev.columns:  # a removal before its install is no failure time (hazard rejects it too)
+        inserted = pd.to_datetime(parse_like_ingest(ev["insert"], as_text=True))  # (none known: NaT, passes)
+        before = pd.to_datetime(_iso(ev["remove"])) < inserted
+        if before.any():
+            raise _bad(ev["remove"], before, "removed before it was inserted")
     return {"failures": pd.DataFrame({
         "ts": _iso(ev["remove"]), "device_id": ev["SN"], "node_id": ev["location"],
         "failure_type": event[ev.index],

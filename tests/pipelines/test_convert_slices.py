@@ -95,6 +95,16 @@ def test_a_titan_slice_with_no_failure_in_it_gives_an_empty_table(tmp_path) -> N
                       "2015-03-11 16:58:12+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,0.03\n",
      "not an aws-on-demand file (no column 'on_demand_usd_per_hour')"),
     ("titan", "timestamp,value\n2014-02-14 14:27:00,51.8\n", "no column 'SN', 'event', 'remove', 'location'"),
+    # rows ingest or hazard reject were passed on, to be named by a line of the converted file
+    ("titan", "SN,location,insert,remove,duration,out,event\n1,c1,2018-03-01,2018-04-01,1,FALSE,dbe\n"
+              "2,c1,2018-03-27,2018-03-03,1,FALSE,otb\n", "line 3, column 'remove': removed before it was inserted"),
+    ("aws-spot", "timestamp_utc,region,availability_zone,instance_type,product_description,spot_price_usd_per_hour\n"
+                 "2015-03-11 16:54:38+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,0.03\n"
+                 "2015-03-11 16:58:12+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,abc\n",
+     "line 3, column 'spot_price_usd_per_hour': 'abc' is not a number"),
+    ("aws-spot", "timestamp_utc,region,availability_zone,instance_type,product_description,spot_price_usd_per_hour\n"
+                 "2015-03-11 16:54:38+00:00,us-east-1,us-east-1a,c3.xlarge,Linux,-1\n",
+     "line 2, column 'spot_price_usd_per_hour': negative price"),
 ])
 def test_a_partial_last_line_is_named_not_a_renamed_id(tmp_path, capsys, source: str, text: str, said: str) -> None:
     src = tmp_path / "in.csv"
