@@ -373,7 +373,7 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
         wide = pd.DataFrame({"ts": to_utc_naive(f["datetime"], path, "datetime"),
                              "device_id": "machine" + f["machineID"].astype(str),
                              **{m: _numeric(f, m, path) for m in metrics}})
-        _no_stray(wide["ts"], path, pd.Timedelta(days=1), "datetime")
+        _no_stray(wide["ts"], path, pd.Timedelta(days=7), "datetime")
         wide = _unique_keys(wide, ["ts", "device_id"], metrics, path, "machine reading")
         long = wide.melt(id_vars=["ts", "device_id"], value_vars=metrics, var_name="metric")
         return pd.DataFrame({
@@ -386,7 +386,7 @@ def read_telemetry(path: str | Path) -> pd.DataFrame:
         "node_id": f["node_id"].astype(str) if "node_id" in f.columns else None,
         "metric": f["metric"].astype(str), "value": _numeric(f, "value", path),
     })
-    _no_stray(out["ts"], path, pd.Timedelta(days=1))
+    _no_stray(out["ts"], path, pd.Timedelta(days=7))
     if empty := int(out["value"].isna().sum()):  # a reading not taken: left out, and said
         log.warning("%s: %d reading(s) with an empty value (or 'nan') left out, such as %s", path, empty,
                     row_label(path, _first_bad(out["value"].isna())))

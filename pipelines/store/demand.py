@@ -65,7 +65,9 @@ def load_demand(
 SERIES_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization"
 
 
-STRAY_AFTER = pd.Timedelta(days=1)  # a newest reading this far past the one before it: a mistyped date
+# a newest reading this far past the one before it: a mistyped date (a month, a year), not a feed
+# back from an outage of a few days whose first hour alone has come in
+STRAY_AFTER = pd.Timedelta(days=7)
 
 
 def stray_newest(con: duckdb.DuckDBPyConnection, table: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:

@@ -17,7 +17,7 @@ from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SERIES_KEY, SpikePolicy
 from anomaly.spikes import SpikePredictor
 from forecasters.demand import blank_filled
-from pipelines.store.demand import load_demand
+from pipelines.store.demand import STRAY_AFTER, load_demand
 from pipelines.store.warehouse import query, query_categorical, transaction, upsert
 
 log = logging.getLogger(__name__)
@@ -107,8 +107,7 @@ def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn
 
 # each detector's readings, and how far past all others their newest may stand before it reads as
 # a mistyped date (spot prices are change events: a quiet market may hold its price for weeks)
-DETECTOR_READINGS = {"bursts": ("utilization", pd.Timedelta(days=1)),
-                     "faults": ("device_telemetry", pd.Timedelta(days=1)),
+DETECTOR_READINGS = {"bursts": ("utilization", STRAY_AFTER), "faults": ("device_telemetry", STRAY_AFTER),
                      "spikes": ("spot_prices", pd.Timedelta(days=30))}
 AHEAD_OF_CLOCK = pd.Timedelta(days=1)  # live, a reading this far past the wall clock is misdated
 

@@ -153,3 +153,16 @@ def test_live_readings_a_year_past_the_clock_skip_their_detector(db_path: Path) 
     assert jobs.stray_readings(str(db_path), ["bursts"]) == {}  # (no lone stray: a replay's clock reads on)
     with warehouse.open_warehouse(db_path, read_only=True) as con:  # run's clock: not a year ahead
         assert detection.data_end(con) < util["ts"].max() + pd.Timedelta(days=2)
+
+
+def test_a_feed_back_from_a_three_day_outage_is_no_mistyped_date(db_path: Path) -> None:
+    """Its first hour alone stood 3 days after the rest: bursts were skipped as "a mistyped
+    date?" (and train refused) until a second hour came in."""
+    util = generate_fleet(nodes=4, days=10, seed=3, telemetry=False)["utilization"]
+    end = util["ts"].max()
+    back = util[util["ts"] == end].assign(ts=end + pd.Timedelta(days=3))
+    with warehouse.open_warehouse(db_path) as con:
+        con.register("_u", pd.concat([util[util["ts"] < end], back]))
+        con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _u")
+        con.unregister("_u")
+        assert detection.stray_reading(con, "bursts") is None and detection.data_end(con) == end + pd.Timedelta(days=3)
