@@ -1,5 +1,6 @@
-"""Level shifts on public traces: when the planner sizes a pool on the days since its demand
-moved (``planner.shift.level_shift``), does the next week stay at the new level?
+"""Level shifts and trends on public traces: when the planner sizes a pool on the days since
+its demand moved (``planner.shift.level_shift``), or at its last week's level after a steady
+rise or fall (``planner.shift.trend``), does the next week stay there?
 
     python benchmarks/level_shifts.py [--datasets ../shared/datasets]
 
@@ -8,6 +9,7 @@ cutoff is placed every day of the last four weeks that leaves a week after it; a
 28 days before it are read as the plan reads them. For every shift found, the median of the
 7 days after the cutoff is compared with the level before the shift and after it (log
 ratio): the plan is right to follow the shift when the next week is nearer the new level.
+Likewise for a trend (where no shift is found): the last week's level against the window's.
 The rules were set before this was run; nothing here is tuned on it.
 """
 from __future__ import annotations
@@ -23,14 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.forecast_accuracy import BITBRAINS, bitbrains_cluster, bitbrains_panel  # noqa: E402
-from planner.shift import level_shift  # noqa: E402
+from planner.shift import level_shift, trend  # noqa: E402
 
 LOOKBACK, AFTER, CUTOFFS = pd.Timedelta(days=28), pd.Timedelta(days=7), 21
 
 
 def score(data: pd.DataFrame) -> dict[str, int]:
     """Cutoffs read, shifts found, and how many of them the next week stayed nearer."""
-    out = {"cutoffs": 0, "shifts": 0, "nearer_new": 0, "nearer_old": 0}
+    out = {"cutoffs": 0, "shifts": 0, "nearer_new": 0, "nearer_old": 0, "trends": 0, "nearer_recent": 0,
+           "nearer_window": 0}
     for _uid, g in data.groupby("unique_id", sort=True):
         g = g.sort_values("ds")
         last = g["ds"].max()
@@ -40,14 +43,22 @@ def score(data: pd.DataFrame) -> dict[str, int]:
             if len(seen) < 24 * 10:
                 continue
             out["cutoffs"] += 1
-            found = level_shift(seen["ds"], seen["y"].to_numpy(dtype=float))
-            if found is None:
-                continue
-            out["shifts"] += 1
             nxt = float(g[(g["ds"] > cut) & (g["ds"] <= cut + AFTER)]["y"].median())
-            near = abs(np.log((nxt + 1e-6) / (found.after + 1e-6))) < abs(np.log((nxt + 1e-6) / (found.before + 1e-6)))
-            out["nearer_new" if near else "nearer_old"] += 1
+            found = level_shift(seen["ds"], seen["y"].to_numpy(dtype=float))
+            if found is not None:
+                out["shifts"] += 1
+                out["nearer_new" if _nearer(nxt, found.after, found.before) else "nearer_old"] += 1
+                continue
+            steady = trend(seen["ds"], seen["y"].to_numpy(dtype=float))  # (the plan asks only without a shift)
+            if steady is not None:
+                out["trends"] += 1
+                out["nearer_recent" if _nearer(nxt, steady.recent, steady.window) else "nearer_window"] += 1
     return out
+
+
+def _nearer(value: float, a: float, b: float) -> bool:
+    """Whether ``value`` is nearer ``a`` than ``b`` in log ratio."""
+    return abs(np.log((value + 1e-6) / (a + 1e-6))) < abs(np.log((value + 1e-6) / (b + 1e-6)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,3 +114,34 @@ def test_after_a_step_up_the_schedule_holds_the_new_level_a_lagging_forecast_mis
     level = pd.to_datetime(lagging["ts"]).dt.hour.map(since).to_numpy()
     assert (lagging["target_capacity"] >= level).all()
     assert lagging["reason"].str.contains("the level demand rose to; the forecast says").any()
+
+
+def test_a_steady_trend_is_said_and_a_fall_reserves_nothing() -> None:
+    """A pool shrinking 2% a day had 2 machines reserved for 3 years "that still pay at demand
+    x 0.85" when they were needed 58% of today's hours, and nothing said of the fall."""
+    from planner.shift import trend
+
+    ds, tidal = _tidal(weekend=0.6)
+    day = np.arange(len(ds)) / 24
+    assert trend(ds, tidal) is None  # a weekly tide is no trend
+    noisy = tidal * np.random.default_rng(0).lognormal(0, 0.15, len(ds))
+    assert trend(ds, noisy) is None
+    dip = tidal.copy()
+    dip[-24 * 12:-24 * 5] *= 0.6
+    assert trend(ds, dip) is None  # nor a holiday week, back since
+    grow = tidal * 1.02 ** day
+    assert trend(ds, grow).factor > 1.1 and trend(ds, tidal * 0.98 ** day).factor < 0.9
+
+    def gpu_plan(y: np.ndarray) -> dict[str, pd.DataFrame]:  # the running fleet carries half: public the rest
+        history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": y})
+        forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                                 "mean": float(y[-24:].mean())})
+        capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [200.0], "units_per_node": [4.0]})
+        return P.make_plan(history, forecast, capacity, catalog())
+
+    shrinking = gpu_plan(400.0 * 0.98 ** (day - day[-1]))  # ending at 400 after 4 weeks from 700
+    assert not gpu_plan(np.full(len(ds), 400.0))["reservation"].empty and shrinking["reservation"].empty
+    best = _recommended(shrinking)
+    assert "demand fell steadily" in best["headline"] and "no reservation while it falls" in best["headline"]
+    rising = _recommended(gpu_plan(400.0 * 1.02 ** (day - day[-1])))
+    assert "demand rose steadily" in rising["headline"] and "no reservation" not in rising["headline"]
