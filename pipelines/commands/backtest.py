@@ -110,6 +110,17 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         row = out.index[infinite][0]
         raise CliError(f"{path}: {where(row)}, column y: {y.iloc[row]} is not a finite number", 2)
     out["y"] = y.astype(float)
+    # a row repeated as it was (an export that overlaps itself) is read once, as ingest does; a
+    # time twice with two values is an error naming the second
+    again = out.duplicated(["unique_id", "ds"])
+    if again.any():
+        same = out.duplicated(["unique_id", "ds", "y"])
+        if (again & ~same).any():
+            row = out.index[(again & ~same).to_numpy()][0]
+            raise CliError(f"{path}: {where(row)}: series {out.at[row, 'unique_id']!r} at {out.at[row, 'ds']} a "
+                           f"second time, with another y ({_shown(out.at[row, 'y'])}); keep one", 2)
+        log.warning("%s: %d repeated row(s) (the same series, time and y) read once", path, int(same.sum()))
+        out = out[~same].reset_index(drop=True)
     return out
 
 

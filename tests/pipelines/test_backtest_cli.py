@@ -338,3 +338,19 @@ def test_day_first_dates_a_repeated_column_and_an_open_quote_are_named(tmp_path:
     lines[300] = '"' + lines[300]
     src.write_text("\n".join(lines) + "\n")
     assert main(argv) == 2 and ": line 301: unterminated quote" in capsys.readouterr().err
+
+
+def test_a_row_repeated_as_it_was_is_read_once_and_two_values_are_named(tmp_path: Path, capsys, caplog) -> None:
+    """An export that overlaps itself repeats rows: "series 't1': duplicate ds ...", exit 2, no
+    line. Ingest reads such a repeat once; a time with two values names the second's line."""
+    panel = make_panel(length=24 * 10)
+    src = tmp_path / "p.csv"
+    pd.concat([panel, panel.iloc[[5]]]).to_csv(src, index=False)
+    argv = ["backtest", "--input", str(src), "--horizon", "12", "--season-length", "24", "--freq", "h",
+            "--models", "seasonal_naive"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "1 repeated row(s) (the same series, time and y) read once" in caplog.text
+    pd.concat([panel, panel.iloc[[5]].assign(y=panel["y"].iloc[5] + 1)]).to_csv(src, index=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"line {len(panel) + 2}: series" in err and "a second time" in err, err
