@@ -44,6 +44,13 @@ def test_most_nodes_silent_together_and_back_is_said_to_look_like_an_outage(capl
             [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": 10.0}
              for k in range(4) for i, h in enumerate(hours) if not (k == 2 and 30 <= i < 40)])))
     assert "silent together" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # every node silent: no reading at all, a gap (it said "a drop")
+        demand.regularize(demand.sum_nodes(pd.DataFrame(
+            [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": 10.0}
+             for k in range(2) for i, h in enumerate(hours) if not 30 <= i < 40])))
+    assert "2 of 2 nodes silent together" in caplog.text and "no node reported: they are missing" in caplog.text
+    assert "a drop in demand" not in caplog.text
 
 
 def test_hours_most_nodes_have_not_reported_yet_are_dropped() -> None:
