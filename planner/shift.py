@@ -93,11 +93,11 @@ def hourly_level(ds: pd.Series, y: np.ndarray, cut: pd.Timestamp) -> pd.Series:
     return v[keep].groupby(ts[keep].dt.hour).median()
 
 
-TREND_DAYS = 14  # whole days a trend is judged on (at least)
+TREND_DAYS = 16  # whole days a trend is judged on, at least (with 14 or 15 no run of pairs reaches TREND_P)
 TREND_P = 0.01  # Kendall's tau test of the daily medians against time
 TREND_TAU = 0.8  # and a strong one: nine in ten pairs of days in order (a noisy flat pool reached 0.71)
 TREND_MOVE = 1.1  # and one that moved the level: the last week 10% off the window's
-RECENT_DAYS = 7  # the level a trending pool is planned at: its last week's
+RECENT_DAYS = 7  # the level a trend is said to have reached: its last week's
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,7 @@ def trend(ds: pd.Series, y: np.ndarray) -> Trend | None:
     medians against the same weekday's in later weeks, so a weekly tide is no trend, nor a
     holiday dip; the rise must be strong (``TREND_TAU`` of the pairs in order, net),
     significant (``TREND_P``) and have moved the last week's level ``TREND_MOVE`` off the
-    window's. A month priced on the window's average of a pool growing 2% a
-    day is a week behind its demand, and one shrinking so reserves machines it will not use."""
+    window's. A pool shrinking 2% a day reserved machines it would not use."""
     from scipy.stats import norm
 
     med = daily_medians(ds, y)

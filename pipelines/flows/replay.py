@@ -60,7 +60,7 @@ def replay_flow(db_path: str, days: int = RUN_DAYS, models: tuple[str, ...] = RU
         pools = plan_replay.planned_pools(con)
         drained = plan_replay.drained_pools(con, pools)
     pools = [p for p in pools if p not in drained]
-    done = [{"pool": p, "skipped": "no running capacity at the data's end (drained): not planned"} for p in drained]
+    done = [{"pool": p, "skipped": "no running capacity at the data's end (drained, or silent for a day): not planned"} for p in drained]
     with progress_bar("replay", "pools") as bar:
         for p in pools:
             done.append(replay_pool_task(db_path, p, days, tuple(models), policy, settings.lock_timeout_s))

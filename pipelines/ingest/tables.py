@@ -349,15 +349,18 @@ def read_labels(path: str | Path) -> dict[str, list[pd.Timestamp]]:
     return out
 
 
-def _no_stray(ts: pd.Series, path: str | Path, after: pd.Timedelta, column: str = "ts") -> None:
-    """An error naming the row whose time stands alone more than ``after`` past every other
-    (a year mistyped: 2126): evaluated, its span made the test span hours of nothing."""
+def _no_stray(ts: pd.Series, path: str | Path, far: pd.Timedelta, column: str = "ts", few: bool = True) -> None:
+    """An error naming the row whose time is a stray past every other (a date mistyped: 2126;
+    see :func:`pipelines.store.demand.is_stray`): evaluated, its span made the test span hours
+    of nothing."""
+    from pipelines.store.demand import is_stray
+
     times = ts.dropna()
     if times.nunique() < 2:
         return
     newest = times.max()
     before = times[times < newest].max()
-    if newest - before > after:
+    if is_stray(newest - before, int((times == newest).sum()), int((times == before).sum()), far, few):
         i = int(np.flatnonzero((ts == newest).to_numpy())[0])
         raise InputError(f"{_at(path, i)}, column {column!r}: {newest:%Y-%m-%d %H:%M} stands {(newest - before).days} "
                          f"days after every other time (the latest {before:%Y-%m-%d %H:%M}): a mistyped date? fix or "
@@ -449,7 +452,7 @@ def read_spot_prices(path: str | Path) -> pd.DataFrame:
     _need(f, ["ts", "provider", "region", "zone", "instance_type", "product", "price"], path)
     out = f[["provider", "region", "zone", "instance_type", "product"]].astype(str)
     out.insert(0, "ts", to_utc_naive(f["ts"], path))
-    _no_stray(out["ts"], path, pd.Timedelta(days=30))  # (change events: a market may hold its price for weeks)
+    _no_stray(out["ts"], path, pd.Timedelta(days=30), few=False)  # (change events: a market may hold its price for weeks)
     out["price"] = _numeric(f, "price", path, required=True)
     negative = (out["price"] < 0).to_numpy()
     if negative.any():

@@ -3,6 +3,7 @@ cluster/pool/resource; :mod:`forecasters.demand` turns them into the history fra
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 import duckdb
 import pandas as pd
@@ -65,17 +66,39 @@ def load_demand(
 SERIES_SQL = "SELECT DISTINCT cluster || '/' || pool || '/' || resource AS unique_id FROM utilization"
 
 
-# a newest reading this far past the one before it: a mistyped date (a month, a year), not a feed
-# back from an outage of a few days whose first hour alone has come in
-STRAY_AFTER = pd.Timedelta(days=7)
+# a newest reading time standing this far past the one before it is a mistyped date when few rows
+# hold it (one row typed a day or a month off), and at STRAY_FAR whatever holds it (a year off); a
+# feed back from an outage comes back with its nodes, as many rows as before it
+STRAY_AFTER = pd.Timedelta(days=1)
+STRAY_FAR = pd.Timedelta(days=7)
+STRAY_FEW = 0.5  # "few": under half the rows of the time before it
+
+
+def is_stray(gap: pd.Timedelta, rows_newest: int, rows_before: int, far: pd.Timedelta = STRAY_FAR,
+             few: bool = True) -> bool:
+    """Whether a newest reading time ``gap`` after the one before it, held by ``rows_newest``
+    rows against ``rows_before``, is a mistyped date (see ``STRAY_AFTER``; ``few`` False: only
+    at ``far``, for change events, which come a few rows at a time)."""
+    return gap > far or (few and gap > STRAY_AFTER and rows_newest < STRAY_FEW * rows_before)
+
+
+def newest_two(con: duckdb.DuckDBPyConnection, table: str, until=None) -> tuple:
+    """``table``'s newest reading time (at or before ``until``), the one before it, and the rows
+    at each: ``(newest, before, rows_newest, rows_before)``, times None when there are none."""
+    u = datetime.max if until is None else pd.Timestamp(until).to_pydatetime()
+    return con.execute(f"""
+        WITH t AS (SELECT ts FROM {table} WHERE ts <= $u),
+        two AS (SELECT ts, count(*) AS n FROM t WHERE ts >= (SELECT max(ts) FROM t WHERE ts < (SELECT max(ts) FROM t))
+                   OR ts = (SELECT max(ts) FROM t) GROUP BY ts)
+        SELECT max(ts), min(ts) FILTER (WHERE ts < (SELECT max(ts) FROM two)), arg_max(n, ts),
+               arg_min(n, ts) FILTER (WHERE ts < (SELECT max(ts) FROM two)) FROM two""", {"u": u}).fetchone()
 
 
 def stray_newest(con: duckdb.DuckDBPyConnection, table: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    """(newest, the reading time before it) when ``table``'s newest reading stands more than
-    ``STRAY_AFTER`` after every other (a reading dated months ahead: a mistyped month), else None."""
-    newest, before = con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < (SELECT max(ts) FROM "
-                                 f"{table})) FROM {table}").fetchone()
-    if before is None or pd.Timestamp(newest) - pd.Timestamp(before) <= STRAY_AFTER:
+    """(newest, the reading time before it) when ``table``'s newest reading time is a stray
+    (:func:`is_stray`: a reading dated a day to months ahead, a mistyped date), else None."""
+    newest, before, n_new, n_before = newest_two(con, table)
+    if before is None or not is_stray(pd.Timestamp(newest) - pd.Timestamp(before), n_new, n_before):
         return None
     return pd.Timestamp(newest), pd.Timestamp(before)
 

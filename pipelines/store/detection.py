@@ -17,7 +17,7 @@ from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SERIES_KEY, SpikePolicy
 from anomaly.spikes import SpikePredictor
 from forecasters.demand import blank_filled
-from pipelines.store.demand import STRAY_AFTER, load_demand
+from pipelines.store.demand import STRAY_FAR, is_stray, load_demand, newest_two
 from pipelines.store.warehouse import query, query_categorical, transaction, upsert
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn
     detector at 2126 (warned; ``prune`` reads them all, and refuses such a clock)."""
     wall = pd.Timestamp.now("UTC").tz_localize(None)
     ends = []
-    for detector, (table, _after) in DETECTOR_READINGS.items():
+    for detector, (table, _far, _few) in DETECTOR_READINGS.items():
         newest, before = _newest_two(con, table, None)
         if newest is None:
             continue
@@ -107,8 +107,8 @@ def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn
 
 # each detector's readings, and how far past all others their newest may stand before it reads as
 # a mistyped date (spot prices are change events: a quiet market may hold its price for weeks)
-DETECTOR_READINGS = {"bursts": ("utilization", STRAY_AFTER), "faults": ("device_telemetry", STRAY_AFTER),
-                     "spikes": ("spot_prices", pd.Timedelta(days=30))}
+DETECTOR_READINGS = {"bursts": ("utilization", STRAY_FAR, True), "faults": ("device_telemetry", STRAY_FAR, True),
+                     "spikes": ("spot_prices", pd.Timedelta(days=30), False)}
 AHEAD_OF_CLOCK = pd.Timedelta(days=1)  # live, a reading this far past the wall clock is misdated
 
 
@@ -125,8 +125,8 @@ def stray_reading(con: duckdb.DuckDBPyConnection, detector: str, until: datetime
     every real device, market or burst reads as long silent and resolves, and models are
     registered as of then; or, given the ``wall`` clock (a live run), stands over a day past
     it (a node whose clock is a year ahead reports many such readings). None when neither."""
-    table, after = DETECTOR_READINGS[detector]
-    newest, before = _newest_two(con, table, until)
+    table, far, few = DETECTOR_READINGS[detector]
+    newest, before, n_new, n_before = newest_two(con, table, until)
     if newest is None:
         return None
     newest = pd.Timestamp(newest)
@@ -134,7 +134,7 @@ def stray_reading(con: duckdb.DuckDBPyConnection, detector: str, until: datetime
         return (f"the newest {table} reading ({newest:%Y-%m-%d %H:%M} UTC) is {(newest - pd.Timestamp(wall)).days} "
                 f"days after this machine's clock ({pd.Timestamp(wall):%Y-%m-%d %H:%M} UTC): a mistyped date, or a "
                 "source whose clock is ahead? fix or delete those readings")
-    if before is None or newest - pd.Timestamp(before) <= after:
+    if before is None or not is_stray(newest - pd.Timestamp(before), n_new, n_before, far, few):
         return None
     before = pd.Timestamp(before)
     return (f"the newest {table} reading ({newest:%Y-%m-%d %H:%M} UTC) stands {(newest - before).days} days after "

@@ -113,8 +113,8 @@ AHEAD = timedelta(days=1)  # a clock further past the wall clock is a mistyped d
 def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> datetime | None:
     """The data time ages are measured from: ``now``, or the newest reading (None: none). One
     more than a day past the wall clock is refused (ValueError), and so, without ``now``, is a
-    utilization or telemetry feed whose newest reading stands more than a week after the one
-    before it: a reading dated months ahead (a mistyped month) would make every row old."""
+    utilization or telemetry feed whose newest reading is a stray (``demand.is_stray``): a
+    reading dated months ahead (a mistyped month) would make every row old."""
     at = now if now is not None else data_end(con, leave_out_strays=False)
     wall = datetime.now(UTC).replace(tzinfo=None)
     if at is not None and at > wall + AHEAD:

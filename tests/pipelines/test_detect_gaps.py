@@ -157,7 +157,8 @@ def test_live_readings_a_year_past_the_clock_skip_their_detector(db_path: Path) 
 
 def test_a_feed_back_from_a_three_day_outage_is_no_mistyped_date(db_path: Path) -> None:
     """Its first hour alone stood 3 days after the rest: bursts were skipped as "a mistyped
-    date?" (and train refused) until a second hour came in."""
+    date?" (and train refused) until a second hour came in. Its nodes came back together: a
+    row typed a few days ahead comes alone."""
     util = generate_fleet(nodes=4, days=10, seed=3, telemetry=False)["utilization"]
     end = util["ts"].max()
     back = util[util["ts"] == end].assign(ts=end + pd.Timedelta(days=3))
@@ -166,3 +167,8 @@ def test_a_feed_back_from_a_three_day_outage_is_no_mistyped_date(db_path: Path) 
         con.execute("INSERT INTO utilization SELECT ts, cluster, pool, node_id, resource, used, capacity FROM _u")
         con.unregister("_u")
         assert detection.stray_reading(con, "bursts") is None and detection.data_end(con) == end + pd.Timedelta(days=3)
+        # one row typed 3 days ahead (a mistyped day) is a stray: few rows hold its time
+        con.execute("DELETE FROM utilization WHERE ts > ?", [end])
+        con.execute("INSERT INTO utilization SELECT ts + INTERVAL 3 DAY, cluster, pool, node_id, resource, used, "
+                    "capacity FROM utilization WHERE ts = (SELECT max(ts) FROM utilization) LIMIT 1")
+        assert "stands 3 days after" in detection.stray_reading(con, "bursts")
