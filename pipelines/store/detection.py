@@ -89,7 +89,7 @@ def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn
     wall = pd.Timestamp.now("UTC").tz_localize(None)
     ends = []
     for detector, (table, _far, _few) in DETECTOR_READINGS.items():
-        newest, before = _newest_two(con, table, None)
+        newest = newest_two(con, table)[0]
         if newest is None:
             continue
         if leave_out_strays:
@@ -97,9 +97,9 @@ def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn
             if why is not None:
                 if warn:
                     log.warning("%s: not the data's end", why)
-                newest = _newest_two(con, table, (wall + AHEAD_OF_CLOCK).to_pydatetime())[0]
+                newest = newest_two(con, table, (wall + AHEAD_OF_CLOCK).to_pydatetime())[0]
                 if newest is not None and stray_reading(con, detector, until=newest) is not None:
-                    newest = _newest_two(con, table, newest)[1]
+                    newest = newest_two(con, table, newest)[1]
         if newest is not None:
             ends.append(pd.Timestamp(newest))
     return max(ends).to_pydatetime() if ends else None
@@ -110,12 +110,6 @@ def data_end(con: duckdb.DuckDBPyConnection, leave_out_strays: bool = True, warn
 DETECTOR_READINGS = {"bursts": ("utilization", STRAY_FAR, True), "faults": ("device_telemetry", STRAY_FAR, True),
                      "spikes": ("spot_prices", pd.Timedelta(days=30), False)}
 AHEAD_OF_CLOCK = pd.Timedelta(days=1)  # live, a reading this far past the wall clock is misdated
-
-
-def _newest_two(con: duckdb.DuckDBPyConnection, table: str, until: datetime | None):
-    """``table``'s newest reading time at or before ``until`` and the one before it."""
-    return con.execute(f"SELECT max(ts), (SELECT max(ts) FROM {table} WHERE ts < (SELECT max(ts) FROM {table} "
-                       f"WHERE ts <= $u)) FROM {table} WHERE ts <= $u", {"u": _upto(until)}).fetchone()
 
 
 def stray_reading(con: duckdb.DuckDBPyConnection, detector: str, until: datetime | None = None,
