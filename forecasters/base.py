@@ -10,13 +10,14 @@ which :meth:`BaseForecaster.flat_params` and the pickled artifact spell out fiel
 
 Intervals are split-conformal, per horizon step: ``fit`` first fits a copy of
 the model on each series minus its last ``horizon + calibration_origins - 1``
-points (fewer origins when the shortest series is short: the stretch takes at
-most half of it), forecasts from rolling origins in that held-out stretch (all of
-the ``calibration_origins``, or 168 of them spread evenly when there are more; each
-forecast sees only data up to its origin), and keeps the absolute errors. A model
-whose forecast does not read the data after its fit (Prophet) sets
-``calibration_refits``: the origins then come in that many blocks, each forecast by
-a copy fit on the data before it.
+points, forecasts from rolling origins in that held-out stretch (all of the
+``calibration_origins``, or 168 of them spread evenly when there are more; each
+forecast sees only data up to its origin), and keeps the absolute errors. A short
+series takes fewer origins, at most half of itself, at the end of the stretch
+(forecast by a copy fit on the data before its first one when the panel's copy
+holds too little of it); the others keep theirs. A model whose forecast does not
+read the data after its fit (Prophet) sets ``calibration_refits``: the origins
+then come in that many blocks, each forecast by a copy fit on the data before it.
 Each error is normalised by the series' volatility at its origin (the mean
 absolute seasonal difference over the week of seasons before it, see
 ``_local_scale``), so that series of different scale, and calm and turbulent
@@ -29,7 +30,10 @@ conformal prediction, Barber et al. 2023): an origin's weight halves with every
 quarter of the calibration stretch it lies further back (or every ``MIN_HALF_LIFE``
 steps, if longer: a short stretch has too few errors to discount), so with the default
 two weeks of hourly origins the oldest count a sixteenth of the newest, and the errors
-of the days nearest the forecast, the regime it starts in, count most. A level above 80% is
+of the days nearest the forecast, the regime it starts in, count most. The errors of all
+series are pooled, but a series whose own errors bound its quantile lower (a one-sided 95%
+confidence bound over their effective count) takes that bound: a neighbour's step or
+burst does not widen a steady series' band. A level above 80% is
 never narrower than the 80% half-width stretched as a normal distribution's tail would be
 (95%: x 1.53): its quantile rests on a few errors, and a short stretch may hold none of the
 wide ones a turbulent day brings. The model itself is fit on all data (first, so that a model
@@ -66,11 +70,13 @@ MAX_CAL_ORIGINS = 168
 # and 3,000 as 5,000 (M4 Hourly lgbm 0.844/0.956 vs 0.842/0.954)
 MAX_CAL_CONTEXTS = 3_000
 MIN_CAL_ORIGINS = 8
+MAX_EXTRA_CUTS = 2  # copies fit for series too short for the model's own calibration blocks
 LOCAL_SEASONS = 7
 LONGRUN_SHARE = 0.25
 LEVEL_SHARE = 1e-3
 HALF_LIFE_SHARE = 0.25  # an origin's weight halves every quarter of the calibration stretch ...
 MIN_HALF_LIFE = 84  # ... or every 84 steps if longer: a short stretch is weighed about evenly
+OWN_BOUND_Z = 1.645  # a one-sided 95% confidence bound on a series' own quantile
 TAIL_REFERENCE = 80  # a wider level's half-width is at least this one's, stretched as a normal's
 _NORMAL = NormalDist()
 FORECAST_COLUMNS = ["unique_id", "ds", "model", "mean", "lo_80", "hi_80", "lo_95", "hi_95"]
@@ -202,23 +208,26 @@ class BaseForecaster(BaseEstimator):
         # the model's own minimum, and a horizon more for at least one calibration origin
         frame = self._validate(history, self.min_points())
         lengths = frame.groupby("unique_id", sort=False).size()
-        shortest = int(lengths.min())
-        # the calibration stretch takes at most half of the shortest series, so that the copy
-        # whose errors it measures is fit on as much as it is tested on (or more), not on the
-        # model's bare minimum: a short series would leave the copy too little to learn
-        n_cal = min(self.calibration_origins, shortest - self._min_length() - self.horizon + 1,
-                    max((shortest - self.horizon + 1) // 2, 1))
-        if n_cal < 1:
-            uid = lengths.idxmin()
+        # each series' own calibration stretch takes at most half of it, so that the copy whose
+        # errors it measures is fit on as much as it is tested on (or more), not on the model's
+        # bare minimum; the panel's stretch is the longest series' (a short series beside long
+        # ones gives errors from its own stretch, the end of the panel's, not the whole panel
+        # a stretch as short as its own: one 3-day series took 21-day ones' 80/95% coverage
+        # from 0.83/0.96 to 0.48/0.58)
+        own = np.minimum(np.minimum(self.calibration_origins, lengths - self._min_length() - self.horizon + 1),
+                         np.maximum((lengths - self.horizon + 1) // 2, 1))
+        if int(own.min()) < 1:
+            uid = own.idxmin()
             need = self._min_length() + self.horizon
             raise HistoryError(
-                f"series {uid!r}: {int(lengths.min())} points is too short for {self.name} with "
+                f"series {uid!r}: {int(lengths[uid])} points is too short for {self.name} with "
                 f"horizon {self.horizon} and conformal calibration; need at least {need}", str(uid)
             )
+        n_cal = int(own.max())
         # the points from the first calibration origin on, which a model may validate on
         self._calibration_span_ = self.horizon + n_cal - 1
         self._fit_points(frame)
-        self._calibrate(frame, n_cal)
+        self._calibrate(frame, own.to_numpy())
         # the forecast's own weight is the share of the quantile no calibration error can reach:
         # above 5%, the 95% interval is the widest error seen (coverage loose, bands wide)
         loose = [lv for lv in (95, 80) if self._unreached_share() > 1 - lv / 100]
@@ -230,11 +239,14 @@ class BaseForecaster(BaseEstimator):
         self.nonnegative_ = bool((frame["y"] >= 0).all())
         return self
 
-    def _unreached_share(self) -> float:
-        """The forecast's weight over all weights (see :meth:`conformal_quantile`): a level
-        above ``1 -`` this is the widest calibration error."""
+    def _unreached_share(self, rows: np.ndarray | None = None) -> float:
+        """The forecast's weight over all weights (see :meth:`conformal_quantile`) of the
+        calibration errors (or of ``rows`` of them): a level above ``1 -`` this is the widest."""
         w = getattr(self, "conformal_weights_", None)
-        return 1.0 / (self.conformal_scores_.shape[0] + 1) if w is None else float(w.max() / (w.sum() + w.max()))
+        if w is None:
+            return 1.0 / (self.conformal_scores_.shape[0] + 1)
+        w = w if rows is None else w[rows]
+        return float(w.max() / (w.sum() + w.max()))
 
     def min_points(self) -> int:
         """Points each series needs for ``fit``: the model's own minimum plus a horizon, so
@@ -248,37 +260,59 @@ class BaseForecaster(BaseEstimator):
         (``fit`` has fitted ``self`` on all data by then)."""
         return self.clone()
 
-    def _calibrate(self, frame: pd.DataFrame, n_cal: int) -> None:
+    def _calibrate(self, frame: pd.DataFrame, own: np.ndarray) -> None:
+        """Errors of held-out forecasts from each series' own last ``own`` origins (offsets
+        ``n_cal - own`` .. ``n_cal - 1`` of the panel's stretch of ``n_cal = own.max()``)."""
+        n_cal = int(own.max())
         span = self.horizon + n_cal - 1
         from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
         uids, ys, starts = series_arrays(frame)
+        lengths = np.array([len(y) for y in ys])
+        first = n_cal - own  # each series' first origin on the panel's stretch
+        # the first cut (offset) at which a copy's data hold the model's minimum of a series
+        fits_from = span + self._min_length() - lengths
         length = self._context_length()
-        # at most max_calibration_origins origins, spread evenly over the calibration stretch:
+        # at most max_calibration_origins origins a series, spread evenly over its stretch:
         # neighbouring origins give nearly the same errors, a long stretch gives variety
         per_series = max(MAX_CAL_CONTEXTS // max(len(ys), 1), MIN_CAL_ORIGINS)
-        offsets = np.unique(np.linspace(0, n_cal - 1, min(n_cal, self.max_calibration_origins, per_series)).round().astype(np.int64))
+        offsets = [np.unique(np.linspace(f, n_cal - 1, min(n, self.max_calibration_origins, per_series))
+                             .round().astype(np.int64)) for f, n in zip(first, own)]
         # the origins in ``calibration_refits`` consecutive blocks, each forecast by a copy fit
-        # on the data before the block's first origin
-        refits = max(1, min(int(self.calibration_refits), len(offsets)))
-        edges = np.linspace(0, n_cal, refits + 1).round().astype(np.int64)
-        errs, blocks, ages = [], [], []
+        # on the data before the block's first origin; a series too short for the copy of the
+        # block its stretch starts in gets a block of its own (at most MAX_EXTRA_CUTS more copies)
+        cuts = set(np.linspace(0, n_cal, max(1, min(int(self.calibration_refits), n_cal)) + 1).round()
+                   .astype(np.int64).tolist())
+        for _ in range(MAX_EXTRA_CUTS):
+            lo = np.array([max(c for c in cuts if c <= f) for f in first])
+            late = first[lo < fits_from]
+            if late.size == 0:
+                break
+            cuts.add(int(late.min()))
+        edges = sorted(cuts)
+        errs, scaled, ages, ids_all = [], [], [], []
         for lo, hi in zip(edges[:-1], edges[1:]):
-            block = offsets[(offsets >= lo) & (offsets < hi)]
-            if block.size == 0:
+            fits = fits_from <= lo
+            picks = [o[(o >= lo) & (o < hi)] if ok else o[:0] for o, ok in zip(offsets, fits)]
+            if not any(p.size for p in picks):
                 continue
             calib = self._calibration_copy()
-            calib._fit_points(frame.loc[from_end >= span - block[0]].reset_index(drop=True))
-            rows, truths, ends = [], [], []
-            for y, start in zip(ys, starts):
-                known = len(y) - span + block
+            cut = min(int(p[0]) for p in picks if p.size)  # the block's first origin
+            keep = np.repeat(fits, lengths) & (from_end >= span - cut)
+            calib._fit_points(frame.loc[keep].reset_index(drop=True))
+            rows, truths, ends, ids = [], [], [], []
+            for uid, y, start, pick in zip(uids, ys, starts, picks):
+                if pick.size == 0:
+                    continue
+                known = len(y) - span + pick
                 rows.append(windows_at(y, length, known))
                 truths.append(sliding_window_view(y, self.horizon)[known])
                 ends.append(start + known - 1)
-            ctx = Context(np.repeat(uids, len(block)), np.vstack(rows), np.concatenate(ends))
+                ids.append(np.repeat(uid, pick.size))
+                scaled.append(self._scale_at(y, known))
+                ages.append(span - pick)  # steps from each origin to the end of history
+            ids_all.extend(ids)
+            ctx = Context(np.concatenate(ids), np.vstack(rows), np.concatenate(ends))
             errs.append(np.abs(np.vstack(truths) - calib._predict_points(ctx, self.horizon)))
-            blocks.append(block)
-            ages.append(np.tile(span - block, len(ys)))  # steps from each origin to the end of history
-        scaled = [self._scale_at(y, len(y) - span + block) for block in blocks for y in ys]
         local = np.concatenate([s for s, _ in scaled])
         scores = (np.vstack(errs) / local[:, None]).astype(np.float64)
         age = np.concatenate(ages).astype(np.float64)
@@ -286,9 +320,11 @@ class BaseForecaster(BaseEstimator):
         # not one season of differences yet) gives a normalised error of any size: left out, as
         # the pooled quantiles would otherwise widen every series' band by it
         measured = np.concatenate([m for _, m in scaled])
+        ids = np.concatenate(ids_all)
         if measured.any() and not measured.all():
-            scores, age = scores[measured], age[measured]
+            scores, age, ids = scores[measured], age[measured], ids[measured]
         self.conformal_scores_ = scores
+        self.conformal_ids_ = ids
         half_life = max(HALF_LIFE_SHARE * n_cal, MIN_HALF_LIFE)
         self.conformal_weights_ = 0.5 ** ((age - age.min()) / half_life)
         self.conformal_scale_ = {u: float(self._local_scale(y, [len(y)])[0]) for u, y in zip(uids.tolist(), ys)}
@@ -322,7 +358,7 @@ class BaseForecaster(BaseEstimator):
     def _check_fitted(self) -> None:
         check_is_fitted(self, "history_", msg=f"{self.name} is not fitted yet: call fit(history) before predict")
 
-    def conformal_quantile(self, level: int) -> np.ndarray:
+    def conformal_quantile(self, level: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Normalised half-width per horizon step for a central ``level``% interval: the
         weighted conformal quantile of the calibration errors, the forecast itself weighing
         as much as the newest origin (at infinity: the widest error seen when the weights of
@@ -330,19 +366,21 @@ class BaseForecaster(BaseEstimator):
         reference level's half-width stretched as a normal distribution's would be
         (95%: x 1.53 the 80% half-width)."""
         self._check_fitted()
-        q = self._weighted_quantile(level)
+        q = self._weighted_quantile(level, rows)
         if level > TAIL_REFERENCE:
             # never a lighter tail than the normal's: a few calibration errors set a wide level's
             # quantile and the one origin that erred widely may be missing from them; the band at
             # TAIL_REFERENCE%, set by many more, bounds it (only ever wider: still valid)
             ratio = _NORMAL.inv_cdf(0.5 + level / 200.0) / _NORMAL.inv_cdf(0.5 + TAIL_REFERENCE / 200.0)
-            q = np.maximum(q, self._weighted_quantile(TAIL_REFERENCE) * ratio)
+            q = np.maximum(q, self._weighted_quantile(TAIL_REFERENCE, rows) * ratio)
         return q
 
-    def _weighted_quantile(self, level: float) -> np.ndarray:
-        scores = self.conformal_scores_
+    def _weighted_quantile(self, level: float, rows: np.ndarray | None = None) -> np.ndarray:
+        scores = self.conformal_scores_ if rows is None else self.conformal_scores_[rows]
         n = scores.shape[0]
         weights = getattr(self, "conformal_weights_", None)
+        if weights is not None and rows is not None:
+            weights = weights[rows]
         if weights is None:  # an artifact calibrated before the weights: equal weights
             rank = min(math.ceil((n + 1) * level / 100.0), n)
             return np.sort(scores, axis=0)[rank - 1]
@@ -351,6 +389,30 @@ class BaseForecaster(BaseEstimator):
         # the first error whose cumulative weight reaches the level (a hair of float noise allowed)
         rank = np.minimum((cum < level / 100.0 - 1e-12).sum(axis=0), n - 1)
         return np.take_along_axis(scores, order, axis=0)[rank, np.arange(scores.shape[1])]
+
+    def _own_bounds(self, uids: np.ndarray, level: int) -> list[np.ndarray | None]:
+        """Per series, an upper confidence bound on its own errors' ``level`` quantile: their
+        weighted quantile at ``level`` plus ``OWN_BOUND_Z`` standard errors of a proportion over
+        their effective count; None where that level is past their reach (too few errors)."""
+        ids = getattr(self, "conformal_ids_", None)
+        weights = getattr(self, "conformal_weights_", None)
+        if ids is None or weights is None:
+            return [None] * len(uids)  # an older artifact: the pooled errors alone
+        names, group = np.unique(ids, return_inverse=True)
+        if len(names) < 2:
+            return [None] * len(uids)  # one series: the pooled errors are its own
+        total, square = np.bincount(group, weights), np.bincount(group, weights ** 2)
+        top = np.zeros(len(names))
+        np.maximum.at(top, group, weights)
+        p = level / 100.0
+        upper = p + OWN_BOUND_Z * np.sqrt(p * (1 - p) * square / total ** 2)
+        reach = upper < 1 - top / (total + top)  # as _unreached_share, per series
+        index = {u: i for i, u in enumerate(names.tolist())}
+        out: list[np.ndarray | None] = []
+        for u in uids.tolist():
+            i = index.get(u)
+            out.append(None if i is None or not reach[i] else self.conformal_quantile(100 * upper[i], group == i))
+        return out
 
     def predict(
         self, h: int | None = None, level: tuple[int, ...] = (80, 95), history: pd.DataFrame | None = None
@@ -391,7 +453,11 @@ class BaseForecaster(BaseEstimator):
             }
         )
         for lv in level:
-            half = (scale[:, None] * self.conformal_quantile(lv)[None, :h]).ravel()
+            # the pooled errors' quantile, unless a series' own errors bound its quantile lower:
+            # one series' step or burst no longer widens a steady neighbour's band
+            pooled = self.conformal_quantile(lv)[:h]
+            q = np.vstack([pooled if b is None else np.minimum(pooled, b[:h]) for b in self._own_bounds(uids, lv)])
+            half = (scale[:, None] * q).ravel()
             lo, hi = out["mean"].to_numpy() - half, out["mean"].to_numpy() + half
             if self.nonnegative_:
                 lo = np.maximum(lo, 0.0)

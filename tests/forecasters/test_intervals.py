@@ -1,0 +1,49 @@
+"""Conformal intervals in a panel: each series keeps its own calibration stretch, and one
+series' step does not widen a steady neighbour's band."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forecasters
+
+
+def _hourly(uid: str, level: np.ndarray, noise: float, seed: int) -> pd.DataFrame:
+    t = np.arange(len(level))
+    y = level * (1 + 0.3 * np.sin(2 * np.pi * t / 24)) + np.random.default_rng(seed).normal(0, noise, len(t))
+    return pd.DataFrame({"unique_id": uid, "ds": pd.date_range("2026-01-01", periods=len(t), freq="h"), "y": y})
+
+
+def _width(model: forecasters.BaseForecaster, uid: str, level: int = 80) -> float:
+    fc = model.predict().query("unique_id == @uid")
+    return float((fc[f"hi_{level}"] - fc[f"lo_{level}"]).mean())
+
+
+@pytest.mark.parametrize("name", ["seasonal_naive", "lgbm"])
+def test_a_short_series_beside_a_long_one_leaves_it_its_calibration(name: str) -> None:
+    # a 3-day series once set the whole panel's calibration stretch to its own: one origin,
+    # and the 21-day series' 80/95% coverage fell from 0.83/0.96 to 0.48/0.58
+    long = _hourly("long", np.full(21 * 24, 100.0), 8, 3)
+    short = long.iloc[-72:].assign(unique_id="short", y=lambda f: f["y"] / 2)
+    alone = forecasters.create(name).fit(long)
+    panel = forecasters.create(name).fit(pd.concat([long, short], ignore_index=True))
+    assert panel.conformal_scores_.shape[0] > alone.conformal_scores_.shape[0]  # the long one's, and the short's own
+    assert _width(panel, "long") == pytest.approx(_width(alone, "long"), rel=0.25)
+    assert panel.predict().query("unique_id == 'short'")[["lo_95", "hi_95"]].notna().all().all()
+
+
+@pytest.mark.parametrize("name", ["seasonal_naive", "lgbm"])
+def test_a_step_in_one_series_does_not_widen_a_steady_neighbours_band(name: str) -> None:
+    # a pool that tripled three days ago erred widely across the step; pooled with it, a steady
+    # pool's 95% band was 5x its own (lgbm 31 against 4.7)
+    n = 24 * 24
+    shifted = _hourly("shifted", np.where(np.arange(n) >= n - 72, 100.0, 30.0), 3, 1)
+    steady = _hourly("steady", np.full(n, 15.0), 1, 2)
+    alone = forecasters.create(name).fit(steady)
+    panel = forecasters.create(name).fit(pd.concat([shifted, steady], ignore_index=True))
+    for level in (80, 95):
+        assert _width(panel, "steady", level) < 2 * _width(alone, "steady", level)
+    # the shifted series keeps the pooled band: its own errors bound it no lower
+    fc = panel.predict().query("unique_id == 'shifted'")
+    np.testing.assert_allclose(fc["hi_95"] - fc["mean"], panel.conformal_scale_["shifted"] * panel.conformal_quantile(95))
