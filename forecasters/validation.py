@@ -281,9 +281,11 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
             raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
                                f"be filled, half or more, {int(gaps[i] // size) - 1} of them between the rows at "
                                f"{ds[i]} and {ds[i + 1]}: cut that span before forecasting", uid)
+        # integer steps have no frequency to give: their numbering is the grid
+        fix = (f"number its steps one apart (ds / {common})" if step is None
+               else "give the series' own frequency")
         raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
-                           f"be filled, half or more: its rows are mostly {every} apart; give the series' own "
-                           "frequency", uid)
+                           f"be filled, half or more: its rows are mostly {every} apart; {fix}", uid)
 
 
 def _span(td: pd.Timedelta) -> str:

@@ -122,7 +122,7 @@ def test_a_series_on_a_coarser_grid_is_refused_not_filled() -> None:
         fill_gaps(hourly, "30min", 48)
     steps = pd.DataFrame({"unique_id": "b", "ds": np.arange(0, 200, 2), "y": 1.0})
     with pytest.raises(HistoryError, match=r"series 'b': 99 of the 199 points of its integer-step grid would be "
-                                           r"filled, half or more: its rows are mostly 2 steps apart"):
+                                           r"filled, half or more: its rows are mostly 2 steps apart; number its steps one apart \(ds / 2\)"):
         fill_gaps(steps, None, 24)
     # a third of the rows missing, or every other y empty, is gappy data on its own grid: filled
     thirds = pd.DataFrame({"unique_id": "c", "ds": [i for i in range(60) if i % 3 != 2], "y": 1.0})
