@@ -95,7 +95,10 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
             raise CliError(f"{path}: {where(row)}, column ds: {_shown(out.at[row, 'ds'])} is not a timestamp"
                            + (f" in the format of the first row ({fmt}); write one format, ISO 8601 best "
                               "(2024-01-13T00:00:00Z)" if fmt else ""), 2)
-        out["ds"] = ds.dt.tz_localize(None)
+        # daily (or longer) rows are days: read at their local date, so that a DST change,
+        # which moves the offset of local midnight, does not move a row off the grid
+        local = _wall_clock(out["ds"], is_time) if _daily_or_longer(freq) else None
+        out["ds"] = ds.dt.tz_localize(None) if local is None else local
     y = pd.to_numeric(out["y"], errors="coerce")
     bad = y.isna() & out["y"].notna()
     if bad.any():
@@ -140,6 +143,28 @@ def _timestamps(ds: pd.Series, typed: bool) -> tuple[pd.Series, str | None]:
     if fmt is None:  # a form with no one format: each row as it reads
         return pd.to_datetime(ds, utc=True, format="mixed", errors="coerce"), None
     return pd.to_datetime(ds.astype(str).str.strip(), utc=True, format=fmt, errors="coerce"), fmt
+
+
+_OFFSET = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|[+-]\d{2}:?\d{2})$"
+
+
+def _daily_or_longer(freq: str) -> bool:
+    offset = pd.tseries.frequencies.to_offset(freq)
+    try:
+        return pd.Timedelta(offset) >= pd.Timedelta(days=1)
+    except ValueError:  # weeks, months: calendar offsets, longer than a day
+        return True
+
+
+def _wall_clock(ds: pd.Series, typed: bool) -> pd.Series | None:
+    """``ds`` at the local times written (their offsets dropped) when every row carries a
+    zone or an ISO 8601 offset, else None."""
+    if typed:
+        return ds.dt.tz_localize(None) if getattr(ds.dt, "tz", None) is not None else None
+    parts = ds.astype(str).str.strip().str.extract(_OFFSET)[0]
+    if parts.isna().any():
+        return None
+    return pd.to_datetime(parts, format="ISO8601")
 
 
 def _shown(value: object) -> str:
