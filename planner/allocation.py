@@ -224,13 +224,15 @@ def current_fleet_parts(demand: np.ndarray, capacity_units: float, offers: dict[
 
 
 def _fleet_instances(capacity_units: float, offer: Offer) -> float:
-    """Whole private machines that hold at least the running capacity."""
-    return float(np.ceil(capacity_units / offer.units - 1e-9))
+    """The running capacity in private machines of ``offer``, a fraction where its nodes are
+    of other sizes: the fleet is priced per unit as it runs (1 + 2 + 8 GPUs as 2.75 four-GPU
+    machines, not 3, which priced it 9% high)."""
+    return float(capacity_units / offer.units)
 
 
 def fleet_spill(demand: np.ndarray, capacity_units: float, offers: dict[str, Offer]) -> np.ndarray:
-    """Units per hour the running fleet cannot carry (whole private machines of at least
-    ``capacity_units``), which public on-demand carries; all of it without a private offer."""
+    """Units per hour the running fleet (``capacity_units``) cannot carry, which public
+    on-demand carries; all of it without a private offer."""
     d = _demand(demand)
     offer = offers.get("private")
     if offer is None or not capacity_units > 0:

@@ -426,21 +426,22 @@ def test_a_pool_without_a_node_size_is_not_prescaled_and_the_others_are_planned(
 
 
 def test_the_running_fleet_is_priced_as_private_machines_with_the_excess_on_public() -> None:
-    """10 units running (3 private 4-unit machines once rounded up) serve demand 6 and 14:
-    12 units of private machines all month, idle 6 then 0 units at 30% of their unit price,
-    and 2 units over them on one public 8-unit machine in the second hour."""
+    """10 units running (2.5 private 4-unit machines: the fleet as it runs, not rounded up to
+    catalog machines) serve demand 6 and 14: 10 units of private machines all month, idle 4
+    then 0 units at 30% of their unit price, and 4 units over them on one public 8-unit
+    machine in the second hour."""
     costs = P.CostPolicy(private=LocationCost(idle_penalty=0.3), public=LocationCost(), edge=LocationCost(),
                          hours_per_month=730.0)
     offers = {"private": Offer("private", "onprem", "dc", "p4", units=4.0, price=8.0),
               "public": Offer("public", "cloud", "r1", "g8", units=8.0, price=40.0)}
     got = P.current_fleet_cost(np.array([6.0, 14.0]), 10.0, offers, costs)
-    private = 2 * 12 * 2.0 + (6 + 0) * 2.0 * 0.3
+    private = 2 * 10 * 2.0 + (4 + 0) * 2.0 * 0.3
     public = 8 * 5.0
     assert got == pytest.approx((private + public) * 730 / 2)
     # by part, as a split's row: the idle penalty apart from the compute, the excess on public
     parts = P.current_fleet_parts(np.array([6.0, 14.0]), 10.0, offers, costs)
-    assert parts == pytest.approx({"private_cost": 2 * 12 * 2.0 * 730 / 2, "public_cost": public * 730 / 2,
-                                   "edge_cost": 0.0, "idle_penalty": 6 * 2.0 * 0.3 * 730 / 2, "monthly_cost": got})
+    assert parts == pytest.approx({"private_cost": 2 * 10 * 2.0 * 730 / 2, "public_cost": public * 730 / 2,
+                                   "edge_cost": 0.0, "idle_penalty": 4 * 2.0 * 0.3 * 730 / 2, "monthly_cost": got})
     assert P.current_fleet_cost(np.array([6.0]), 10.0, {"public": offers["public"]}, costs) is None
     assert P.current_fleet_cost(np.array([6.0]), 0.0, offers, costs) is None
 
