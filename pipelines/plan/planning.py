@@ -122,7 +122,7 @@ def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs, fill: str = 
     same data) is left out: the run tunes it again, to the same split, so re-running any
     plan leaves the same rows and a retune is not undone by an earlier run's split. So is one
     tuned under another ``fill`` rule (rows without one were proportional): a split means
-    other machines under each."""
+    other machines under each; and one tuned on another ``lookback_days``."""
     if inputs.data_cutoff is None:
         return {}
     rows = warehouse.query(con, TUNED_SPLITS_SQL, [f"{inputs.data_cutoff:%Y-%m}"])
@@ -130,6 +130,11 @@ def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs, fill: str = 
     fills: dict[str, str] = {}
     for run_id, key, payload in zip(rows["run_id"], rows["key"], rows["payload"]):
         p = json.loads(payload)
+        # a split tuned on another span of history (a `plan --lookback-days 2` to look) is not
+        # this run's month: it neither stands for it nor hides the one that does
+        seen = p.get("lookback_days", inputs.lookback_days)
+        if p.get("shift_days") is None and inputs.lookback_days is not None and seen != inputs.lookback_days:
+            continue
         # the run that tuned it, not one that kept an earlier split (runs written before
         # tuned_this_run existed said so with retuned)
         if p.get("tuned_this_run", p.get("retuned")):

@@ -128,6 +128,16 @@ def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
     # a split means other machines under another rule: the month's split is tuned again
     assert kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff), "layered") == {}
 
+    # a look at 2 days of history on the same month neither stands for the 28-day split nor hides it
+    for run_id, at, payload in (("plan-c", cutoff - pd.Timedelta(hours=6), moved | {"lookback_days": 28}),
+                                ("plan-d", cutoff, default | {"lookback_days": 2})):
+        con.execute("INSERT INTO recommendations VALUES (?, 'allocation', 'e/p/gpu/tuned', ?, NULL, ?, ?)",
+                    [run_id, json.dumps(payload | {"tuned_this_run": True}), at, at])
+    for days, split in ((28, (0.5, 0.5, 0.0)), (2, (0.3, 0.5, 0.2))):
+        kept = kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff + pd.Timedelta(days=1),
+                                           lookback_days=days), "proportional")
+        assert (kept["e/p/gpu"].private, kept["e/p/gpu"].public, kept["e/p/gpu"].edge) == split
+
 
 def test_capacity_counts_every_node_at_its_last_reading(con) -> None:
     """Nodes that report a minute apart all count, at their own last reading."""
