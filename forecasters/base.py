@@ -13,9 +13,10 @@ the model on each series minus its last ``horizon + calibration_origins - 1``
 points, forecasts from rolling origins in that held-out stretch (all of the
 ``calibration_origins``, or 168 of them spread evenly when there are more; each
 forecast sees only data up to its origin), and keeps the absolute errors. A short
-series takes fewer origins, at most half of itself, at the end of the stretch
-(forecast by a copy fit on the data before its first one when the panel's copy
-holds too little of it); the others keep theirs. A model whose forecast does not
+series takes fewer origins, at most half of itself, at the end of the stretch; the
+others keep theirs. A model with a state per series (``forecasts_any_series`` false)
+fits up to ``MAX_EXTRA_CUTS`` more copies, on the data before a short series' first
+origin, where the panel's copy holds too little of it; a series shorter still gives no errors. A model whose forecast does not
 read the data after its fit (Prophet) sets ``calibration_refits``: the origins
 then come in that many blocks, each forecast by a copy fit on the data before it.
 Each error is normalised by the series' volatility at its origin (the mean
@@ -58,6 +59,7 @@ from sklearn.base import clone as sklearn_clone
 from sklearn.exceptions import NotFittedError as NotFittedError  # re-exported: one class, core-wide
 from sklearn.utils.validation import check_is_fitted
 
+from forecasters.params import flatten, nest
 from forecasters.validation import HistoryError, future_ds, step_index, validate_history
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,9 @@ class BaseForecaster(BaseEstimator):
     # origins forecast per series at most (spread evenly over the stretch); a model whose every
     # forecast refits something costly (ets' MSTL) takes fewer
     max_calibration_origins: ClassVar[int] = MAX_CAL_ORIGINS
+    # a model that forecasts a series from its context alone (no state of its own per series): a
+    # calibration copy then forecasts a series too short to be in its fit, with no copy of its own
+    forecasts_any_series: ClassVar[bool] = False
     # parameters added after artifacts were saved: the value an artifact without one was fit with
     legacy_params: ClassVar[dict[str, Any]] = {}
 
@@ -153,7 +158,7 @@ class BaseForecaster(BaseEstimator):
     def flat_params(self) -> dict[str, Any]:
         """The constructor parameters with each group's fields in its place, all plain values:
         what the model registry stores and hashes (one key per hyperparameter)."""
-        return _flatten(self.get_params(deep=False), self._param_groups())
+        return flatten(self.get_params(deep=False), self._param_groups())
 
     def clone(self) -> Self:
         """An unfitted copy with the same parameters (:func:`sklearn.base.clone`)."""
@@ -162,10 +167,10 @@ class BaseForecaster(BaseEstimator):
     def __getstate__(self) -> dict[str, Any]:
         # pickled flat, one entry per hyperparameter as before the groups existed: the same fit
         # is the same artifact bytes, and an artifact saved before the groups still loads
-        return _flatten(self.__dict__, self._param_groups())
+        return flatten(self.__dict__, self._param_groups())
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state = _nest(state, self._param_groups())
+        state = nest(state, self._param_groups())
         missing = {k: v for k, v in self.legacy_params.items() if k not in state}
         if missing:  # the parameters in the constructor's order, as a fresh model holds them
             names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
@@ -282,7 +287,7 @@ class BaseForecaster(BaseEstimator):
         # block its stretch starts in gets a block of its own (at most MAX_EXTRA_CUTS more copies)
         cuts = set(np.linspace(0, n_cal, max(1, min(int(self.calibration_refits), n_cal)) + 1).round()
                    .astype(np.int64).tolist())
-        for _ in range(MAX_EXTRA_CUTS):
+        for _ in range(0 if self.forecasts_any_series else MAX_EXTRA_CUTS):
             lo = np.array([max(c for c in cuts if c <= f) for f in first])
             late = first[lo < fits_from]
             if late.size == 0:
@@ -292,7 +297,8 @@ class BaseForecaster(BaseEstimator):
         errs, scaled, ages, ids_all = [], [], [], []
         for lo, hi in zip(edges[:-1], edges[1:]):
             fits = fits_from <= lo
-            picks = [o[(o >= lo) & (o < hi)] if ok else o[:0] for o, ok in zip(offsets, fits)]
+            picks = [o[(o >= lo) & (o < hi)] if ok or self.forecasts_any_series else o[:0]
+                     for o, ok in zip(offsets, fits)]
             if not any(p.size for p in picks):
                 continue
             calib = self._calibration_copy()
@@ -307,7 +313,7 @@ class BaseForecaster(BaseEstimator):
                 rows.append(windows_at(y, length, known))
                 truths.append(sliding_window_view(y, self.horizon)[known])
                 ends.append(start + known - 1)
-                ids.append(np.repeat(uid, pick.size))
+                ids.append(np.repeat(np.array([uid], dtype=object), pick.size))  # one str object, pickled once
                 scaled.append(self._scale_at(y, known))
                 ages.append(span - pick)  # steps from each origin to the end of history
             ids_all.extend(ids)
@@ -371,8 +377,7 @@ class BaseForecaster(BaseEstimator):
             # never a lighter tail than the normal's: a few calibration errors set a wide level's
             # quantile and the one origin that erred widely may be missing from them; the band at
             # TAIL_REFERENCE%, set by many more, bounds it (only ever wider: still valid)
-            ratio = _NORMAL.inv_cdf(0.5 + level / 200.0) / _NORMAL.inv_cdf(0.5 + TAIL_REFERENCE / 200.0)
-            q = np.maximum(q, self._weighted_quantile(TAIL_REFERENCE, rows) * ratio)
+            q = np.maximum(q, self._weighted_quantile(TAIL_REFERENCE, rows) * _tail_ratio(level))
         return q
 
     def _weighted_quantile(self, level: float, rows: np.ndarray | None = None) -> np.ndarray:
@@ -452,12 +457,16 @@ class BaseForecaster(BaseEstimator):
                 "mean": mean.ravel(),
             }
         )
-        for lv in level:
-            # the pooled errors' quantile, unless a series' own errors bound its quantile lower:
-            # one series' step or burst no longer widens a steady neighbour's band
+        # the pooled errors' quantile, unless a series' own errors bound its quantile lower (one
+        # series' step or burst no longer widens a steady neighbour's band); a wide level stays
+        # at least the reference level's band, stretched as a normal tail, series by series
+        quantiles = {}
+        for lv in sorted(set(level) | ({TAIL_REFERENCE} if max(level, default=0) > TAIL_REFERENCE else set())):
             pooled = self.conformal_quantile(lv)[:h]
             q = np.vstack([pooled if b is None else np.minimum(pooled, b[:h]) for b in self._own_bounds(uids, lv)])
-            half = (scale[:, None] * q).ravel()
+            quantiles[lv] = q if lv <= TAIL_REFERENCE else np.maximum(q, quantiles[TAIL_REFERENCE] * _tail_ratio(lv))
+        for lv in level:
+            half = (scale[:, None] * quantiles[lv]).ravel()
             lo, hi = out["mean"].to_numpy() - half, out["mean"].to_numpy() + half
             if self.nonnegative_:
                 lo = np.maximum(lo, 0.0)
@@ -466,30 +475,6 @@ class BaseForecaster(BaseEstimator):
         return out[cols]
 
 
-def _flatten(values: dict[str, Any], groups: dict[str, Any]) -> dict[str, Any]:
-    """``values`` with each group's dataclass replaced, in its place, by its fields."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if key in groups and isinstance(value, type(groups[key])):
-            out.update((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
-        else:
-            out[key] = value
-    return out
-
-
-def _nest(values: dict[str, Any], groups: dict[str, Any]) -> dict[str, Any]:
-    """The inverse of :func:`_flatten`: each group's fields gathered back into its dataclass,
-    placed where its first field was; a field not given keeps the model's default."""
-    owner = {f.name: g for g, default in groups.items() if g not in values for f in dataclasses.fields(default)}
-    given: dict[str, dict[str, Any]] = {}
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if key in owner:
-            given.setdefault(owner[key], {})[key] = value
-            out.setdefault(owner[key], None)
-        else:
-            out[key] = value
-    for g, default in groups.items():
-        if g not in values:
-            out[g] = dataclasses.replace(default, **given.get(g, {}))
-    return out
+def _tail_ratio(level: float) -> float:
+    """A normal distribution's half-width at ``level``% over its half-width at TAIL_REFERENCE%."""
+    return _NORMAL.inv_cdf(0.5 + level / 200.0) / _NORMAL.inv_cdf(0.5 + TAIL_REFERENCE / 200.0)

@@ -18,6 +18,7 @@ class SeasonalNaive(BaseForecaster):
     """Repeat the last observed season."""
 
     name = "seasonal_naive"
+    forecasts_any_series = True  # from each context alone
 
     def __init__(
         self, horizon: int = 24, freq: str | None = "h", season_length: int = 24, calibration_origins: int = 336

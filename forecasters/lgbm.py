@@ -174,6 +174,7 @@ class LGBMForecaster(BaseForecaster):
     """Global LightGBM on lags, seasonal lags and medians, rolling statistics, phase and step."""
 
     name = "lgbm"
+    forecasts_any_series = True  # from each context alone
 
     def __init__(
         self,

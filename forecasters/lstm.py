@@ -126,6 +126,7 @@ class LSTMForecaster(BaseForecaster):
     networks trained from seeds ``seed``, ``seed + 1``, ..."""
 
     name = "lstm"
+    forecasts_any_series = True  # from each context alone
 
     def __init__(
         self,

@@ -47,3 +47,45 @@ def test_a_step_in_one_series_does_not_widen_a_steady_neighbours_band(name: str)
     # the shifted series keeps the pooled band: its own errors bound it no lower
     fc = panel.predict().query("unique_id == 'shifted'")
     np.testing.assert_allclose(fc["hi_95"] - fc["mean"], panel.conformal_scale_["shifted"] * panel.conformal_quantile(95))
+
+
+def test_a_wide_band_stays_a_normal_tail_past_the_narrow_one_series_by_series() -> None:
+    # a series whose own errors bound its 95% quantile but not its 80% one once got a 95% band
+    # 1.40x its 80% band, under the 1.53x floor (a normal tail) that every band keeps
+    rng = np.random.default_rng(1)
+    for _ in range(60):  # the 60th of these random ragged panels (steps, heavy tails) showed it
+        parts = []
+        for i in range(rng.integers(2, 12)):
+            n = int(rng.integers(24 * 8, 24 * 25))
+            seed, level, noise = int(rng.integers(1e9)), rng.uniform(10, 300), rng.uniform(0.5, 20)
+            y = level * (1 + 0.3 * np.sin(2 * np.pi * np.arange(n) / 24)) + np.random.default_rng(seed).normal(0, noise, n)
+            if rng.random() < 0.3:
+                k = int(rng.integers(n // 2, n - 24))
+                y[k:] *= rng.uniform(1.5, 3)
+            if rng.random() < 0.3:
+                y += rng.standard_t(2, n) * rng.uniform(1, 10)
+            parts.append(pd.DataFrame({"unique_id": f"s{i}", "y": y,
+                                       "ds": pd.date_range(end="2026-03-01", periods=n, freq="h")}))
+    fc = forecasters.create("seasonal_naive").fit(pd.concat(parts, ignore_index=True)).predict()
+    ratio = (fc["hi_95"] - fc["mean"]) / (fc["hi_80"] - fc["mean"])
+    assert ratio.min() >= 1.9599 / 1.2816 - 1e-3
+
+
+def test_a_short_series_costs_a_global_model_no_training_and_a_local_one_a_copy(monkeypatch) -> None:
+    import lightgbm
+
+    trained = []
+    real = lightgbm.train
+    monkeypatch.setattr(lightgbm, "train", lambda *a, **k: trained.append(1) or real(*a, **k))
+    long = _hourly("long", np.full(21 * 24, 100.0), 8, 3)
+    short = long.iloc[-5 * 24:].assign(unique_id="short")
+    counts = []
+    for frame in (long, pd.concat([long, short], ignore_index=True)):
+        trained.clear()
+        model = forecasters.create("lgbm").fit(frame)
+        counts.append(len(trained))
+    assert counts[0] == counts[1]  # the fit's probe forecasts the short series' origins too
+    assert "short" in set(model.conformal_ids_)
+    # a model with a state per series (Prophet) fits a copy that holds the short series
+    prophet = forecasters.create("prophet").fit(pd.concat([long, short], ignore_index=True))
+    assert "short" in set(prophet.conformal_ids_)
