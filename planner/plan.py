@@ -190,6 +190,9 @@ def own_machine_priced(catalog: pd.DataFrame, resource: str, pool: str, uid: str
 
 
 SHORT_HISTORY_HOURS = 24 * 7
+# a series the plan leaves out, wholly ("all") or of one kind ("allocation": and its reservations
+# and spot; "prescale"), and why: the report and the exports name it, as the log does
+UNPLANNED_COLUMNS = ["unique_id", "resource", "not_planned", "reason"]
 
 
 def _allocate(uid: str, resource: str, path: np.ndarray, hist: np.ndarray, capacity: float, kept: Split | None,
@@ -267,7 +270,8 @@ def make_plan(
     recent: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Recommendations by kind (``allocation``, ``reservation``, ``prescale`` and, with
-    ``spot_markets``, ``spot``), each with a ``unique_id`` column naming the planned series.
+    ``spot_markets``, ``spot``), each with a ``unique_id`` column naming the planned series,
+    and ``unplanned``: what was left out of the plan for a series, and why.
 
     ``splits`` holds this month's tuned split per series, when it was tuned already: the
     split is then kept (re-tuning is monthly) and only re-priced on the new demand.
@@ -281,6 +285,10 @@ def make_plan(
     splits = splits or {}
     with_spot = spot_markets is not None and not spot_markets.empty
     out: dict[str, list[pd.DataFrame]] = {"allocation": [], "reservation": [], "prescale": [], "spot": []}
+    skipped: list[dict] = []  # what is not planned for a series, and why (the plan's "unplanned" rows)
+
+    def skip(uid: str, what: str, why: str) -> None:
+        skipped.append({"unique_id": uid, "resource": uid.rpartition("/")[2], "not_planned": what, "reason": why})
     pools = primary_series(capacity)
     # every pool the data name that is not planned is named once, with why
     planned = set(pools["pool_id"])
@@ -296,9 +304,13 @@ def make_plan(
             uid = f"{pool_id}/{primary[0]}"
             log.warning("%s: %s, but no running capacity (its nodes did not report near the data cutoff, or report "
                         "capacity 0: drained): not planned", uid, "forecast" if uid in forecast_ids else "demand")
+            skip(uid, "all", "no running capacity: its nodes did not report near the data cutoff, or report "
+                             "capacity 0 (drained)")
         else:
             log.warning("%s: reports only %s, no gpu or cpu series to plan on: not planned", pool_id,
                         ", ".join(sorted(resources)))
+            skip(f"{pool_id}/{sorted(resources)[0]}", "all",
+                 f"reports only {', '.join(sorted(resources))}: no gpu or cpu series to plan on")
     nowhere = set()  # resources whose own machines' regions name no continent: said once each
     for row in pools.itertuples(index=False):
         uid, resource = row.unique_id, row.resource
@@ -332,6 +344,7 @@ def make_plan(
                                                                      if steady.tau < 0 else ""))
         if path.size == 0:
             log.warning("%s: no demand, not planned", uid)
+            skip(uid, "all", "no demand in the lookback")
             continue
         ratio = policy.offers.max_size_ratio
         fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions,
@@ -339,6 +352,9 @@ def make_plan(
                None if ratio is None else ratio * max(float(np.nanmax(path)), 0.0))
         offers = select_offers(catalog, resource, pool, *fit)
         seen = int(np.isfinite(basis.loc[basis["unique_id"] == uid, "y"].to_numpy(dtype=float)).sum())
+        # what the rows say they stand on: the days of history priced, and the forecast's hours after them
+        basis_of = {"lookback_days": shift.days if shift is not None else max(round(seen / 24), 1),
+                  "forecast_hours": 0 if shift is not None else len(future_forecast(history, forecast, uid))}
         if seen < SHORT_HISTORY_HOURS:
             log.warning("%s: %d hour(s) of demand %s: its monthly costs extrapolate from them, and no reservation "
                         "is recommended on them", uid, seen, "at this level" if shift else "history")
@@ -372,9 +388,9 @@ def make_plan(
             if notes:  # what the figures stand on, where a reader of the headline sees it
                 top = alloc["recommended"].astype(bool)
                 alloc.loc[top, "headline"] = alloc.loc[top, "headline"] + f" ({'; '.join(notes)})"
-            if shift is not None:  # the days priced; a split tuned on them is re-tuned by the next run
+            if shift is not None:  # a split tuned on the days since is re-tuned by the next run
                 alloc["shift_days"] = shift.days
-                alloc["lookback_days"] = shift.days
+            alloc = alloc.assign(**basis_of)
             out["allocation"].append(alloc)
             # reservations and spot cover what the recommended plan runs on public: what a split's
             # private and edge machines leave, or what exceeds the running fleet
@@ -385,8 +401,7 @@ def make_plan(
                 spot = recommend_spot(uid, resource, load, public_rows[public_rows["location"] == "public"],
                                       spot_markets, spike_probabilities, policy.costs, policy.spot,
                                       offers["public"])
-                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object).assign(
-                    **({"lookback_days": shift.days} if shift is not None else {})))
+                out["spot"].append(pd.DataFrame([spot], columns=SPOT_COLUMNS, dtype=object).assign(**basis_of))
                 if spot["action"] == "use_spot":  # reserve only what stays on on-demand (spot: whole machines)
                     load = on_demand_rest(load, policy.spot.interruptible_share, float(spot["pool_units"]))
             low = min(policy.allocation.scenarios)
@@ -403,20 +418,26 @@ def make_plan(
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)
                 res.insert(2, "plan", best["plan"])  # the allocation plan whose public load it covers
-                if shift is not None:
-                    res["lookback_days"] = shift.days
+                res = res.assign(**basis_of)
                 out["reservation"].append(res)
         elif priced:
             why, remedy = _why_no_offer(catalog, resource, pool, fit, policy.offers.regions)
             log.warning("%s: no priced public %s offer in the instance catalog that can run it%s: no allocation "
                         "or reservation (%s)", uid, resource, why, remedy)
+            skip(uid, "allocation", f"no priced public {resource} offer in the instance catalog that can run it{why} "
+                                    f"({remedy})")
+        else:
+            skip(uid, "allocation", "the pool's own machine has no price in the instance catalog: neither the "
+                                    f"running fleet nor a private share can be priced ({CATALOG_REMEDY})")
         fc = future_forecast(history, forecast, uid)
         units = instance_units(catalog, resource, pool, row.units_per_node, policy.prescale)
         if fc.empty:
             log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)
+            skip(uid, "prescale", "no forecast beyond the data cutoff (run headroom train)")
         elif units is None:  # one pool never stops the plan
             log.warning("%s: no instance size (units per node %s, no catalog offer), no pre-scale schedule", uid,
                         row.units_per_node)
+            skip(uid, "prescale", "no instance size: no catalog offer, and the node size is unknown")
         else:
             near = None if recent is None else recent.loc[recent["unique_id"] == uid]
             floor = None
@@ -435,4 +456,5 @@ def make_plan(
     plan = {k: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for k, v in out.items()}
     if not with_spot:
         del plan["spot"]
+    plan["unplanned"] = pd.DataFrame(skipped, columns=UNPLANNED_COLUMNS)
     return plan

@@ -140,7 +140,8 @@ def run_replay(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from exc
     table = result.table
     print(f"replay of {series.name} from {start} to {end} ({len(result.demand)} steps of "
-          f"{series.index[1] - series.index[0]}, instances of {units:g} units; {plan_replay.rule_text(policy)}):")
+          f"{series.index[1] - series.index[0]}, instances of {units:g} units; "
+          f"{plan_replay.rule_text(policy, price)}):")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-"))
     if "cost_vs_oracle" in table and table["cost_vs_oracle"].isna().all():
         print("cost_vs_oracle is -: the oracle holds no capacity (no demand in the span), so no cost is a "
@@ -151,7 +152,8 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.utilization is None:  # the warehouse's own data: stored for the report (after the table is shown)
         with warehouse.open_warehouse(settings.db_path, lock_timeout_s=settings.lock_timeout_s) as w:
             rid = plan_replay.store(w, series, start, end, units, models, result, policy)
-        print(f"stored as {rid} in {settings.db_path} (headroom report shows it)")
+        print(f"stored as {rid} in {settings.db_path} (headroom report shows, for each pool, the stored "
+              "replay whose span ends latest)")
     if args.out is not None:  # last: a store that fails (the warehouse locked) leaves no table file behind
         write_csv(table, args.out)
         print(f"table: {args.out}")

@@ -132,7 +132,7 @@ def kept_splits(con: duckdb.DuckDBPyConnection, inputs: PlanInputs, fill: str = 
         p = json.loads(payload)
         # a split tuned on another span of history (a `plan --lookback-days 2` to look) is not
         # this run's month: it neither stands for it nor hides the one that does
-        seen = p.get("lookback_days", inputs.lookback_days)
+        seen = p.get("window_days", p.get("lookback_days", inputs.lookback_days))  # (older rows: lookback_days)
         if p.get("shift_days") is None and inputs.lookback_days is not None and seen != inputs.lookback_days:
             continue
         # the run that tuned it, not one that kept an earlier split (runs written before
@@ -167,12 +167,16 @@ def recommendation_rows(plan: dict[str, pd.DataFrame], inputs: PlanInputs) -> pd
         "reservation": lambda r: f"{r['unique_id']}/{r['instance_type']}/{r['term']}",
         "prescale": lambda r: f"{r['unique_id']}/{pd.Timestamp(r['ts']):%Y-%m-%dT%H:%M}",
         "spot": lambda r: f"{r['unique_id']}/spot",
+        "unplanned": lambda r: f"{r['unique_id']}/{r['not_planned']}",
     }
     rows = []
     for kind, frame in plan.items():
         for rec in frame.to_dict("records"):
             payload = {k: _clean(v) for k, v in rec.items() if k != "model_id"}
-            if payload.get("lookback_days") is None:  # (a pool planned on the days since a shift says so)
+            # the run's window; lookback_days, what the row was priced on, where the planner says
+            # (fewer days of history, or the days since a level shift), else the window
+            payload["window_days"] = inputs.lookback_days
+            if payload.get("lookback_days") is None:
                 payload["lookback_days"] = inputs.lookback_days
             model_id = rec.get("model_id")
             rows.append({
@@ -220,6 +224,8 @@ def summarize(plan: dict[str, pd.DataFrame], inputs: PlanInputs, written: int) -
         "allocation": [] if tuned.empty else tuned[cols].to_dict("records"),
         "headline": headlines,
         "spot": [] if spot.empty else spot[spot_cols].to_dict("records"),
+        # what the plan left out of a series, and why (the log's warnings, as data)
+        "unplanned": plan.get("unplanned", pd.DataFrame()).to_dict("records"),
     }
 
 

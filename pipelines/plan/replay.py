@@ -45,6 +45,7 @@ class ReplayResult:
     demand: np.ndarray
     capacities: dict[str, np.ndarray]
     champions: dict[str, str]  # day -> model used
+    unit_price: float | None = None  # what cost_usd priced a unit-hour at (None: not priced)
 
 
 def hourly(series: pd.Series) -> pd.DataFrame:
@@ -132,7 +133,7 @@ def replay(series: pd.Series, start: pd.Timestamp, end: pd.Timestamp, instance_u
     live, champions = live_forecasts(series, first, policy, models, progress=progress)
     span = ReplaySpan(series.to_numpy(dtype=float), live, series.index[1] - series.index[0], first, instance_units)
     table, caps = replay_table(span, policy, unit_price)
-    return ReplayResult(table, series.index[first:], span.demand[first:], caps, champions)
+    return ReplayResult(table, series.index[first:], span.demand[first:], caps, champions, unit_price)
 
 
 def planned_pools(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -177,11 +178,12 @@ def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, po
     return units, price or unit_price(catalog, unique_id, policy.costs)
 
 
-def rule_text(policy: PrescalePolicy) -> str:
-    """The pre-scaling rule in a line, as a replay stores it."""
-    return (f"lead {policy.lead}, {policy.quantile:.0%} quantile of misses over {policy.calibration}, refreshed "
+def rule_text(policy: PrescalePolicy, unit_price: float | None = None) -> str:
+    """The pre-scaling rule in a line, as a replay stores it (with the price its cost_usd is at)."""
+    text = (f"lead {policy.lead}, {policy.quantile:.0%} quantile of misses over {policy.calibration}, refreshed "
             f"every {policy.refresh}, scale-in after {policy.stabilization}, at least {policy.min_instances} "
             "instance(s)")
+    return text if unit_price is None else f"{text}; cost_usd at ${unit_price:.4g} per unit-hour"
 
 
 def store(con: duckdb.DuckDBPyConnection, series: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
@@ -189,7 +191,7 @@ def store(con: duckdb.DuckDBPyConnection, series: pd.Series, start: pd.Timestamp
     """Save a replay in the warehouse for the report (the same span again replaces it)."""
     return replays.save_replay(con, str(series.name), start, end, series.index[1] - series.index[0], units,
                                ",".join(models), result.table, result.ts, result.demand, result.capacities,
-                               created_at=end, rule=rule_text(policy))
+                               created_at=end, rule=rule_text(policy, result.unit_price))
 
 
 def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str | None) -> tuple[pd.Series, float]:

@@ -32,8 +32,10 @@ NO_MODEL = {"allocation": "priced on the demand path: the lookback's history and
                           "after it, no model of its own",
             "reservation": "priced on the demand path: the lookback's history and the champions' forecast mean "
                            "after it, no model of its own",
-            "spot": "priced on the spot prices of price_lookback and the demand path, no model of its own",
-            "prescale": "no champion forecast for this series: the schedule follows recent demand"}
+            "spot": "priced on the spot prices of price_lookback and the demand path: the lookback's history and "
+                    "the champions' forecast mean after it, no model of its own",
+            "prescale": "no champion forecast for this series: the schedule follows recent demand",
+            "unplanned": "not planned: see reason"}
 # AWS Cost Explorer's names for the reservation figures
 RESERVATION_NAMES = {"monthly_savings": "estimated_monthly_savings", "savings_pct": "estimated_savings_pct"}
 # a CSV cell a spreadsheet would run as a formula (OWASP: CSV injection)
@@ -237,7 +239,7 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
         meta = pd.DataFrame({
             "run_id": rows["run_id"], "kind": str(kind), "key": rows["key"],
             "model_id": model.fillna("none"),
-            "model_note": [NO_MODEL.get(str(kind), "no model") if m is None else "" for m in model],
+            "model_note": [_model_note(str(kind), p) if m is None else "" for m, p in zip(model, payloads)],
             "generated_at": pd.to_datetime(rows["created_at"] if "created_at" in rows else rows["data_cutoff"]),
             "data_cutoff": pd.to_datetime(rows["data_cutoff"]), "lookback_days": lookback,
             "currency": CURRENCY, "unit": [UNITS.get(r, r) if isinstance(r, str) else None for r in resource],
@@ -245,6 +247,19 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
         })
         out[str(kind)] = no_negative_zero(pd.concat([meta, payload.reset_index(drop=True)], axis=1))
     return out
+
+
+def _model_note(kind: str, payload: dict) -> str:
+    """Why a row has no model, and what it was priced on where that is not the usual path."""
+    note = NO_MODEL.get(kind, "no model")
+    if kind not in ("allocation", "reservation", "spot"):
+        return note
+    if payload.get("shift_days") is not None:
+        return note.replace("the lookback's history and the champions' forecast mean after it",
+                            f"the {payload['shift_days']} day(s) since the pool's level shifted")
+    if payload.get("forecast_hours") == 0:
+        return note.replace("and the champions' forecast mean after it", "alone (no forecast beyond the data cutoff)")
+    return note
 
 
 def export_frame(kind: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -267,7 +282,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-REPORT_KINDS = ("allocation", "prescale", "reservation", "spot")
+REPORT_KINDS = ("allocation", "prescale", "reservation", "spot", "unplanned")
 
 
 def check_out_dir(out_dir: str | Path) -> None:

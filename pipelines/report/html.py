@@ -22,6 +22,7 @@ from pipelines.report.plots import (
     COST_PARTS,
     MAX_FAN_SERIES,
     cost_figure,
+    cost_panels,
     fan_chart,
     heatmap_figure,
     heatmap_grid,
@@ -181,7 +182,11 @@ def allocation_section(data: ReportData) -> str:
         return _section("allocation", title, _none_in_plan(
             data, "no pool has a priced public offer in the instance catalog that can run it (headroom ingest "
                   "--kind catalog)"))
-    return _section("allocation", title, _png(cost_figure(alloc), "allocation plan costs")
+    by, shown = cost_panels(alloc)
+    n = alloc[by].astype(str).nunique()
+    note = (f"<p class=\"note\">the chart shows the {len(shown)} costliest of {n} pools; the table has them "
+            "all</p>" if len(shown) < n else "")
+    return _section("allocation", title, note + _png(cost_figure(alloc), "allocation plan costs")
                     + table(alloc, ALLOCATION_COLUMNS))
 
 
@@ -201,8 +206,8 @@ def replay_section(data: ReportData) -> str:
              "same demand at its own resolution. cost_vs_oracle: capacity-time over demand-time (1 is capacity "
              "equal to demand at every step); underprovisioned_pct: the percent of steps with demand above "
              "capacity (0.2 is 0.2%); avg_utilization: demand over capacity, a fraction; cost_usd: the capacity's "
-             "unit-hours over the whole replayed span (not a month) at the pool's private machine's price per "
-             "unit-hour.</p>"]
+             "unit-hours over the whole replayed span (not a month) at the price per unit-hour its rule line says "
+             "(the pool's private machine's, with its surcharges, unless the replay was given another).</p>"]
     for rid, rows in rep.groupby("replay_id", sort=False):
         first = rows.iloc[0]
         span = f"{pd.Timestamp(first['span_start']):%Y-%m-%d %H:%M} to {pd.Timestamp(first['span_end']):%Y-%m-%d %H:%M}"
@@ -335,6 +340,10 @@ def section_counts(data: ReportData) -> dict[str, int]:
     }
 
 
+UNPLANNED = {"all": "not planned", "allocation": "no allocation, reservation or spot",
+             "prescale": "no pre-scale schedule"}
+
+
 def summary_lines(data: ReportData) -> list[str]:
     """The decisions in one glance: split and savings, reservations, the next day's scaling,
     firing alerts (plain text; escaped by the caller)."""
@@ -344,6 +353,11 @@ def summary_lines(data: ReportData) -> list[str]:
     if not alloc.empty and "headline" in alloc.columns:  # the recommended plan per pool comes first
         best = alloc[alloc["headline"].fillna("").astype(str) != ""]
         lines += [f"{_pool_of(r)}: {r['headline']}." for r in best.to_dict("records")]
+    # what the plan left out, and why, as the plan's log says it: a pool is never silently missing
+    left = recs.get("unplanned", pd.DataFrame())
+    if not left.empty and {"unique_id", "not_planned", "reason"} <= set(left.columns):
+        lines += [f"{r['unique_id']}: {UNPLANNED.get(str(r['not_planned']), 'not planned')}: {r['reason']}."
+                  for r in left.to_dict("records")]
     # the pools whose recommended plan is a split (not the running fleet), and that split: the
     # tuned one or the default (0/0/100 too); rows without a recommendation (older runs): the tuned
     split_pools = None

@@ -23,6 +23,7 @@ from pipelines.runtime.text import printable
 matplotlib.rcParams["text.parse_math"] = False
 
 MAX_FAN_SERIES = 9
+MAX_COST_PANELS = 12  # pools drawn in the allocation chart; the table has them all
 COST_PARTS = ("private_cost", "public_cost", "edge_cost", "idle_penalty")
 COST_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 BURST_COLOR, FAULT_COLOR = "#ff2020", "#ff00ff"
@@ -233,12 +234,28 @@ def _group_spans(groups: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
-    """Monthly cost per plan, stacked by private / public / edge cost and idle penalty."""
-    # one panel per planned pool (unique_id), else per resource
+def cost_panels(alloc: pd.DataFrame) -> tuple[str, list[str]]:
+    """The column that names a panel (the pool, else the resource), and the panels drawn: at
+    most MAX_COST_PANELS, the costliest first by their recommended (else cheapest) plan."""
     by = "unique_id" if "unique_id" in alloc.columns else "resource"
-    resources = sorted(alloc[by].astype(str).unique())
-    fig, axes = plt.subplots(1, len(resources), figsize=(max(5.0, 3.6 * len(resources)), 3.8), squeeze=False)
+    cost = pd.to_numeric(alloc["monthly_cost"], errors="coerce")
+    if "recommended" in alloc.columns:
+        cost = cost.where(alloc["recommended"].eq(True))
+    order = cost.groupby(alloc[by].astype(str)).agg(lambda c: c.min() if c.notna().any() else -1.0)
+    order = order.reset_index().sort_values([order.name, by], ascending=[False, True])
+    shown = order[by].head(MAX_COST_PANELS).tolist()
+    return by, sorted(shown)
+
+
+def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
+    """Monthly cost per plan, stacked by private / public / edge cost and idle penalty: one
+    panel per pool (see :func:`cost_panels`), three to a row."""
+    by, resources = cost_panels(alloc)
+    ncols = min(3, len(resources))
+    nrows = math.ceil(len(resources) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(5.0, 3.6 * ncols), 3.8 * nrows), squeeze=False)
+    for ax in list(axes.flat)[len(resources):]:
+        ax.set_visible(False)
     for ax, res in zip(axes.flat, resources):
         rows = alloc[alloc[by].astype(str) == res].sort_values("plan")
         x = np.arange(len(rows))

@@ -129,7 +129,9 @@ def test_a_month_that_kept_the_default_split_keeps_it(con) -> None:
     assert kept_splits(con, PlanInputs(empty, empty, empty, empty, cutoff), "layered") == {}
 
     # a look at 2 days of history on the same month neither stands for the 28-day split nor hides it
-    for run_id, at, payload in (("plan-c", cutoff - pd.Timedelta(hours=6), moved | {"lookback_days": 28}),
+    # (window_days: the run's window; lookback_days: the days a pool had, or older rows' window)
+    for run_id, at, payload in (("plan-c", cutoff - pd.Timedelta(hours=6), moved | {"lookback_days": 5,
+                                                                                     "window_days": 28}),
                                 ("plan-d", cutoff, default | {"lookback_days": 2})):
         con.execute("INSERT INTO recommendations VALUES (?, 'allocation', 'e/p/gpu/tuned', ?, NULL, ?, ?)",
                     [run_id, json.dumps(payload | {"tuned_this_run": True}), at, at])
@@ -281,3 +283,20 @@ def test_spot_prices_that_price_nothing_say_why_there_is_no_spot_plan(db_path, f
             with caplog.at_level("WARNING"):
                 assert spot_markets(load_inputs(con), "14D") is None
         assert needle in caplog.text and "no spot plan" in caplog.text
+
+
+def test_a_pool_left_out_of_the_plan_is_in_its_rows_the_summary_and_the_exports(tmp_path) -> None:
+    """A pool drained before the data's end was named on the console alone: the report and the
+    exports never mentioned it."""
+    from tests.pipelines.test_plan_replay import drained_fleet
+
+    db, out = drained_fleet(tmp_path), tmp_path / "rep"
+    assert cli.main(["plan", "--db", str(db)]) == 0
+    assert cli.main(["report", "--db", str(db), "--out", str(out)]) == 0
+    left = pd.read_csv(out / "recommendations_unplanned.csv").set_index("key")
+    assert left.loc["c1/drain/cpu/all", "reason"].startswith("no running capacity")
+    assert left.loc["c1/live/cpu/prescale", "reason"] == "no forecast beyond the data cutoff (run headroom train)"
+    summary = (out / "report.html").read_text()
+    summary = summary[summary.index(">Summary<"):]
+    assert "c1/drain/cpu: not planned: no running capacity" in summary
+    assert "c1/live/cpu: no pre-scale schedule: no forecast beyond the data cutoff" in summary

@@ -189,6 +189,12 @@ def test_a_replay_of_the_warehouse_is_stored_and_reported(tmp_path: Path, capsys
     page = (report / "report.html").read_text()
     assert "Pre-scaling replayed" in page and 'alt="replay of c1/train/cpu"' in page
     assert "the rule replayed as planned: lead 10min, 99% quantile of misses over 7D" in page
+    # and at which price its cost_usd is: the catalog machine's, or the one given
+    assert "cost_usd at $0.1" in page
+    assert main([*args, "--lead", "10min", "--unit-price", "5"]) == 0, capsys.readouterr().err
+    assert "cost_usd at $5 per unit-hour" in capsys.readouterr().out
+    assert main(["report", "--db", str(db), "--out", str(report)]) == 0
+    assert "cost_usd at $5 per unit-hour" in (report / "report.html").read_text()
 
 
 @pytest.mark.parametrize("order", [(2, 3), (3, 2)])
@@ -294,9 +300,9 @@ def test_the_warehouse_is_free_for_writers_while_the_replay_runs(tmp_path: Path,
     assert opened == [3 * 288]
 
 
-def test_a_drained_pool_is_not_replayed_by_the_run(tmp_path: Path) -> None:
-    """A pool whose nodes report capacity 0 at the data's end is not planned; the run replayed
-    it all the same ("planned 3.27x" in the report beside "not planned")."""
+def drained_fleet(tmp_path: Path) -> Path:
+    """A warehouse of two one-node cpu pools over two days: c1/live, and c1/drain, whose node
+    reports capacity 0 for the last 8 hours."""
     ts = pd.date_range("2026-01-01", periods=48, freq="1h")
     rows = [pd.DataFrame({"ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "cluster": "c1", "pool": pool, "node_id": node,
                           "resource": "cpu", "used": 1.0, "capacity": cap}) for pool, node, cap in
@@ -305,6 +311,13 @@ def test_a_drained_pool_is_not_replayed_by_the_run(tmp_path: Path) -> None:
                                                                                         index=False)
     db = tmp_path / "w.duckdb"
     assert main(["ingest", "--kind", "utilization", "--db", str(db), str(tmp_path / "u.csv")]) == 0
+    return db
+
+
+def test_a_drained_pool_is_not_replayed_by_the_run(tmp_path: Path) -> None:
+    """A pool whose nodes report capacity 0 at the data's end is not planned; the run replayed
+    it all the same ("planned 3.27x" in the report beside "not planned")."""
+    db = drained_fleet(tmp_path)
     from pipelines.store import warehouse
 
     with warehouse.open_warehouse(db, read_only=True) as con:

@@ -73,3 +73,38 @@ def test_a_champion_of_a_series_with_no_demand_shows_no_wape_not_nan() -> None:
                            "wape": [np.nan, np.nan, 0.25], "windows": [3, 3, 3]})
     said = champion_metrics(models, rivals)["all_models_wape"].tolist()
     assert said == ["lgbm - (no demand), seasonal_naive - (no demand)", "lgbm 0.250"]
+
+
+def test_the_cost_chart_draws_the_costliest_pools_three_to_a_row() -> None:
+    # 203 pools once drew one row of panels 73,070 px wide, shrunk to a 1,280 px page
+    import dataclasses
+
+    from tests.pipelines.test_report import _plan_page_data
+
+    data = _plan_page_data()
+    one = data.recommendations["allocation"].assign(recommended=[False, True])
+    alloc = pd.concat([one.assign(unique_id=f"c{i:02d}/p/gpu", monthly_cost=one["monthly_cost"] + i)
+                       for i in range(20)], ignore_index=True)
+    fig = report_plots.cost_figure(alloc)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == report_plots.MAX_COST_PANELS and fig.get_size_inches()[0] < 12
+    assert {ax.get_title() for ax in shown} == {f"c{i:02d}/p/gpu" for i in range(8, 20)}
+    report_plots.plt.close(fig)
+    page = report_html.render_report(dataclasses.replace(data, recommendations={**data.recommendations,
+                                                                                 "allocation": alloc}))
+    assert "the chart shows the 12 costliest of 20 pools; the table has them all" in page
+
+
+def test_a_pool_the_plan_left_out_is_named_in_the_summary_with_why() -> None:
+    # a pool silent for a day was warned of on the console and missing from the page and exports
+    import dataclasses
+
+    from tests.pipelines.test_report import _plan_page_data
+
+    data = _plan_page_data()
+    left = pd.DataFrame({"unique_id": ["c/b/cpu"], "resource": ["cpu"], "not_planned": ["all"],
+                         "reason": ["no running capacity: its nodes did not report near the data cutoff"]})
+    page = report_html.render_report(dataclasses.replace(data, recommendations={**data.recommendations,
+                                                                                "unplanned": left}))
+    summary = page[page.index(">Summary<"):]
+    assert "c/b/cpu: not planned: no running capacity: its nodes did not report near the data cutoff." in summary

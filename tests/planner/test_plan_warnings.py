@@ -117,3 +117,19 @@ def test_a_fleet_of_no_known_continent_is_told_public_offers_come_from_anywhere(
     with caplog.at_level("WARNING", logger="planner.plan"):
         P.make_plan(history, forecast, capacity, cpu_us)
     assert "the fleet's own gpu machines are in dc" in caplog.text
+
+
+def test_each_row_says_the_days_and_the_forecast_it_was_priced_on() -> None:
+    # a 5-day pool's rows said lookback_days 28 (the run's window) beside a headline "on 5.0
+    # day(s) of demand"; a pool with no forecast was still said to be priced on one
+    from pipelines.report.data import _model_note
+
+    for days, with_forecast in ((5, True), (14, False)):
+        history, forecast, capacity = steady_pool(days=days)
+        plan = P.make_plan(history, forecast if with_forecast else forecast.iloc[0:0], capacity, catalog())
+        alloc = plan["allocation"]
+        assert (alloc["lookback_days"] == days).all()
+        assert (alloc["forecast_hours"] == (24 if with_forecast else 0)).all()
+        note = _model_note("allocation", alloc.iloc[0].to_dict())
+        assert ("forecast mean after it" in note) == with_forecast
+        assert ("alone (no forecast beyond the data cutoff)" in note) != with_forecast
