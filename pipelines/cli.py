@@ -84,8 +84,11 @@ def _refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
                 _refuse_empty_paths(child)
         elif PATH_OPTIONS & set(action.option_strings) or action.dest == "paths":
             action.type = _not_empty(action.type)
+        elif URL_OPTIONS & set(action.option_strings):  # empty, the sink the environment sets went quiet
+            action.type = _not_empty(action.type, "URL")
 
 
+URL_OPTIONS = frozenset({"--webhook", "--alertmanager"})
 FOLDER_OUT = frozenset({"generate", "convert", "report"})  # their --out is a folder, its files their own
 
 
@@ -117,10 +120,10 @@ def _refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
                 raise CliError(f"{out_opt} {out} is {what} ({value}): {harm}; give another path", 2)
 
 
-def _not_empty(inner: object):
+def _not_empty(inner: object, what: str = "path"):
     def read(text: str) -> object:
         if not text.strip():
-            raise argparse.ArgumentTypeError("an empty path (an unset variable?)")
+            raise argparse.ArgumentTypeError(f"an empty {what} (an unset variable?)")
         return inner(text) if callable(inner) else text
 
     return read

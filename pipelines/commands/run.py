@@ -129,4 +129,11 @@ def run_all(args: argparse.Namespace) -> int:
         print(f"alerts:    {os.environ['HEADROOM_ALERT_JSONL'].strip()}")
     if failed:
         raise CliError(f"stage(s) {', '.join(failed)} failed (see above); the other stages ran", 1)
+    # as `headroom detect` exits: a skipped detector or a failed sink is down, and a scheduler must see it
+    from pipelines.flows.detect import what_is_down
+
+    down = what_is_down(out["detect"]) if isinstance(out.get("detect"), dict) else []
+    if down:
+        raise CliError(f"{'; '.join(down)} (see above; a sink's alerts stay pending for the next run); the other "
+                       "stages ran", 1)
     return 0

@@ -17,7 +17,7 @@ from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
 from pipelines.detect import jobs
 from pipelines.detect.sinks import Sink
 from pipelines.detect.steps import UNUSED_MARKET_ALERTS
-from pipelines.runtime.run_logs import info_in_deployed_runs
+from pipelines.runtime.run_logs import in_deployed_run, info_in_deployed_runs
 from pipelines.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -173,4 +173,18 @@ def detect_flow(
     if sent["failed"]:  # pending for the next run; said, so that a scheduler sees a sink is down
         out["delivery_failed"] = sent["failed"]
     out.update(alert_counts(str(db_path), names, until))
+    down = what_is_down(out)
+    if down and in_deployed_run():
+        # a scheduler watches the run's state: Failed, once every alert is recorded and the others sent
+        raise DetectDown(f"{'; '.join(down)} (the other detectors ran and their alerts went out)")
     return out
+
+
+def what_is_down(out: dict) -> list[str]:
+    """A detect run's skipped detectors and failed sinks, in words (none: all ran and delivered)."""
+    down = [f"{n} detection skipped" for n, r in out.items() if isinstance(r, dict) and "skipped" in r]
+    return down + [f"alert sink {sink} failed" for sink in out.get("delivery_failed") or {}]
+
+
+class DetectDown(RuntimeError):
+    """A served detect run in which a detector was skipped or a sink failed."""

@@ -15,13 +15,18 @@ HEADROOM_LOGGERS = ("pipelines", "forecasters", "anomaly", "planner")
 EXTRA_LOGGERS = ",".join(HEADROOM_LOGGERS)
 
 
-def info_in_deployed_runs() -> None:
-    """In a run of a deployment (served, or from ``prefect.yaml`` on a worker), headroom's
-    loggers log at INFO; elsewhere nothing changes. Call it inside the flow."""
+def in_deployed_run() -> bool:
+    """Whether this is a run of a deployment (served, or from ``prefect.yaml`` on a worker)."""
     from prefect.context import FlowRunContext
 
     ctx = FlowRunContext.get()
-    if ctx is None or ctx.flow_run is None or ctx.flow_run.deployment_id is None:
+    return not (ctx is None or ctx.flow_run is None or ctx.flow_run.deployment_id is None)
+
+
+def info_in_deployed_runs() -> None:
+    """In a run of a deployment (served, or from ``prefect.yaml`` on a worker), headroom's
+    loggers log at INFO; elsewhere nothing changes. Call it inside the flow."""
+    if not in_deployed_run():
         return
     for name in HEADROOM_LOGGERS:
         logger = logging.getLogger(name)

@@ -121,7 +121,8 @@ def clock(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> dateti
         what = "--now" if now is not None else "the newest reading (utilization, telemetry or spot prices)"
         raise ValueError(f"{what} is {at:%Y-%m-%d %H:%M} UTC, more than a day after this machine's clock "
                          f"({wall:%Y-%m-%d %H:%M} UTC): ages measured from it would make every row old; "
-                         "fix the reading's date (or the clock), or prune with --now")
+                         + ("give an earlier --now (or fix this machine's clock)" if now is not None
+                            else "fix the reading's date (or the clock), or prune with --now"))
     if now is None:  # the regular feeds (a spot series may well go days without a change)
         for table in ("utilization", "device_telemetry"):
             stray = stray_newest(con, table)

@@ -103,6 +103,16 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("flag", ["--webhook", "--alertmanager"])
+def test_an_empty_sink_url_is_refused_not_read_as_no_sink(tmp_path, monkeypatch, capsys, flag) -> None:
+    # `--webhook "$UNSET"` silently turned off the sink HEADROOM_ALERT_WEBHOOK set, exit 0
+    monkeypatch.setenv("HEADROOM_ALERT_WEBHOOK", "http://127.0.0.1:9/hook")
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["detect", "--db", str(tmp_path / "w.duckdb"), flag, ""])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and last.endswith(f"argument {flag}: an empty URL (an unset variable?)")
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     # the replay's CSV replaced the whole warehouse, exit 0
     (["plan", "replay", "--db", "wh.duckdb", "--out", "wh.duckdb"], "--out wh.duckdb is the warehouse --db"),

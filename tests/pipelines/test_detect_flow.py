@@ -470,3 +470,27 @@ def test_a_state_this_headroom_cannot_read_is_calibrated_afresh(con, caplog) -> 
         loaded = detect_store.load_states(con, "cusum")
     assert set(loaded) == {"c/p/gpu"}
     assert "c/q/gpu: its cusum state is not one this headroom reads" in caplog.text
+
+
+def test_a_detector_or_sink_down_fails_a_served_detect_run_and_headroom_run(prefect_harness, db_path: Path,
+                                                                           tmp_path: Path, fleet, monkeypatch,
+                                                                           capsys):
+    """A served detect run whose sink was down, or a detector skipped, ended Completed, and
+    `headroom run` exited 0 on a failed sink: a scheduler never saw it."""
+    import pipelines.flows.detect as detect_module
+    import pipelines.flows.run as run_module
+    from anomaly import spike_features
+    from pipelines.cli import main
+
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, fleet)
+    monkeypatch.setattr(spike_features, "MAX_GRID_ROWS", 10)
+    monkeypatch.setattr(detect_module, "in_deployed_run", lambda: True)
+    with pytest.raises(detect_module.DetectDown, match="spikes detection skipped"):
+        detect_flow(str(db_path), detectors=["bursts", "spikes"])
+    down = {"detect": {"bursts": {"events": 0}, "delivery_failed": {"webhook:127.0.0.1:9": "refused"}}}
+    monkeypatch.setattr(run_module, "run_flow", lambda *a, **k: down)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "utilization.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n")
+    assert main(["run", "--db", str(db_path), "--input", str(tmp_path / "in")]) == 1
+    assert "alert sink webhook:127.0.0.1:9 failed" in capsys.readouterr().err

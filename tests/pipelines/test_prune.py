@@ -225,6 +225,7 @@ def test_cli_prune_dry_run_and_all(db_path: Path, capsys: pytest.CaptureFixture)
     (["--keep-days", "99999999999"], "history must be kept 7 to 36500 days"),
     (["--now", "yesterday"], "--now 'yesterday'"),
     (["--now", "2199-01-01"], "--now is 2199-01-01 00:00 UTC, more than a day after this machine's clock"),
+    (["--now", "2199-01-01"], "give an earlier --now (or fix this machine's clock)"),  # not "prune with --now"
     (["--dry-run", "--compact"], "give one of them"),
 ])
 def test_cli_prune_bad_options_are_one_line(db_path: Path, capsys: pytest.CaptureFixture, argv: list[str],
