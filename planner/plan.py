@@ -299,7 +299,7 @@ def make_plan(
         if pool_id and pool_id not in planned:
             unplanned.setdefault(pool_id, set()).add(resource)
     for pool_id, resources in sorted(unplanned.items()):
-        primary = sorted(resources & {"gpu", "cpu"})
+        primary = [r for r in ("gpu", "cpu") if r in resources]  # as primary_series ranks them: gpu first
         if primary:
             uid = f"{pool_id}/{primary[0]}"
             log.warning("%s: %s, but no running capacity (its nodes did not report near the data cutoff, or report "

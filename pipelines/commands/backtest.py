@@ -145,7 +145,7 @@ def _timestamps(ds: pd.Series, typed: bool) -> tuple[pd.Series, str | None]:
     return pd.to_datetime(ds.astype(str).str.strip(), utc=True, format=fmt, errors="coerce"), fmt
 
 
-_OFFSET = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|[+-]\d{2}:?\d{2})$"
+_OFFSET = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
 
 
 def _daily_or_longer(freq: str) -> bool:

@@ -33,6 +33,7 @@ from pipelines.report.plots import (
 )
 from pipelines.report.text import GLOSSARY, GLOSSARY_ANCHORS, PRESCALE_SCOPE
 from pipelines.runtime.money import money
+from pipelines.store.status import UNPLANNED_WHAT
 from planner.allocation import RUNNING_FLEET
 
 MAX_TABLE_ROWS = 100
@@ -206,8 +207,8 @@ def replay_section(data: ReportData) -> str:
              "same demand at its own resolution. cost_vs_oracle: capacity-time over demand-time (1 is capacity "
              "equal to demand at every step); underprovisioned_pct: the percent of steps with demand above "
              "capacity (0.2 is 0.2%); avg_utilization: demand over capacity, a fraction; cost_usd: the capacity's "
-             "unit-hours over the whole replayed span (not a month) at the price per unit-hour its rule line says "
-             "(the pool's private machine's, with its surcharges, unless the replay was given another).</p>"]
+             "unit-hours over the whole replayed span (not a month) at the pool's private machine's price per "
+             "unit-hour with its surcharges, or at the price its rule line names.</p>"]
     for rid, rows in rep.groupby("replay_id", sort=False):
         first = rows.iloc[0]
         span = f"{pd.Timestamp(first['span_start']):%Y-%m-%d %H:%M} to {pd.Timestamp(first['span_end']):%Y-%m-%d %H:%M}"
@@ -258,6 +259,10 @@ def _none_in_plan(data: ReportData, why: str) -> str:
     """An empty recommendation section: which stage to run, or why the plan run has none."""
     if not data.plan_run:
         return _empty("plan")
+    left = data.recommendations.get("unplanned", pd.DataFrame())
+    if not left.empty:  # the plan's own reasons, beside a general one that may not be its
+        n = left["unique_id"].nunique() if "unique_id" in left else len(left)
+        why = f"{why}; or, for the {n} series it left out, what the summary says of each"
     return f'<p class="note">none in plan run {esc(data.plan_run)}: {esc(why)}</p>'
 
 
@@ -340,10 +345,6 @@ def section_counts(data: ReportData) -> dict[str, int]:
     }
 
 
-UNPLANNED = {"all": "not planned", "allocation": "no allocation, reservation or spot",
-             "prescale": "no pre-scale schedule"}
-
-
 def summary_lines(data: ReportData) -> list[str]:
     """The decisions in one glance: split and savings, reservations, the next day's scaling,
     firing alerts (plain text; escaped by the caller)."""
@@ -356,7 +357,7 @@ def summary_lines(data: ReportData) -> list[str]:
     # what the plan left out, and why, as the plan's log says it: a pool is never silently missing
     left = recs.get("unplanned", pd.DataFrame())
     if not left.empty and {"unique_id", "not_planned", "reason"} <= set(left.columns):
-        lines += [f"{r['unique_id']}: {UNPLANNED.get(str(r['not_planned']), 'not planned')}: {r['reason']}."
+        lines += [f"{r['unique_id']}: {UNPLANNED_WHAT.get(str(r['not_planned']), 'not planned')}: {r['reason']}."
                   for r in left.to_dict("records")]
     # the pools whose recommended plan is a split (not the running fleet), and that split: the
     # tuned one or the default (0/0/100 too); rows without a recommendation (older runs): the tuned

@@ -7,8 +7,8 @@ History older than ``keep_days`` goes, except what a flow or the report still re
   one in force then: a detect run or a replay after the cut reuses it); the forecasts of a
   model that goes go with it, and a train run's backtests once none of its forecasts are left;
 * plan runs: the newest stays (the report, ``status`` and the spike alerts read it), and so
-  does the run that last tuned each pool's split in the newest plan's month (the split holds
-  for the month: ``planning.kept_splits``);
+  does the run that last tuned each pool's split in the newest plan's month, on each window
+  (the split holds for the month: ``planning.kept_splits``);
 * alerts: only resolved ones go, with their deliveries, and none with a delivery pending;
   their age is measured from the newest utilization where that is behind (the report's
   heatmap marks the alerts of the week up to it);
@@ -60,12 +60,14 @@ DERIVED = (
     ("forecasts", "model_id IS NOT NULL AND model_id NOT IN (SELECT model_id FROM models)"),
     ("backtests", """run_id NOT IN (SELECT DISTINCT run_id FROM forecasts) AND run_id IN (
         SELECT run_id FROM backtests GROUP BY run_id HAVING max(ds) < $cut)"""),
-    # the newest run, and each pool's last tuning this month, as planning.kept_splits reads them
+    # the newest run, and each pool's last tuning this month on each window (--lookback-days), as
+    # planning.kept_splits reads them
     ("recommendations", """run_id IN (SELECT run_id FROM recommendations GROUP BY run_id
             HAVING max(created_at) < $cut)
         AND run_id <> (SELECT run_id FROM recommendations ORDER BY created_at DESC, run_id DESC LIMIT 1)
         AND run_id NOT IN (SELECT run_id FROM (SELECT run_id, row_number() OVER (
-                PARTITION BY key ORDER BY data_cutoff DESC, created_at DESC, run_id DESC) AS r
+                PARTITION BY key, coalesce(payload->>'window_days', payload->>'lookback_days')
+                ORDER BY data_cutoff DESC, created_at DESC, run_id DESC) AS r
             FROM recommendations WHERE kind = 'allocation' AND key LIKE '%/tuned'
               AND coalesce(TRY_CAST(payload->>'tuned_this_run' AS BOOLEAN), TRY_CAST(payload->>'retuned' AS BOOLEAN))
               AND strftime(data_cutoff, '%Y-%m') = (SELECT strftime(max(data_cutoff), '%Y-%m') FROM recommendations)

@@ -105,11 +105,18 @@ def plan_headline(con: duckdb.DuckDBPyConnection) -> dict | None:
                       "ORDER BY max(created_at) DESC LIMIT 1").fetchone()
     if row is None:
         return None
-    allocs = warehouse.query(con, "SELECT key, payload FROM recommendations WHERE run_id = ? AND kind = "
-                                  "'allocation' ORDER BY key", [row[0]])
+    rows = warehouse.query(con, "SELECT kind, key, payload FROM recommendations WHERE run_id = ? AND kind IN "
+                                "('allocation', 'unplanned') ORDER BY kind, key", [row[0]])
     lines = []
-    for r in allocs.to_dict("records"):
+    for r in rows.to_dict("records"):
         p = json.loads(r["payload"])
-        if p.get("recommended") and p.get("headline"):
+        if r["kind"] == "unplanned":  # what the plan left out, and why, as the report's summary says it
+            what = UNPLANNED_WHAT.get(p.get("not_planned"), "not planned")
+            lines.append({"unique_id": p.get("unique_id", r["key"]), "text": f"{what}: {p.get('reason')}"})
+        elif p.get("recommended") and p.get("headline"):
             lines.append({"unique_id": p.get("unique_id", r["key"]), "text": p["headline"]})
     return {"run_id": row[0], "data_cutoff": _ts(row[1]), "headline": lines}
+
+
+UNPLANNED_WHAT = {"all": "not planned", "allocation": "no allocation, reservation or spot",
+                  "prescale": "no pre-scale schedule"}

@@ -356,14 +356,16 @@ def test_a_row_repeated_as_it_was_is_read_once_and_two_values_are_named(tmp_path
     assert len(err.splitlines()) == 1 and f"line {len(panel) + 2}: series" in err and "a second time" in err, err
 
 
-@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+@pytest.mark.parametrize("suffix", ["csv", "hours.csv", "parquet"])
 def test_daily_rows_at_local_midnight_cross_a_dst_change(tmp_path: Path, suffix: str) -> None:
-    # read as UTC, local midnight moved from 23:00 to 22:00 at the change: "off the 'D' grid"
+    # read as UTC, local midnight moved from 23:00 to 22:00 at the change: "off the 'D' grid";
+    # hours.csv: offsets of hours alone, as PostgreSQL writes them (2024-03-31 00:00:00+01)
     days = pd.date_range("2024-02-01", "2024-05-15", freq="D", tz="Europe/Berlin")
     y = 100 + 20 * np.sin(2 * np.pi * np.arange(len(days)) / 7)
     src = tmp_path / f"daily.{suffix}"
-    if suffix == "csv":
-        pd.DataFrame({"unique_id": "shop", "ds": [d.isoformat() for d in days], "y": y}).to_csv(src, index=False)
+    if suffix.endswith("csv"):
+        ds = [d.isoformat()[:-3] if suffix == "hours.csv" else d.isoformat() for d in days]
+        pd.DataFrame({"unique_id": "shop", "ds": ds, "y": y}).to_csv(src, index=False)
     else:
         pd.DataFrame({"unique_id": "shop", "ds": days, "y": y}).to_parquet(src)
     out = tmp_path / "m.csv"

@@ -285,7 +285,7 @@ def test_spot_prices_that_price_nothing_say_why_there_is_no_spot_plan(db_path, f
         assert needle in caplog.text and "no spot plan" in caplog.text
 
 
-def test_a_pool_left_out_of_the_plan_is_in_its_rows_the_summary_and_the_exports(tmp_path) -> None:
+def test_a_pool_left_out_of_the_plan_is_in_its_rows_the_summary_and_the_exports(tmp_path, capsys) -> None:
     """A pool drained before the data's end was named on the console alone: the report and the
     exports never mentioned it."""
     from tests.pipelines.test_plan_replay import drained_fleet
@@ -300,3 +300,7 @@ def test_a_pool_left_out_of_the_plan_is_in_its_rows_the_summary_and_the_exports(
     summary = summary[summary.index(">Summary<"):]
     assert "c1/drain/cpu: not planned: no running capacity" in summary
     assert "c1/live/cpu: no pre-scale schedule: no forecast beyond the data cutoff" in summary
+    # an empty section says the plan left series out, not only a general reason that may not be its
+    assert "or, for the 2 series it left out, what the summary says of each" in summary
+    cli.main(["status", "--db", str(db)])  # (exit 1: the data are months old)
+    assert "  c1/drain/cpu: not planned: no running capacity" in capsys.readouterr().out

@@ -89,6 +89,9 @@ def fill(con: duckdb.DuckDBPyConnection) -> None:
         _rec("plan-tuned", datetime(2026, 3, 1), kind="allocation", key="gpu/tuned", payload=TUNED),
         _rec("plan-kept-split", datetime(2026, 3, 1, 1), kind="allocation", key="gpu/tuned", payload=CARRIED),
         _rec("plan-tuned-before", OLD, kind="allocation", key="gpu/tuned", payload=TUNED),
+        # a look at 2 days later that month: it hides no tuning of the month's window
+        _rec("plan-tuned-2d", datetime(2026, 3, 1, 2), kind="allocation", key="gpu/tuned",
+             payload='{"tuned_this_run": true, "window_days": 2}'),
     ])
     _rows(con, "alerts", [_alert("resolved-old", "resolved", OLD), _alert("firing-old", "firing", OLD),
                           _alert("pending-old", "resolved", OLD), _alert("resolved-new", "resolved", NEW),
@@ -118,7 +121,7 @@ def test_prune_keeps_what_flows_read_and_deletes_the_rest(con: duckdb.DuckDBPyCo
                                                "fault-straddle"}
     assert _ids(con, "forecasts", "model_id") == {"champ-old"}  # the deleted model's went with it
     assert _ids(con, "backtests", "run_id") == {"train-champ", "train-orphan-new"}
-    assert _ids(con, "recommendations", "run_id") == {"plan-new", "plan-newest", "plan-tuned"}
+    assert _ids(con, "recommendations", "run_id") == {"plan-new", "plan-newest", "plan-tuned", "plan-tuned-2d"}
     assert _ids(con, "alerts", "fingerprint") == {"firing-old", "pending-old", "resolved-new", "window-new"}
     assert _ids(con, "alert_deliveries", "fingerprint") == {"pending-old", "firing-old"}
     assert _ids(con, "replays", "replay_id") == {"r-a-new", "r-b-old"}

@@ -133,3 +133,13 @@ def test_each_row_says_the_days_and_the_forecast_it_was_priced_on() -> None:
         note = _model_note("allocation", alloc.iloc[0].to_dict())
         assert ("forecast mean after it" in note) == with_forecast
         assert ("alone (no forecast beyond the data cutoff)" in note) != with_forecast
+
+
+def test_a_left_out_gpu_pool_is_named_by_its_gpu_series() -> None:
+    # a drained pool reporting gpu and cpu was named by its cpu series, under which it was never planned
+    history, forecast, _ = steady_pool("c/gone/gpu", 10.0)
+    history = pd.concat([history, history.assign(unique_id="c/gone/cpu")], ignore_index=True)
+    empty = pd.DataFrame({"unique_id": pd.Series(dtype=str), "capacity": pd.Series(dtype=float),
+                          "units_per_node": pd.Series(dtype=float)})
+    left = P.make_plan(history, forecast, empty, catalog())["unplanned"]
+    assert left[["unique_id", "not_planned"]].values.tolist() == [["c/gone/gpu", "all"]]
