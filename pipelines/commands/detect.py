@@ -104,9 +104,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from exc
     # the URLs reach the flow through this process's environment, not as flow parameters,
     # which Prefect stores (and shows) in plain text: a webhook's path is often its secret
-    for var, url in (("HEADROOM_ALERT_WEBHOOK", args.webhook), ("HEADROOM_ALERTMANAGER_URL", args.alertmanager)):
-        if url is not None:
-            os.environ[var] = url
+    # (for this run only: a later call in the same process, a test's, must not inherit them)
+    given = {var: url for var, url in (("HEADROOM_ALERT_WEBHOOK", args.webhook),
+                                       ("HEADROOM_ALERTMANAGER_URL", args.alertmanager)) if url is not None}
+    before = {var: os.environ.get(var) for var in given}
+    os.environ.update(given)
     try:
         out = detect_flow(
             db_path=str(settings.db_path), jsonl_path=args.jsonl, detectors=chosen, season_length=args.season_length,
@@ -114,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
         )
     except WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc
+    finally:
+        for var, value in before.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
     from pipelines.commands.summaries import print_result
 
     print_result(out, args.json, "detect")
