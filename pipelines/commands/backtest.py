@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     """Read a long-format CSV/Parquet file into unique_id (str), ds, y (float)."""
+    from forecasters.validation import freq_offset
     from pipelines.commands.errors import CliError
     from pipelines.ingest.tables import read_csv_text, separator_hint, unreadable
 
@@ -97,7 +98,8 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
                               "(2024-01-13T00:00:00Z)" if fmt else ""), 2)
         # daily (or longer) rows are days: read at their local date, so that a DST change,
         # which moves the offset of local midnight, does not move a row off the grid
-        local = _wall_clock(out["ds"], is_time) if _daily_or_longer(freq) else None
+        daily = freq_offset(freq) >= pd.Timedelta(days=1)  # (a fixed length: run() checked it)
+        local = _wall_clock(out["ds"], is_time) if daily else None
         out["ds"] = ds.dt.tz_localize(None) if local is None else local
     y = pd.to_numeric(out["y"], errors="coerce")
     bad = y.isna() & out["y"].notna()
@@ -146,14 +148,6 @@ def _timestamps(ds: pd.Series, typed: bool) -> tuple[pd.Series, str | None]:
 
 
 _OFFSET = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
-
-
-def _daily_or_longer(freq: str) -> bool:
-    offset = pd.tseries.frequencies.to_offset(freq)
-    try:
-        return pd.Timedelta(offset) >= pd.Timedelta(days=1)
-    except ValueError:  # weeks, months: calendar offsets, longer than a day
-        return True
 
 
 def _wall_clock(ds: pd.Series, typed: bool) -> pd.Series | None:

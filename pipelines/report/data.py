@@ -27,13 +27,10 @@ PROVENANCE = ("run_id", "kind", "key", "model_id", "model_note", "generated_at",
               "currency", "unit", "reason")
 CURRENCY = "USD"  # the catalog's prices, as the planner reads them
 UNITS = {"gpu": "GPU", "cpu": "vCPU", "mem": "GiB"}  # demand units per resource
-# why a kind of recommendation has no model: it prices history, not a forecast
-NO_MODEL = {"allocation": "priced on the demand path: the lookback's history and the champions' forecast mean "
-                          "after it, no model of its own",
-            "reservation": "priced on the demand path: the lookback's history and the champions' forecast mean "
-                           "after it, no model of its own",
-            "spot": "priced on the spot prices of price_lookback and the demand path: the lookback's history and "
-                    "the champions' forecast mean after it, no model of its own",
+# why a row has no model: what it was priced on, "{basis}" the demand path's days (see _model_note)
+NO_MODEL = {"allocation": "priced on the demand path: {basis}, no model of its own",
+            "reservation": "priced on the demand path: {basis}, no model of its own",
+            "spot": "priced on the spot prices of price_lookback and the demand path: {basis}, no model of its own",
             "prescale": "no champion forecast for this series: the schedule follows recent demand",
             "unplanned": "not planned: see reason"}
 # AWS Cost Explorer's names for the reservation figures
@@ -250,16 +247,15 @@ def flatten_recommendations(plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def _model_note(kind: str, payload: dict) -> str:
-    """Why a row has no model, and what it was priced on where that is not the usual path."""
-    note = NO_MODEL.get(kind, "no model")
-    if kind not in ("allocation", "reservation", "spot"):
-        return note
+    """Why a row has no model, and the demand path it was priced on: the lookback's history and
+    the forecast after it, the history alone, or the days since a level shift."""
     if payload.get("shift_days") is not None:
-        return note.replace("the lookback's history and the champions' forecast mean after it",
-                            f"the {payload['shift_days']} day(s) since the pool's level shifted")
-    if payload.get("forecast_hours") == 0:
-        return note.replace("and the champions' forecast mean after it", "alone (no forecast beyond the data cutoff)")
-    return note
+        basis = f"the {payload['shift_days']} day(s) since the pool's level shifted"
+    elif payload.get("forecast_hours") == 0:
+        basis = "the lookback's history alone (no forecast beyond the data cutoff)"
+    else:
+        basis = "the lookback's history and the champions' forecast mean after it"
+    return NO_MODEL.get(kind, "no model").format(basis=basis)
 
 
 def export_frame(kind: str, frame: pd.DataFrame) -> pd.DataFrame:

@@ -239,12 +239,10 @@ def cost_panels(alloc: pd.DataFrame) -> tuple[str, list[str]]:
     most MAX_COST_PANELS, the costliest first by their recommended (else cheapest) plan."""
     by = "unique_id" if "unique_id" in alloc.columns else "resource"
     cost = pd.to_numeric(alloc["monthly_cost"], errors="coerce")
-    if "recommended" in alloc.columns:
-        cost = cost.where(alloc["recommended"].eq(True))
-    order = cost.groupby(alloc[by].astype(str)).agg(lambda c: c.min() if c.notna().any() else -1.0)
-    order = order.reset_index().sort_values([order.name, by], ascending=[False, True])
-    shown = order[by].head(MAX_COST_PANELS).tolist()
-    return by, sorted(shown)
+    pool = alloc[by].astype(str)
+    best = cost.where(alloc["recommended"].eq(True)) if "recommended" in alloc.columns else cost
+    order = best.groupby(pool).min().fillna(cost.groupby(pool).min()).fillna(-1.0)
+    return by, sorted(sorted(order.index, key=lambda p: (-order[p], p))[:MAX_COST_PANELS])
 
 
 def cost_figure(alloc: pd.DataFrame) -> plt.Figure:
