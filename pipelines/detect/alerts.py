@@ -26,8 +26,9 @@ Sinks (:mod:`pipelines.detect.sinks`): a JSONL file, a generic JSON webhook and 
 Alertmanager's ``POST /api/v2/alerts``. Alertmanager expects its clients to re-send alerts
 that are still active (Prometheus does every minute) and ends one at its ``endsAt``: so every
 run re-posts the firing alerts it already delivered there, outside the once-only bookkeeping,
-with ``endsAt`` = the later of the run's time plus ``hold`` (1 hour: four runs of the 15-minute
-schedule) and the end of a predicted window. An alert stays active while ``detect`` keeps
+with ``endsAt`` = the later of the run's time (the wall clock's, when a replay runs behind it)
+plus ``hold`` (1 hour: four runs of the 15-minute schedule) and the end of a predicted window.
+An alert stays active while ``detect`` keeps
 running and expires an hour after it stops; the resolution is sent with the time the
 condition cleared. Alertmanager deduplicates re-posts, so receivers are notified once."""
 from __future__ import annotations

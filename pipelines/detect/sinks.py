@@ -9,6 +9,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +30,17 @@ class Sink(Protocol):
     name: str
 
     def send(self, alerts: list[dict[str, object]]) -> None: ...
+
+
+def wall_clock() -> pd.Timestamp:
+    """Now, in UTC."""
+    return pd.Timestamp.now(tz="UTC")
+
+
+def _utc(value: object) -> pd.Timestamp:
+    """A time as UTC-aware (a naive one is UTC, as the warehouse stores them)."""
+    ts = pd.Timestamp(value)  # type: ignore[arg-type]
+    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
 
 
 def _iso(value: object) -> str | None:
@@ -195,6 +207,9 @@ class AlertmanagerSink:
     hold: pd.Timedelta = pd.Timedelta(hours=1)  # a firing alert's endsAt: at least sent_at + hold
     name: str = "alertmanager"
     resends_firing: bool = True
+    # Alertmanager ends an alert at endsAt on its own clock: a replay's run time (the data's
+    # clock, months back) plus hold would arrive already ended, so hold runs from the later
+    clock: Callable[[], pd.Timestamp] = wall_clock
 
     def send(self, alerts: list[dict[str, object]]) -> None:
         body = []
@@ -224,12 +239,12 @@ class AlertmanagerSink:
         if a["status"] == "resolved":
             ends = a["ends_at"]
         else:  # active until the next runs re-send it, and at least to the end of a predicted window
-            held = [pd.Timestamp(a["sent_at"]) + self.hold] if a.get("sent_at") else []  # type: ignore[arg-type]
-            window = [pd.Timestamp(a["window_end"])] if a.get("window_end") else []  # type: ignore[arg-type]
+            held = [max(_utc(a["sent_at"]), _utc(self.clock())) + self.hold] if a.get("sent_at") else []
+            window = [_utc(a["window_end"])] if a.get("window_end") else []
             ends = max(held + window) if held or window else None
         if ends is not None:
             # Alertmanager refuses (400) an alert that ends before it starts, and with it the batch
-            ends = max(pd.Timestamp(ends), pd.Timestamp(a["starts_at"])) if a.get("starts_at") else ends
+            ends = max(_utc(ends), _utc(a["starts_at"])) if a.get("starts_at") else ends
             body["endsAt"] = _iso(ends)
         return body
 

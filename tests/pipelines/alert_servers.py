@@ -15,6 +15,11 @@ T1 = datetime(2026, 1, 10, 12, 15)
 T2 = datetime(2026, 1, 10, 12, 30)
 
 
+def before_t0() -> pd.Timestamp:
+    """A wall clock behind the runs: Alertmanager's endsAt then follows the runs' own clock."""
+    return pd.Timestamp("2026-01-01", tz="UTC")
+
+
 class Recorder:
     """A tiny HTTP endpoint: records JSON bodies; fails the first ``fail`` requests with 503, or
     ``status`` with a web server's HTML error page that echoes the path asked for (``echo``)."""

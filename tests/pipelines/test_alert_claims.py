@@ -9,7 +9,7 @@ import pandas as pd
 from anomaly.alert import Alert
 from pipelines.detect import alerts as al
 from pipelines.store.warehouse import query
-from tests.pipelines.alert_servers import T0, T1, T2, fault, fault_at
+from tests.pipelines.alert_servers import T0, T1, T2, before_t0, fault, fault_at
 
 
 def _claim(run: str, at: datetime, minutes: int = 10) -> al.Claim:
@@ -119,7 +119,7 @@ def test_a_firing_delivered_late_says_what_it_fired_with(con, server, tmp_path):
     escalation critical at 0.9 from warning."""
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
     ontime = al.JsonlSink(tmp_path / "ontime.jsonl", name="ontime")
-    am = al.AlertmanagerSink(server.url, retries=0)
+    am = al.AlertmanagerSink(server.url, retries=0, clock=before_t0)
     warning = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),
                     window_end=pd.Timestamp("2026-01-11"), severity="warning", probability=0.6, summary="maybe")
     critical = Alert(kind="hardware_fault", entity="g1", window_start=pd.Timestamp("2026-01-10"),

@@ -109,3 +109,25 @@ def test_alerts_reach_a_real_alertmanager_and_survive_its_restart(con, tmp_path:
         assert len({a["fingerprint"] for a in got}) == 6
     finally:
         am.stop()
+
+
+def test_a_replayed_alert_is_active_in_alertmanager_until_resolved(con, tmp_path: Path) -> None:
+    """``detect --as-of`` on 2013's data fires on the data's clock; Alertmanager, on its own,
+    shows the alert active (not ended on arrival) until the replay resolves it."""
+    am = Alertmanager(tmp_path)
+    sink = al.AlertmanagerSink(am.url, retries=0)
+    then = datetime(2013, 7, 10, 12, 0)
+    am.start()
+    try:
+        fault = [a for a in _alerts(then, "old") if a.kind == "hardware_fault"]
+        al.sync_alerts(con, "hardware_fault", fault, then, [sink.name])
+        assert al.deliver_pending(con, [sink], then) == {"alertmanager": 1}
+        got = am.alerts()
+        assert [a["labels"]["entity"] for a in got] == ["node-old-gpu0"]
+        assert got[0]["status"]["state"] == "active" and got[0]["startsAt"].startswith("2013-07-10T12:00")
+        later = then + timedelta(minutes=15)
+        al.sync_alerts(con, "hardware_fault", [], later, [sink.name])
+        assert al.deliver_pending(con, [sink], later) == {"alertmanager": 1}
+        assert am.alerts() == []  # resolved at the data's time: no longer active
+    finally:
+        am.stop()

@@ -10,7 +10,7 @@ import pytest
 from anomaly.alert import Alert
 from pipelines.detect import alerts as al
 from pipelines.store.warehouse import query
-from tests.pipelines.alert_servers import T0, T1, T2, Recorder, fault, fault_at
+from tests.pipelines.alert_servers import T0, T1, T2, Recorder, before_t0, fault, fault_at
 
 
 def test_fire_dedup_then_resolve(con):
@@ -108,7 +108,7 @@ def test_unreachable_webhook_keeps_alert_pending(con):
 
 
 def test_alertmanager_v2_payload(con, server):
-    sink = al.AlertmanagerSink(server.url, generator_url="http://headroom/detect", retries=0)
+    sink = al.AlertmanagerSink(server.url, generator_url="http://headroom/detect", retries=0, clock=before_t0)
     al.sync_alerts(con, "hardware_fault", [fault()], T0, [sink.name])
     assert al.deliver_pending(con, [sink], T0) == {"alertmanager": 1}
     al.sync_alerts(con, "hardware_fault", [], T1, [sink.name])
@@ -165,7 +165,7 @@ def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, serv
     endsAt an hour past the run, and for an hour after its end a resolved one (a re-send of
     the firing one still in flight from an overlapping run must not outlive the resolution);
     the other sinks still hear each transition once."""
-    am = al.AlertmanagerSink(server.url, retries=0)
+    am = al.AlertmanagerSink(server.url, retries=0, clock=before_t0)
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
     names = [am.name, jl.name]
     al.sync_alerts(con, "burst", [_burst()], T0, names)
@@ -185,11 +185,27 @@ def test_alertmanager_gets_firing_alerts_again_each_run_until_resolved(con, serv
     assert len(jl.path.read_text().splitlines()) == 2
 
 
+def test_a_replayed_alert_is_held_an_hour_past_the_wall_clock(con, server):
+    """A replay runs on the data's clock, months back; Alertmanager ends an alert at endsAt on
+    its own clock, so a firing one is held an hour past the later of the two (else it
+    arrives already ended) and a resolution keeps the data's time."""
+    wall = pd.Timestamp("2026-06-01 08:00", tz="UTC")
+    sink = al.AlertmanagerSink(server.url, retries=0, clock=lambda: wall)
+    al.sync_alerts(con, "burst", [_burst()], T0, [sink.name])
+    al.deliver_pending(con, [sink], T0)
+    al.sync_alerts(con, "burst", [], T1, [sink.name])
+    al.deliver_pending(con, [sink], T1)
+    (_, firing), (_, resolved) = server.bodies
+    assert firing[0]["startsAt"] == "2026-01-10T12:00:00.000000Z"
+    assert firing[0]["endsAt"] == "2026-06-01T09:00:00.000000Z"
+    assert resolved[0]["endsAt"] == "2026-01-10T12:15:00.000000Z"
+
+
 def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, server, tmp_path):
     """warning -> critical is said once; in Alertmanager the warning label set ends and the
     critical one fires, and the resolution carries the critical labels. A fall back keeps
     the higher severity (and says nothing)."""
-    am = al.AlertmanagerSink(server.url, retries=0)
+    am = al.AlertmanagerSink(server.url, retries=0, clock=before_t0)
     jl = al.JsonlSink(tmp_path / "alerts.jsonl")
     names = [am.name, jl.name]
     for now, alert in ((T0, fault_at("warning", 0.6)), (T1, fault_at("critical", 0.9)),
