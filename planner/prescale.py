@@ -9,7 +9,10 @@ instances are), moved by the change the forecast expects over the lead (so capac
 ahead of the daily and weekly tides the forecast knows), plus ``margin``, the ``q``-quantile
 of how far demand recently ran above that prediction (a conformal bound on what the forecast
 misses). ``q = shortage_cost / (shortage_cost + idle_cost)`` is the newsvendor quantile: the
-level where one more unit's expected shortage saving equals its idle cost. The margin is
+level where one more unit's expected shortage saving equals its idle cost. Capacity comes in
+whole instances, so the need is rounded to the cheaper of the two instance counts around it,
+priced on the same recent misses (rounding up always put a whole idle instance behind a need
+just over a boundary: 4.0011 GPUs on two 4-GPU machines). The margin is
 re-learnt every ``refresh`` from the ``calibration`` window before it. Scale-in waits
 ``stabilization`` (the lower need must hold that long), as Kubernetes' HPA and target
 tracking do.
@@ -83,26 +86,59 @@ def predicted(demand: np.ndarray, forecast: np.ndarray, lag: int) -> np.ndarray:
     return seen + change
 
 
+def misses(demand: np.ndarray, prediction: np.ndarray) -> np.ndarray | None:
+    """How far demand ran above its prediction, step by step (None: fewer than MIN_ERRORS)."""
+    d, p = np.asarray(demand, dtype=float), np.asarray(prediction, dtype=float)
+    ok = np.isfinite(d) & np.isfinite(p)
+    return d[ok] - p[ok] if ok.sum() >= MIN_ERRORS else None
+
+
 def learn_margin(demand: np.ndarray, prediction: np.ndarray, policy: PrescalePolicy) -> float:
     """The ``q``-quantile of demand above its prediction in a window (at least 0); with too
     few errors, ``DEFAULT_SHARE`` of the window's level."""
-    d, p = np.asarray(demand, dtype=float), np.asarray(prediction, dtype=float)
-    ok = np.isfinite(d) & np.isfinite(p)
-    if ok.sum() < MIN_ERRORS:
+    errors = misses(demand, prediction)
+    if errors is None:
+        d = np.asarray(demand, dtype=float)
         level = np.nanmax(d) if np.isfinite(d).any() else 0.0
         return float(DEFAULT_SHARE * level)
-    return max(float(np.quantile(d[ok] - p[ok], policy.quantile)), 0.0)
+    return max(float(np.quantile(errors, policy.quantile)), 0.0)
 
 
-def margin_at(demand: np.ndarray, forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
-              refresh_at: int) -> float:
-    """The margin a refresh at step ``refresh_at`` learns: from the calibration window of
-    demand seen by then (up to ``refresh_at - lead``)."""
+def misses_at(demand: np.ndarray, forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
+              refresh_at: int) -> tuple[float, np.ndarray | None]:
+    """The margin a refresh at step ``refresh_at`` learns, and the misses it learns from: the
+    calibration window of demand seen by then (up to ``refresh_at - lead``)."""
     lag = policy.steps("lead", step)
     known = max(refresh_at - lag + 1, 0)
     lo = max(known - policy.steps("calibration", step), 0)
     pred = predicted(demand[:known], forecast[:known], lag)
-    return learn_margin(demand[lo:known], pred[lo:known], policy)
+    return learn_margin(demand[lo:known], pred[lo:known], policy), misses(demand[lo:known], pred[lo:known])
+
+
+def margin_at(demand: np.ndarray, forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
+              refresh_at: int) -> float:
+    """The margin a refresh at step ``refresh_at`` learns (see :func:`misses_at`)."""
+    return misses_at(demand, forecast, policy, step, refresh_at)[0]
+
+
+def newsvendor_instances(level: np.ndarray, margin: float, errors: np.ndarray | None, instance_units: float,
+                         policy: PrescalePolicy) -> np.ndarray:
+    """Capacity for ``level + margin`` in whole instances: rounded up, or one instance fewer
+    where that costs less on the recent misses (demand = level + a miss): idle units at
+    ``idle_cost``, units short at ``shortage_cost``. Without misses, rounded up."""
+    lvl = np.nan_to_num(np.asarray(level, dtype=float), nan=0.0)
+    up = whole_instances(lvl + margin, instance_units, policy.min_instances)
+    if errors is None or not len(errors):
+        return up
+    down = up - instance_units
+    demand = lvl[:, None] + np.asarray(errors, dtype=float)[None, :]
+
+    def cost(cap: np.ndarray) -> np.ndarray:
+        c = cap[:, None]
+        return (policy.idle_cost * np.clip(c - demand, 0.0, None)
+                + policy.shortage_cost * np.clip(demand - c, 0.0, None)).mean(axis=1)
+    cheaper = (down >= policy.min_instances * instance_units - 1e-9) & (down >= 0) & (cost(down) < cost(up))
+    return np.where(cheaper, down, up)
 
 
 def planned_capacity(demand: np.ndarray, live_forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
@@ -113,13 +149,13 @@ def planned_capacity(demand: np.ndarray, live_forecast: np.ndarray, policy: Pres
     d, f = np.asarray(demand, dtype=float), np.asarray(live_forecast, dtype=float)
     lag, every = policy.steps("lead", step), policy.steps("refresh", step)
     pred = predicted(d, f, lag)
-    need = np.zeros(len(d))
+    cap = np.zeros(len(d))
     for s in range(start, len(d), every):
         e = min(s + every, len(d))
-        need[s:e] = np.nan_to_num(pred[s:e], nan=0.0) + margin_at(d, f, policy, step, s)
+        margin, errors = misses_at(d, f, policy, step, s)
+        cap[s:e] = newsvendor_instances(pred[s:e], margin, errors, instance_units, policy)
     if start > 0:
-        need[:start] = need[start]
-    cap = whole_instances(need, instance_units, policy.min_instances)
+        cap[:start] = cap[start] if start < len(d) else 0.0
     return stabilized(cap, policy.steps("stabilization", step))
 
 
@@ -147,13 +183,13 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
     if not np.isfinite(mean).all():
         raise ValueError(f"forecast of {fc['unique_id'].iloc[0]!r} has NaN or infinite values")
     step = pd.Timedelta(pd.Series(fc["ds"]).diff().median()) if len(fc) > 1 else pd.Timedelta("1h")
-    margin = DEFAULT_SHARE * float(np.clip(mean, 0, None).max())
+    margin, errors = DEFAULT_SHARE * float(np.clip(mean, 0, None).max()), None
     if recent is not None and len(recent) > 1:
         r = recent.sort_values("ds")
         r_step = pd.Timedelta(pd.Series(r["ds"]).diff().median())
         y = r["y"].to_numpy(dtype=float)
         live = r["forecast"].to_numpy(dtype=float) if "forecast" in r else np.full(len(r), np.nan)
-        margin = margin_at(y, live, policy, r_step, len(y))
+        margin, errors = misses_at(y, live, policy, r_step, len(y))
     level = np.clip(mean, 0, None)
     raised = np.zeros(len(mean), dtype=bool)
     if floor is not None:
@@ -161,7 +197,8 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
         raised = np.isfinite(f) & (f > level)
         level = np.where(raised, f, level)
     need = level + margin
-    own = whole_instances(need, units_per_instance, policy.min_instances)
+    own = newsvendor_instances(level, margin, errors, units_per_instance, policy)
+    down = own < whole_instances(need, units_per_instance, policy.min_instances) - 1e-9
     lead = policy.steps("lead", step)
     ahead = pd.Series(own[::-1]).rolling(lead + 1, min_periods=1).max().to_numpy()[::-1]
     target = stabilized(np.concatenate([[float(capacity)], ahead]), policy.steps("stabilization", step))[1:]
@@ -178,15 +215,19 @@ def prescale_schedule(forecast: pd.DataFrame, capacity: float, units_per_instanc
             return (f"{level[k]:.1f} (the level demand rose to; the forecast says {mean[k]:.1f})" if raised[k]
                     else f"{mean[k]:.1f}")
         what = ["level" if r else "forecast" for r in raised]
+
+        def rounded(k: int) -> str:  # the newsvendor's rounding down, where it took it
+            return (" (rounded down: on recent misses one more instance idles at a higher cost than the "
+                    "shortage it saves)" if down[k] else "")
         if j is None:
             why = (f"holds {size} until the forecast stays lower for {policy.stabilization} (here {said(i)} "
                    f"+ {margin:.1f} needs {own[i] / units_per_instance:.0f})")
         elif j == i:
-            why = f"{what[i]} {said(i)} + {margin:.1f} needs {size}"
+            why = f"{what[i]} {said(i)} + {margin:.1f} needs {size}{rounded(i)}"
         else:
             early = (fc["ds"][j] - ts) / pd.Timedelta(minutes=1)
-            why = (f"the {what[j]} at {pd.Timestamp(fc['ds'][j]):%H:%M}, {said(j)} + {margin:.1f}, needs {size}, "
-                   f"raised {early:g} min ahead of it")
+            why = (f"the {what[j]} at {pd.Timestamp(fc['ds'][j]):%H:%M}, {said(j)} + {margin:.1f}, needs {size}"
+                   f"{rounded(j)}, raised {early:g} min ahead of it")
         reason = (f"{why} (margin: the {policy.quantile:.0%} quantile of recent demand above its prediction); "
                   f"between forecasts the pool follows demand seen {policy.lead} late, scaling in after "
                   f"{policy.stabilization}")

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planner.prescale import PrescalePolicy, planned_capacity, predicted, prescale_schedule
+from planner.prescale import PrescalePolicy, newsvendor_instances, planned_capacity, predicted, prescale_schedule
 from planner.replay import ReplaySpan, frontier_verdict, replay_table
 from planner.scaling import ReactivePolicy, reactive_capacity, score, stabilized, whole_instances
 
@@ -114,3 +114,24 @@ def test_the_schedule_holds_the_forecast_plus_the_learnt_margin_in_whole_instanc
     assert held["target_capacity"].tolist()[4] == 40.0
     assert held["reason"].iloc[4].startswith("holds 5 instance(s) until the forecast stays lower for 2h (here 10.0 "
                                              "+ 0.0 needs 2)")
+
+
+def test_a_need_just_over_an_instance_rounds_down_when_the_misses_say_so() -> None:
+    """4.0011 GPUs on 4-GPU machines: a second machine idles 3.999 GPUs to save a miss that
+    recent demand shows rarely (1 in 200, 0.5 GPU): one machine; where misses are frequent and
+    large, two."""
+    policy = PrescalePolicy()  # shortage 99x idle
+    rare = np.r_[np.zeros(199), 0.5]
+    assert newsvendor_instances(np.array([4.0]), 0.0011, rare, 4.0, policy).tolist() == [4.0]
+    often = np.r_[np.zeros(150), np.full(50, 2.0)]
+    assert newsvendor_instances(np.array([4.0]), 0.0011, often, 4.0, policy).tolist() == [8.0]
+    assert newsvendor_instances(np.array([4.0]), 0.0011, None, 4.0, policy).tolist() == [8.0]  # no misses: up
+    assert newsvendor_instances(np.array([0.5]), 0.0, rare, 4.0, policy).tolist() == [4.0]  # min_instances holds
+    # the plan's schedule says where it took the lower count
+    ds = pd.date_range("2026-01-05", periods=2, freq="h")
+    fc = pd.DataFrame({"unique_id": "c/p/gpu", "ds": ds, "mean": [4.0011, 4.0011]})
+    t = pd.date_range("2026-01-01", periods=500, freq="5min")
+    recent = pd.DataFrame({"ds": t, "y": 4.0 + (np.arange(500) % 250 == 0) * 0.5, "forecast": 4.0})
+    out = prescale_schedule(fc, capacity=8.0, units_per_instance=4.0, recent=recent)
+    assert out["target_capacity"].tolist() == [4.0, 4.0]
+    assert "rounded down" in out["reason"].iloc[0]
