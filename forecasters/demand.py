@@ -155,8 +155,11 @@ def _warn_mass_silence(uid: str, grid: pd.DatetimeIndex, silent: np.ndarray, exp
     runs = list(zip(edges[::2], edges[1::2]))
     a, b = max(runs, key=lambda r: r[1] - r[0])
     # with every node silent no step has a reading: a gap, filled as gaps are, not a drop
-    effect = ("no node reported: they are missing, filled as gaps are" if (silent[a:b] >= expected[a:b]).all()
-              else "count only the nodes that reported, a drop in demand that forecasts and plans will learn")
+    none = silent[a:b] >= expected[a:b]
+    drop = "count only the nodes that reported, a drop in demand that forecasts and plans will learn"
+    effect = ("no node reported: they are missing, filled as gaps are" if none.all() else
+              f"in {int(none.sum())} of them no node reported (missing, filled as gaps are); the others {drop}"
+              if none.any() else drop)
     log.warning("demand %s: %d of %d nodes silent together from %s to %s, all reporting again after (%d such "
                 "stretch(es)): a monitoring outage? Those %ss %s", uid, int(silent[a:b].max()),
                 int(expected[a:b].max()), grid[a], grid[b - 1], len(runs), _unit(step), effect)

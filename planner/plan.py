@@ -317,11 +317,13 @@ def make_plan(
         if policy.offers.regions is None and not policy.offers.any_region and resource not in nowhere:
             # as qualifying_offers reads the fleet's home: the regions of its private machines of the resource
             own = catalog.loc[(catalog["location"] == "private") & (catalog["resource"] == resource), "region"]
-            if len(own) and not any(continent(r) for r in own.astype(str)):
+            if not any(continent(r) for r in own.astype(str)):
                 nowhere.add(resource)
-                log.warning("the fleet's own %s machines are in %s, of no continent headroom knows: public offers and "
-                            "spot markets from any region qualify (set [offers] regions in the plan config to keep "
-                            "them near)", resource, ", ".join(sorted(set(own.astype(str)))[:3]))
+                where = (f"the fleet's own {resource} machines are in {', '.join(sorted(set(own.astype(str)))[:3])}, "
+                         "of no continent headroom knows" if len(own)
+                         else f"the catalog has no private {resource} machine to say where the fleet is")
+                log.warning("%s: public offers and spot markets from any region qualify (set [offers] regions in the "
+                            "plan config to keep them near)", where)
         pool = row.pool_id.split("/")[-1]
         mine = history.loc[history["unique_id"] == uid].sort_values("ds")
         shift = level_shift(mine["ds"], mine["y"].to_numpy(dtype=float))

@@ -67,7 +67,7 @@ def run_ingest(args: argparse.Namespace) -> int:
                 print(f"{r.path}: " + (skipped_text(0) if r.rows_read == 0 else
                                        f"skipped, already ingested as batch {r.batch_id}"))
                 continue
-            print(f"{r.path}: {ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected, r.swallowed)} [{r.fmt}]")
+            print(f"{r.path}: {ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected, r.swallowed, r.reject_lines)} [{r.fmt}]")
             for reason in r.sample_reasons:
                 print(f"  {reason}")
             if (args.cluster, args.pool) != ("default", "default") and r.fmt not in LABELLED:

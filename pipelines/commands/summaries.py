@@ -42,7 +42,9 @@ def ingest_file_lines(r: dict) -> list[str]:
 
     if r["status"] == "skipped":
         return [f"  {r['path']}: {skipped_text(r['rows_read'])}"]
-    return [f"  {r['path']}: {counts_text(r['rows_read'], r['rows_loaded'], r['rows_rejected'], r.get('swallowed') or ())}",
+    counts = counts_text(r["rows_read"], r["rows_loaded"], r["rows_rejected"], r.get("swallowed") or (),
+                         r.get("reject_lines") or 0)
+    return [f"  {r['path']}: {counts}",
             *(f"    {reason}" for reason in r.get("sample_reasons") or [])]
 
 
@@ -83,7 +85,7 @@ def model_line(m: dict) -> str:
         return f"reused (trained {m.get('trained_at')})"
     if m.get("model") == "retrained":
         return f"retrained ({m.get('why')})"
-    return f"none yet ({m.get('why')}; nothing to learn from yet)"
+    return f"none yet ({m.get('why')})"
 
 
 def detect_lines(d: dict) -> list[str]:

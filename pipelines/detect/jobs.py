@@ -92,7 +92,10 @@ def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_
                               else "none"}
     if why is not None:
         out["why"] = why
-    if row is not None:
+    if row is None:  # nothing learnt: say from what, as the fault line does
+        with open_warehouse(db_path, read_only=True) as con:
+            out["why"] = steps.no_spike_model_note(*detection.spike_input_counts(con, until))
+    else:
         out.update(model_id=row["model_id"], trained_at=row["created_at"].isoformat(sep=" ", timespec="minutes"))
     return out
 

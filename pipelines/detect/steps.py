@@ -341,6 +341,12 @@ def no_fault_model_note(telemetry_rows: int, failures: int) -> str:
             f"telemetry row(s) and {failures:,} failure(s); a failure must fall a horizon inside the telemetry)")
 
 
+def no_spike_model_note(price_rows: int, markets: int) -> str:
+    """Why no spike model rates the markets: what it learns from, and how much the warehouse holds."""
+    return (f"no spike model yet: it learns from spot-price history with both spikes and calm hours in it (the "
+            f"warehouse holds {price_rows:,} spot-price row(s) in {markets:,} market(s))")
+
+
 def fault_threshold_note(model: FaultPredictor | None, policy: FaultPolicy) -> str | None:
     """One line when the model's alert threshold fell back to the best F1 (target precision out
     of reach on its out-of-fold scores) or it will not alert because no threshold beat chance,

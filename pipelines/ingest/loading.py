@@ -51,17 +51,21 @@ class IngestResult:
     status: str  # loaded | skipped | rejected (strict mode: nothing written)
     sample_reasons: tuple[str, ...] = ()
     swallowed: tuple[tuple[int, int], ...] = ()  # (line, lines after it) of each unterminated quote
+    reject_lines: int = 0  # lines in ``rejects``: one per line, fewer than rows where a line gave several
 
 
-def counts_text(read: int, loaded: int, rejected: int, swallowed: tuple[tuple[int, int], ...] | list = ()) -> str:
+def counts_text(read: int, loaded: int, rejected: int, swallowed: tuple[tuple[int, int], ...] | list = (),
+                reject_lines: int = 0) -> str:
     """``read N, loaded N, rejected N`` and, when rows repeat what was loaded already (in this
-    file or before), how many; and the lines an unterminated quote swallowed (they are no
-    rows at all, so the counts alone would hide them)."""
+    file or before), how many; the lines in ``rejects`` where a line gave several rows (a GWA
+    line: cpu and mem); and the lines an unterminated quote swallowed (they are no rows at
+    all, so the counts alone would hide them)."""
     same = read - loaded - rejected
+    on = f" row(s) on {reject_lines} line(s)" if reject_lines and reject_lines != rejected else ""
     extra = f", {same} row(s) repeating one already loaded (in this file or before)" if same > 0 else ""
     for line, lines in (s for s in swallowed if s[1]):
         extra += f"; 1 reject swallowed {lines} line(s) after an unterminated quote at line {line}"
-    return f"read {read}, loaded {loaded}, rejected {rejected}{extra}"
+    return f"read {read}, loaded {loaded}, rejected {rejected}{on}{extra}"
 
 
 class StrictModeError(Exception):
@@ -230,7 +234,7 @@ def ingest_file(
     reasons = tuple(f"line {r.line}: {printable(r.reason)}" for r in rejects.head(5).itertuples())
     swallowed = () if rejects.empty else tuple(s for r in rejects["reason"] if (s := csv_lines.swallowed_by(r)))
     result = IngestResult(str(path), spec.kind, raw.fmt, batch_id, sha, raw.rows_read, n_good, rows_rejected,
-                          "loaded", reasons, swallowed)
+                          "loaded", reasons, swallowed, len(rejects))
     if strict and rows_rejected:
         _drop_staging(con)
         raise StrictModeError(IngestResult(**{**result.__dict__, "rows_loaded": 0, "status": "rejected"}))

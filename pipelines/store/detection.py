@@ -180,6 +180,13 @@ def fault_input_counts(con: duckdb.DuckDBPyConnection, until: datetime | None = 
     return int(row[0]), int(row[1])
 
 
+def spike_input_counts(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> tuple[int, int]:
+    """Spot-price rows and markets (none after ``until``): what a spike model learns from."""
+    row = con.execute("SELECT count(*), count(DISTINCT (provider, region, zone, instance_type, product)) "
+                      "FROM spot_prices WHERE ts <= ?", [_upto(until)]).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def failures(con: duckdb.DuckDBPyConnection, until: datetime | None = None) -> pd.DataFrame:
     """All recorded hardware failures (at or before ``until``)."""
     return query(con, "SELECT ts, device_id, node_id, failure_type FROM failures WHERE ts <= ? ORDER BY ts",

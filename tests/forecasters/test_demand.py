@@ -51,6 +51,12 @@ def test_most_nodes_silent_together_and_back_is_said_to_look_like_an_outage(capl
              for k in range(2) for i, h in enumerate(hours) if not 30 <= i < 40])))
     assert "2 of 2 nodes silent together" in caplog.text and "no node reported: they are missing" in caplog.text
     assert "a drop in demand" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # all silent for 10 of 20 hours, one node of four for the rest
+        demand.regularize(demand.sum_nodes(pd.DataFrame(
+            [{"unique_id": "c/p/cpu", "node_id": f"n{k}", "ds": h, "used": 10.0}
+             for k in range(4) for i, h in enumerate(hours) if not (30 <= i < 50 and (k > 0 or 35 <= i < 45))])))
+    assert "in 10 of them no node reported (missing, filled as gaps are); the others count only" in caplog.text
 
 
 def test_hours_most_nodes_have_not_reported_yet_are_dropped() -> None:

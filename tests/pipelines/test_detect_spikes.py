@@ -131,3 +131,17 @@ def test_a_live_model_stands_past_its_age_until_an_input_comes_in(db_path: Path,
     assert (again["model"], again["why"], fits[0]) == ("retrained", "the model is 3d old; retrain age 1d", 2)
     assert again["model_id"] == first["model_id"] and again["trained_at"] > first["trained_at"]
     assert jobs.train_fault_model(str(db_path), now + 3 * day, FaultPolicy(), "1D")
+
+
+def test_a_warehouse_without_spot_prices_is_told_what_the_spike_model_lacks(prefect_harness, db_path: Path,
+                                                                          fleet):
+    from pipelines.commands.summaries import detect_lines
+
+    no_prices = {**fleet, "spot_prices": fleet["spot_prices"].iloc[:0]}
+    with warehouse.open_warehouse(db_path) as con:
+        load(con, no_prices)
+    end = fleet["utilization"]["ts"].max().to_pydatetime()
+    out = detect_flow(str(db_path), now=end, detectors=["spikes"])
+    assert out["spikes"]["model"]["model"] == "none"
+    assert ("spike model: none yet (no spike model yet: it learns from spot-price history with both spikes and "
+            "calm hours in it (the warehouse holds 0 spot-price row(s) in 0 market(s)))") in "\n".join(detect_lines(out))

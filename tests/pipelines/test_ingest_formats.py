@@ -191,6 +191,20 @@ def test_gwa_t12_never_loads_megahertz_as_cores(con, tmp_path):
     assert (again.rows_read, again.rows_loaded) == (r.rows_read, 0) and len(rejects(con)) == 1
 
 
+def test_gwa_t12_counts_say_rows_and_the_lines_rejects_holds(con, tmp_path):
+    """A GWA line is two rows (cpu, mem); a line with both bad is one reject: the counts said
+    "rejected 3" beside 2 lines in rejects."""
+    text = ("Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"
+            "Memory capacity provisioned [KB];\tMemory usage [KB]\n"
+            "1372629804;\t4;\t0;\t2;\t0;\t8388608.0;\tx\n"
+            "1372630104;\t4;\t0;\t2;\t0;\t8388608.0;\t1048576.0\n")
+    r = ingest.ingest_file(con, write(tmp_path / "9.csv", text), "utilization", cluster="b", pool="p")
+    assert (r.rows_read, r.rows_rejected, r.reject_lines) == (4, 3, 2) and len(rejects(con)) == 2
+    said = ingest.counts_text(r.rows_read, r.rows_loaded, r.rows_rejected, r.swallowed, r.reject_lines)
+    assert said == "read 4, loaded 1, rejected 3 row(s) on 2 line(s)"
+    assert ingest.counts_text(4, 1, 3) == "read 4, loaded 1, rejected 3"
+
+
 def test_prometheus_series_that_map_to_nothing_are_said(con, tmp_path, caplog):
     noname = [{"metric": {"Hostname": "n1", "gpu": "0"}, "values": [[1767225600, "50"]]}]
     p = tmp_path / "noname.json"

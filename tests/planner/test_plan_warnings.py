@@ -117,6 +117,11 @@ def test_a_fleet_of_no_known_continent_is_told_public_offers_come_from_anywhere(
     with caplog.at_level("WARNING", logger="planner.plan"):
         P.make_plan(history, forecast, capacity, cpu_us)
     assert "the fleet's own gpu machines are in dc" in caplog.text
+    caplog.clear()  # no private gpu machine at all: nothing says where the fleet is either
+    public_only = catalog().loc[lambda c: ~((c["location"] == "private") & (c["resource"] == "gpu"))]
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        P.make_plan(history, forecast, capacity, public_only)
+    assert "the catalog has no private gpu machine to say where the fleet is: public offers" in caplog.text
 
 
 def test_each_row_says_the_days_and_the_forecast_it_was_priced_on() -> None:
