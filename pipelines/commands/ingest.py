@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 
 from pipelines.ingest.contract import KINDS
 from pipelines.ingest.registry import NAMES as FORMATS
@@ -47,11 +48,12 @@ def run_ingest(args: argparse.Namespace) -> int:
         con = warehouse.connect(settings.db_path, lock_timeout_s=settings.lock_timeout_s)
     except warehouse.WarehouseLockedError as exc:
         raise CliError(str(exc), 1) from exc
+    run_id = uuid.uuid4().hex  # this command's files, for status's "in the last ingest"
     try:
         for path in paths:
             try:
                 r = ingest.ingest_file(con, path, args.kind, args.fmt, strict=args.strict,
-                                       cluster=args.cluster, pool=args.pool)
+                                       cluster=args.cluster, pool=args.pool, run_id=run_id)
             except ingest.IngestFileError as exc:
                 print(f"error: {exc}")
                 code = max(code, exc.code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -35,10 +36,12 @@ def _io_only(_task: object, _run: TaskRun, state: State) -> bool:
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=_io_only, task_run_name="ingest {kind}: {path}")
 def ingest_file_task(db_path: str, path: str, kind: str, fmt: str = "auto", strict: bool = False,
-                     cluster: str = "default", pool: str = "default", lock_timeout_s: float | None = None) -> dict:
+                     cluster: str = "default", pool: str = "default", lock_timeout_s: float | None = None,
+                     run_id: str | None = None) -> dict:
     """Ingest one file; returns the IngestResult as a dict."""
     with warehouse.open_warehouse(db_path, lock_timeout_s=lock_timeout_s) as con:
-        return asdict(ingest.ingest_file(con, path, kind, fmt, strict=strict, cluster=cluster, pool=pool))
+        return asdict(ingest.ingest_file(con, path, kind, fmt, strict=strict, cluster=cluster, pool=pool,
+                                         run_id=run_id))
 
 
 @task
@@ -68,6 +71,7 @@ def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_tim
     the flow fails at the end naming the files that did not go in, which are tried again
     next time."""
     results, failed = [], []
+    run_id = uuid.uuid4().hex  # the files of this run, for status's "in the last ingest"
     known = unchanged_task(db_path, inputs, lock_timeout_s) if inputs else {}
     for i, item in enumerate(inputs):
         started = time.monotonic()
@@ -78,7 +82,8 @@ def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_tim
         try:
             results.append(
                 ingest_file_task(db_path, str(item["path"]), item["kind"], item.get("format", "auto"), strict,
-                                 item.get("cluster", "default"), item.get("pool", "default"), lock_timeout_s)
+                                 item.get("cluster", "default"), item.get("pool", "default"), lock_timeout_s,
+                                 run_id)
             )
         except (ingest.IngestFileError, ingest.StrictModeError) as exc:
             if not keep_going:

@@ -171,9 +171,11 @@ def ingest_file(
     strict: bool = False,
     cluster: str = "default",
     pool: str = "default",
+    run_id: str | None = None,
 ) -> IngestResult:
     """Ingest one file in one transaction. Raises IngestFileError (unusable file, nothing
-    written) or StrictModeError (bad rows under ``strict``, nothing written)."""
+    written) or StrictModeError (bad rows under ``strict``, nothing written). ``run_id`` names
+    the ingest (a command or flow run) the batch comes in with."""
     path = Path(path)
     spec = spec_for(kind)
     if not path.is_file():
@@ -243,10 +245,10 @@ def ingest_file(
         _write_rejects(con, batch_id, path, rejects)
         con.execute(
             "INSERT INTO ingest_batches (batch_id, kind, source_format, path, sha256, rows_read, rows_loaded, "
-            "rows_rejected, status, started_at, finished_at, labels, file_size, file_mtime_ns) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'loaded', ?, now()::TIMESTAMP, ?, ?, ?)",
+            "rows_rejected, status, started_at, finished_at, labels, file_size, file_mtime_ns, run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'loaded', ?, now()::TIMESTAMP, ?, ?, ?, ?)",
             [batch_id, spec.kind, raw.fmt, str(path), sha, raw.rows_read, n_good, rows_rejected, started,
-             labels if raw.fmt in registry.LABELLED else None, stat.st_size, stat.st_mtime_ns],
+             labels if raw.fmt in registry.LABELLED else None, stat.st_size, stat.st_mtime_ns, run_id],
         )
     _drop_staging(con)
     log.info("ingested %s: read %d loaded %d rejected %d", path, raw.rows_read, n_good, rows_rejected)

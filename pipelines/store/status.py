@@ -41,11 +41,14 @@ def sources(con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict]:
 
 
 LAST_RUNS_SQL = {
-    # the last ingest: its files' batches follow each other within a minute (no run id is kept)
-    "ingest": "WITH b AS (SELECT started_at, finished_at, CASE WHEN started_at - lag(finished_at) OVER "
+    # the last ingest: the batches of the newest batch's run; before runs were kept (run_id
+    # NULL), the batches that follow each other within a minute
+    "ingest": "WITH b AS (SELECT started_at, finished_at, {run_id} AS run_id, CASE WHEN started_at - lag(finished_at) OVER "
               "(ORDER BY started_at, finished_at) > INTERVAL 60 SECOND THEN 1 ELSE 0 END AS new FROM ingest_batches), "
-              "s AS (SELECT finished_at, sum(new) OVER (ORDER BY started_at, finished_at) AS run FROM b) "
-              "SELECT max(finished_at), count(*) FILTER (WHERE run = (SELECT max(run) FROM s)) FROM s",
+              "s AS (SELECT finished_at, run_id, sum(new) OVER (ORDER BY started_at, finished_at) AS run FROM b), "
+              "last AS (SELECT run_id, run FROM s ORDER BY finished_at DESC LIMIT 1) "
+              "SELECT max(finished_at), count(*) FILTER (WHERE CASE WHEN (SELECT run_id FROM last) IS NULL "
+              "THEN run = (SELECT run FROM last) ELSE run_id = (SELECT run_id FROM last) END) FROM s",
     "train": "SELECT max(created_at), count(*) FILTER (WHERE is_champion) FROM models WHERE kind NOT IN " + DETECTORS,
     "plan": "SELECT max(created_at), count(DISTINCT run_id) FROM recommendations",
     "detect": "SELECT (SELECT max(t) FROM (SELECT updated_at AS t FROM alerts UNION ALL SELECT updated_at "
@@ -68,6 +71,10 @@ def last_runs(con: duckdb.DuckDBPyConnection) -> list[dict]:
     and on which clock (``CLOCK``)."""
     out = []
     for flow, sql in LAST_RUNS_SQL.items():
+        if flow == "ingest":  # a warehouse from before schema 100, read unmigrated, has no run_id
+            has_run = warehouse.has_table(con, "ingest_batches") and "run_id" in warehouse.table_columns(
+                con, "ingest_batches")
+            sql = sql.format(run_id="run_id" if has_run else "NULL::VARCHAR")
         at, count = con.execute(sql).fetchone() if warehouse.has_table(con, LAST_RUNS_TABLE[flow]) else (None, 0)
         out.append({"flow": flow, "last_written": _ts(at), "clock": CLOCK[flow], "count": int(count or 0)})
     batches = warehouse.query(con, "SELECT status, count(*) AS n, sum(rows_loaded) AS loaded, sum(rows_rejected) "

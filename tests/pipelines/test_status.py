@@ -104,6 +104,21 @@ def test_the_last_ingest_counts_every_file_it_loaded(db_path: Path, capsys: pyte
     assert runs["ingest"]["count"] == 3
 
 
+def test_two_ingests_seconds_apart_are_two(db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Two `headroom ingest` commands six seconds apart were counted one ingest of both files;
+    each command is its own run now."""
+    for i in range(3):
+        (tmp_path / f"u{i}.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n"
+                                            f"2026-03-10T0{i}:00:00Z,c,p,n1,cpu,1,8\n")
+    assert cli.main(["ingest", "--db", str(db_path), "--kind", "utilization", str(tmp_path / "u0.csv")]) == 0
+    assert cli.main(["ingest", "--db", str(db_path), "--kind", "utilization", str(tmp_path / "u1.csv"),
+                     str(tmp_path / "u2.csv")]) == 0
+    capsys.readouterr()
+    cli.main(["status", "--db", str(db_path), "--now", NOW, "--json"])
+    runs = {r["flow"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs["ingest"]["count"] == 2
+
+
 def test_a_warehouse_behind_the_schema_is_one_line_for_a_reader(tmp_path: Path, capsys) -> None:
     """A warehouse made by an older headroom (only the first migrations): status and report,
     which never migrate, name what it lacks instead of a DuckDB traceback."""
