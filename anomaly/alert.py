@@ -25,6 +25,9 @@ class Alert:
     summary: str = ""
     runbook: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
+    # the fingerprint of the firing alert this one goes on (a prediction renewed into the next
+    # window keeps its alert: see pipelines.detect.alerts); None: its own
+    key: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -44,7 +47,9 @@ class Alert:
 
     @property
     def fingerprint(self) -> str:
-        """A stable 16-hex-digit id from kind, entity and window."""
+        """A stable 16-hex-digit id from kind, entity and window (or the alert it goes on)."""
+        if self.key is not None:
+            return self.key
         key = "|".join(
             [self.kind, self.entity, self.window_start.isoformat(), self.window_end.isoformat()]
         )

@@ -64,6 +64,10 @@ class SpikeGridTooLarge(ValueError):
     """The regular grid of the spot prices would not fit in memory at this frequency."""
 
 
+class NoGridStep(ValueError):
+    """No spot-price series reaches one step of the grid (a feed's first half-hour)."""
+
+
 def _short(step: pd.Timedelta) -> str:
     """``1h``, ``1d`` or ``15min`` for a grid step."""
     for unit, size in (("d", pd.Timedelta(days=1)), ("h", pd.Timedelta(hours=1)), ("min", pd.Timedelta(minutes=1))):
@@ -103,7 +107,7 @@ def resample_prices(prices: pd.DataFrame, freq: str, end: pd.Timestamp | None = 
         part["region"] = g["region"].iloc[-1] if "region" in g.columns else ""
         parts.append(part)
     if not parts:
-        raise ValueError("no spot-price series long enough for one grid step")
+        raise NoGridStep("no spot-price series long enough for one grid step")
     out = pd.concat(parts, ignore_index=True)
     return out[[*SERIES_KEY, "region", "ts", "price"]]
 

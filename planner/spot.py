@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from anomaly.spike_features import SERIES_KEY, resample_prices
+from anomaly.spike_features import SERIES_KEY, NoGridStep, resample_prices
 from planner.cost import CostPolicy, Offer
 from planner.validation import require_columns
 
@@ -75,7 +75,10 @@ def market_stats(prices: pd.DataFrame, lookback: str, on_demand: pd.DataFrame | 
     # only the window matters: its changes, and the price each series held as it opened
     before = prices[prices["ts"] <= start].sort_values("ts").groupby(SERIES_KEY, sort=False).tail(1)
     window = pd.concat([before.assign(ts=start), prices[(prices["ts"] > start) & (prices["ts"] <= stop)]])
-    grid = resample_prices(window, "1h", stop)
+    try:
+        grid = resample_prices(window, "1h", stop)
+    except NoGridStep:  # no market priced at a whole hour of the window yet
+        return pd.DataFrame(columns=MARKET_COLUMNS)
     recent = grid[grid["ts"] > start]
     if on_demand is not None and not on_demand.empty:
         on_demand = on_demand[on_demand["on_demand_price"] > 0]

@@ -135,6 +135,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 raise ValueError("--test-devices is for --split time; --split device holds out every device in turn")
             if args.device_folds < 2:
                 raise ValueError(f"--device-folds must be >= 2, got {args.device_folds}")
+            n_devices = telemetry["device_id"].astype(str).nunique()
+            if args.device_folds > n_devices:  # a group a device: as many folds as devices
+                print(f"note: --device-folds {args.device_folds} is more than the {n_devices} device(s) in "
+                      f"{args.telemetry}: {n_devices} fold(s), one device each", file=sys.stderr)
             metrics = evaluate_faults_by_device(telemetry, failures, policy, args.device_folds, events, devices,
                                                 n_jobs=jobs)
         else:

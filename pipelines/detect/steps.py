@@ -21,7 +21,7 @@ from anomaly.base import rough_duration, short_duration
 from anomaly.cusum import MIN_RESIDUALS, CusumDetector, CusumPolicy, CusumState
 from anomaly.fault_features import FaultPolicy, build_fault_features, feature_span, label_failures
 from anomaly.faults import FaultPredictor
-from anomaly.spike_features import SERIES_KEY, SpikePolicy, build_spike_frame
+from anomaly.spike_features import SERIES_KEY, NoGridStep, SpikePolicy, build_spike_frame
 from anomaly.spikes import SpikePredictor, market_probabilities
 from pipelines.runtime.settings import Settings
 from pipelines.store import detection
@@ -369,7 +369,10 @@ def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePol
     """Fit on the grid rows whose label is known; (None, None) when there is nothing to learn."""
     if prices.empty:
         return None, None
-    frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
+    try:
+        frame = build_spike_frame(prices, policy, on_demand if not on_demand.empty else None)
+    except NoGridStep:  # prices yet to reach one grid step: nothing to learn, as with none
+        return None, None
     labelled = frame[frame["label"].notna()]
     if labelled["label"].nunique() < 2:
         log.info("spike model not trained: labels have a single class")
@@ -383,7 +386,10 @@ def score_spikes(model: SpikePredictor, prices: pd.DataFrame, on_demand: pd.Data
     or above the threshold."""
     if prices.empty or (at is not None and prices["ts"].min() > at):
         return []
-    latest = market_probabilities(model, prices, on_demand, policy, at)
+    try:
+        latest = market_probabilities(model, prices, on_demand, policy, at)
+    except NoGridStep:  # no market has a price at a grid step yet: none to rate
+        return []
     horizon = pd.Timedelta(policy.horizon)
     alerts = []
     for r, p in zip(latest.itertuples(index=False), latest["p_spike"].to_numpy()):

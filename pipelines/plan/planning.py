@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from anomaly.spike_features import SpikeGridTooLarge, SpikePolicy
+from anomaly.spike_features import NoGridStep, SpikeGridTooLarge, SpikePolicy
 from anomaly.spikes import market_probabilities
 from pipelines.runtime.money import money
 from pipelines.store import demand, detection, warehouse
@@ -94,7 +94,7 @@ def load_inputs(con: duckdb.DuckDBPyConnection, lookback_days: int = 28,
         try:
             if model is not None and (cutoff is None or spot["ts"].min() <= cutoff):
                 probs = market_probabilities(model, spot, detection.on_demand(con), SpikePolicy(), at=cutoff)
-        except SpikeGridTooLarge as exc:
+        except (SpikeGridTooLarge, NoGridStep) as exc:
             log.warning("spot markets not rated for spikes: %s", exc)
     recent = demand.recent_at_resolution(con, pd.Timedelta(calibration))
     return PlanInputs(history, forecast, capacity, catalog, cutoff, spot, probs, recent, lookback_days)

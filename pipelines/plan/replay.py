@@ -182,7 +182,7 @@ def rule_text(policy: PrescalePolicy, unit_price: float | None = None) -> str:
     """The pre-scaling rule in a line, as a replay stores it (with the price its cost_usd is at)."""
     text = (f"lead {policy.lead}, {policy.quantile:.0%} quantile of misses over {policy.calibration}, refreshed "
             f"every {policy.refresh}, scale-in after {policy.stabilization}, at least {policy.min_instances} "
-            "instance(s)")
+            "instance(s), rounded to the cheaper whole count on the misses")
     return text if unit_price is None else f"{text}; cost_usd at ${unit_price:.4g} per unit-hour"
 
 

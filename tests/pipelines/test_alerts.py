@@ -201,6 +201,32 @@ def test_a_replayed_alert_is_held_an_hour_past_the_wall_clock(con, server):
     assert resolved[0]["endsAt"] == "2026-01-10T12:15:00.000000Z"
 
 
+def test_a_prediction_renewed_into_the_next_window_goes_on_as_one_alert(con, tmp_path):
+    """A spike predicted at 17:55 (window 12:00-00:00) and again at 18:05 (18:00-06:00) was
+    resolved and fired anew; it is one condition: one alert, its window stretched. A
+    prediction after the alert's window ended, or once it resolved, is a new one."""
+    jl = al.JsonlSink(tmp_path / "alerts.jsonl")
+
+    def spike(start: str, hours: int = 12) -> Alert:
+        return Alert(kind="price_spike", entity="aws/us-east-1a/p4d/Linux", window_start=pd.Timestamp(start),
+                     window_end=pd.Timestamp(start) + pd.Timedelta(hours=hours), severity="warning",
+                     probability=0.7)
+    first = spike("2026-01-10 12:00")
+    assert al.sync_alerts(con, "price_spike", [first], datetime(2026, 1, 10, 17, 55), [jl.name])["fired"] == 1
+    out = al.sync_alerts(con, "price_spike", [spike("2026-01-10 18:00")], datetime(2026, 1, 10, 18, 5), [jl.name])
+    assert out == {"fired": 0, "updated": 1, "resolved": 0}
+    row = query(con, "SELECT fingerprint, window_start, window_end, status FROM alerts")
+    assert row["fingerprint"].tolist() == [first.fingerprint] and row["status"].tolist() == ["firing"]
+    assert (row.loc[0, "window_start"], row.loc[0, "window_end"]) == (pd.Timestamp("2026-01-10 12:00"),
+                                                                      pd.Timestamp("2026-01-11 06:00"))
+    al.deliver_pending(con, [jl], datetime(2026, 1, 10, 18, 5))
+    assert [json.loads(x)["status"] for x in jl.path.read_text().splitlines()] == ["firing"]
+    # gone quiet: it resolves; predicted again the next day, a new alert fires
+    assert al.sync_alerts(con, "price_spike", [], datetime(2026, 1, 10, 19, 0), [jl.name])["resolved"] == 1
+    again = al.sync_alerts(con, "price_spike", [spike("2026-01-11 12:00")], datetime(2026, 1, 11, 13, 0), [jl.name])
+    assert again["fired"] == 1 and len(query(con, "SELECT * FROM alerts")) == 2
+
+
 def test_an_escalation_is_delivered_once_and_resolutions_match_the_labels(con, server, tmp_path):
     """warning -> critical is said once; in Alertmanager the warning label set ends and the
     critical one fires, and the resolution carries the critical labels. A fall back keeps

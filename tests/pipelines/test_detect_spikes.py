@@ -145,3 +145,18 @@ def test_a_warehouse_without_spot_prices_is_told_what_the_spike_model_lacks(pref
     assert out["spikes"]["model"]["model"] == "none"
     assert ("spike model: none yet (no spike model yet: it learns from spot-price history with both spikes and "
             "calm hours in it (the warehouse holds 0 spot-price row(s) in 0 market(s)))") in "\n".join(detect_lines(out))
+
+
+def test_prices_short_of_one_grid_step_are_nothing_to_learn_not_a_crash():
+    """A spot feed's first half-hour (one change at 16:54, the grid hourly) crashed detect with
+    a traceback, so no sink heard the other detectors' alerts; it is a feed with nothing to
+    learn yet, no market to rate, and no market in the plan's window."""
+    from anomaly.spike_features import SpikePolicy
+    from pipelines.detect.steps import score_spikes, train_spikes
+    from planner.spot import market_stats
+
+    one = pd.DataFrame({"ts": [pd.Timestamp("2026-01-07 16:54")], "provider": "aws", "region": "us-east-1",
+                        "zone": "us-east-1a", "instance_type": "c3.xlarge", "product": "Linux", "price": 0.03})
+    assert train_spikes(one, pd.DataFrame(), SpikePolicy()) == (None, None)
+    assert score_spikes(object(), one, pd.DataFrame(), SpikePolicy()) == []  # type: ignore[arg-type]
+    assert market_stats(one, "7D", end=pd.Timestamp("2026-01-07 16:54")).empty

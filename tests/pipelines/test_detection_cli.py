@@ -77,6 +77,18 @@ def test_faults_evaluate_device_split(tmp_path: Path, capsys):
     assert err.count("settings of held-out") == 3
 
 
+def test_more_device_folds_than_devices_is_said(tmp_path: Path, capsys):
+    """20 folds of 10 machines ran as 10, silently; it is said, and each device is a fold."""
+    tel, fails = fleet_telemetry(devices=3)
+    tel.to_csv(tmp_path / "t.csv", index=False)
+    fails.to_csv(tmp_path / "f.csv", index=False)
+    rc = main(["faults", "evaluate", "--telemetry", str(tmp_path / "t.csv"), "--failures", str(tmp_path / "f.csv"),
+               "--lead", "30m", "--horizon", "6h", "--split", "device", "--device-folds", "5"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "note: --device-folds 5 is more than the 3 device(s) in" in err and err.count("settings of held-out") == 3
+
+
 def test_spikes_evaluate(tmp_path: Path):
     spot_prices().to_csv(tmp_path / "p.csv", index=False)
     pd.DataFrame({"provider": ["aws"], "region": ["us-east-1"], "instance_type": ["g5.xlarge"],
