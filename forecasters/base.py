@@ -241,8 +241,16 @@ class BaseForecaster(BaseEstimator):
                         "widest calibration error, so their coverage is loose: give the series more history",
                         self.name, n_cal, " and ".join(map(str, loose)))
         self.history_ = frame
-        self.nonnegative_ = bool((frame["y"] >= 0).all())
+        # floored at 0 series by series: one series below 0 leaves its neighbours' floor alone
+        self.signed_ = np.asarray(sorted(frame.loc[frame["y"] < 0, "unique_id"].astype(str).unique()), dtype=object)
+        self.nonnegative_ = not len(self.signed_)  # (what older artifacts hold, for the whole panel)
         return self
+
+    def _floored(self, uids: np.ndarray) -> np.ndarray:
+        """Per series: whether its forecasts stay at 0 or above (its history never went below)."""
+        if not hasattr(self, "signed_"):  # an artifact from before: one answer for the panel
+            return np.full(len(uids), bool(self.nonnegative_))
+        return ~np.isin(np.asarray(uids).astype(str), self.signed_)
 
     def _unreached_share(self, rows: np.ndarray | None = None) -> float:
         """The forecast's weight over all weights (see :meth:`conformal_quantile`) of the
@@ -446,8 +454,8 @@ class BaseForecaster(BaseEstimator):
             self._local_scale(y, [len(y)])[0] if len(y) > season else self.conformal_scale_[u]
             for u, y in zip(uids.tolist(), ys)
         ])
-        if self.nonnegative_:
-            mean = np.maximum(mean, 0.0)
+        floored = self._floored(uids)
+        mean = np.where(floored[:, None], np.maximum(mean, 0.0), mean)
         last = frame.groupby("unique_id", sort=False)["ds"].last().loc[uids].to_numpy()
         out = pd.DataFrame(
             {
@@ -468,8 +476,7 @@ class BaseForecaster(BaseEstimator):
         for lv in level:
             half = (scale[:, None] * quantiles[lv]).ravel()
             lo, hi = out["mean"].to_numpy() - half, out["mean"].to_numpy() + half
-            if self.nonnegative_:
-                lo = np.maximum(lo, 0.0)
+            lo = np.where(np.repeat(floored, h), np.maximum(lo, 0.0), lo)
             out[f"lo_{lv}"], out[f"hi_{lv}"] = lo, hi
         cols = FORECAST_COLUMNS[:4] + [c for lv in level for c in (f"lo_{lv}", f"hi_{lv}")]
         return out[cols]

@@ -13,7 +13,7 @@ import pandas as pd
 from forecasters.backtest import cross_validation
 from forecasters.base import BaseForecaster
 from forecasters.demand import at_points
-from forecasters.metrics import evaluate
+from forecasters.metrics import evaluate, wape
 from forecasters.registry import create
 from forecasters.serialize import dumps
 from forecasters.validation import HistoryError
@@ -87,6 +87,17 @@ def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec, unscored: 
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}, cv, skipped
 
 
+def unfit(history: pd.DataFrame, name: str, spec: TrainSpec, skipped: dict[str, str]) -> dict[str, str]:
+    """Of the series a backtest left out (``skipped``), those too short for the model's fit on
+    all of the history too (a young pool of 96 hours fits ``lgbm``, 72, though its backtest
+    needs 120): the series its champion fit would leave without a forecast."""
+    if not skipped:
+        return {}
+    need = make_model(name, spec).min_points()
+    sizes = history.groupby(history["unique_id"].astype(str)).size()
+    return {u: why for u, why in skipped.items() if int(sizes.get(str(u), 0)) < need}
+
+
 def fit_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[bytes, pd.DataFrame, dict]:
     """Fit on all of ``history`` and forecast: (artifact bytes, forecast frame, params)."""
     model = make_model(name, spec).fit(history)
@@ -124,15 +135,43 @@ def pick_champions(metrics: pd.DataFrame, score: str = "wape") -> dict[str, str]
     return out
 
 
+def _on_common_series(rows: list[dict], results: list[dict], score: str) -> list[dict]:
+    """``rows`` rescored, group by group, on the series every one of its models' backtests
+    scored, where some left series out (a WAPE on fewer series is no rival's); as they were
+    where a model's backtest frame is missing."""
+    cvs = {(r["group"], r["model"]): r.get("cv") for r in results if not r.get("error")}
+    out = []
+    for group in dict.fromkeys(row["group"] for row in rows):
+        mine = [row for row in rows if row["group"] == group]
+        frames = [cvs.get((group, row["model"])) for row in mine]
+        if len(mine) < 2 or any(f is None for f in frames) or all(not row["skipped"] for row in mine):
+            out += mine
+            continue
+        frames = [f[f["y"].notna()] for f in frames]
+        common = set.intersection(*(set(f["unique_id"].astype(str)) for f in frames))
+        for row, f in zip(mine, frames):
+            f = f[f["unique_id"].astype(str).isin(common)]
+            y, yhat = f["y"].to_numpy(dtype=float), f["mean"].to_numpy(dtype=float)
+            out.append({**row, score: wape(y, yhat) if len(f) else None,
+                        FALLBACK_SCORE: float(np.mean(np.abs(y - yhat))) if len(f) else None})
+    return out
+
+
 def champions_from(results: list[dict], score: str = "wape") -> dict[str, str]:
     """Champions from backtest results (dicts with group, model and metrics; ``error`` when the
-    model fit none of the group's series, ``skipped`` when it left some out). A model that left
-    series out is champion of a group only where no model forecast all of them."""
+    model fit none of the group's series, ``skipped`` when its backtest left some out,
+    ``unfit`` those its fit on all of the history would leave out too, and ``cv`` its backtest
+    frame). Where a backtest left series out, the group's models are compared on the series
+    all of them scored; a model whose fit would leave series without a forecast is champion
+    only where no model forecasts all of them. (One young pool that ``lgbm`` backtests
+    without moved every pool of its group to seasonal naive.)"""
     rows = [{"group": r["group"], "model": r["model"], score: r["metrics"].get(score),
-             FALLBACK_SCORE: r["metrics"].get(FALLBACK_SCORE), "whole": not r.get("skipped")}
+             FALLBACK_SCORE: r["metrics"].get(FALLBACK_SCORE), "skipped": bool(r.get("skipped")),
+             "whole": not r.get("unfit", r.get("skipped"))}
             for r in results if not r.get("error")]
     if not rows:
         return {}
+    rows = _on_common_series(rows, results, score)
     table = pd.DataFrame(rows).astype({score: float, FALLBACK_SCORE: float})
     whole = pick_champions(table[table["whole"]], score)
     rest = pick_champions(table[~table["group"].isin(list(whole))], score)
@@ -144,8 +183,10 @@ def left_out_lines(results: list[dict]) -> dict[str, list[str]]:
     left out (``skipped``): what the train summary says."""
     out: dict[str, list[str]] = {}
     for r in results:
+        unfit = r.get("unfit", r.get("skipped", {}))
         lines = ([f"{r['model']}: left out ({r['error']})"] if r.get("error") else
-                 [f"{r['model']}: series {u} left out ({why})" for u, why in r.get("skipped", {}).items()])
+                 [f"{r['model']}: series {u} left out{'' if u in unfit else ' of its backtest, not its fit'} ({why})"
+                  for u, why in r.get("skipped", {}).items()])
         out.setdefault(r["group"], []).extend(lines)
     return out
 

@@ -117,7 +117,8 @@ def validate_history(
     bad_y = ~np.isfinite(frame["y"].to_numpy())
     if bad_y.any():
         uid = frame.loc[bad_y, "unique_id"].iloc[0]
-        raise HistoryError(f"series {uid!r}: y has {int(bad_y.sum())} missing or non-finite value(s)", str(uid))
+        own = int((bad_y & (frame["unique_id"] == uid).to_numpy()).sum())  # this series' own, not the file's
+        raise HistoryError(f"series {uid!r}: y has {own} missing or non-finite value(s)", str(uid))
     huge = np.abs(frame["y"].to_numpy()) > MAX_ABS_Y
     if huge.any():  # sums and squares of such values overflow: scores of 0 and intervals of inf
         row = frame.loc[huge].iloc[0]
@@ -286,6 +287,15 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
                else "give the series' own frequency")
         raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
                            f"be filled, half or more: its rows are mostly {every} apart; {fix}", uid)
+    # rows there without a value (an export's full grid of blank cells) fill as absent rows do;
+    # on the series' own grid, up to two thirds of it (every third value: scores on a handful)
+    read = at[known]
+    blank, n = int((np.diff(read) // size - 1).sum()), len(read)
+    if n > 2 and n < len(at) and blank >= 2 * (n - 1):
+        one = "integer-step" if step is None else _span(step)
+        raise HistoryError(f"series {uid!r}: {blank} of the {blank + n} points of its {one} grid would be filled, "
+                           f"two thirds or more, {len(at) - n} of them rows without a value: too few readings to "
+                           "forecast from", uid)
 
 
 def _span(td: pd.Timedelta) -> str:

@@ -80,7 +80,12 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
     if freq is None and is_time:
         raise CliError(f"{path}: ds holds timestamps; pass --freq (h, 5min, D) to use them", 2)
     if freq is not None and is_number:
-        raise CliError(f"{path}: ds holds integer steps, not timestamps; omit --freq for integer steps", 2)
+        # ISO 8601's basic date (20240101) reads as a number: dates, when every one is one
+        text = out["ds"].astype("string").str.removesuffix(".0")
+        dated = pd.to_datetime(text.where(text.str.fullmatch(r"\d{8}")), format="%Y%m%d", errors="coerce")
+        if not dated.notna().all():
+            raise CliError(f"{path}: ds holds integer steps, not timestamps; omit --freq for integer steps", 2)
+        out["ds"], is_time, is_number = dated, True, False
     if freq is None:
         ds = pd.to_numeric(out["ds"], errors="coerce")
         bad = ds.isna() | (ds != ds.round())
@@ -101,6 +106,12 @@ def read_series(path: Path, freq: str | None) -> pd.DataFrame:
         daily = freq_offset(freq) >= pd.Timedelta(days=1)  # (a fixed length: run() checked it)
         local = _wall_clock(out["ds"], is_time) if daily else None
         out["ds"] = ds.dt.tz_localize(None) if local is None else local
+    kind = out["y"].dtype
+    if pd.api.types.is_datetime64_any_dtype(kind) or pd.api.types.is_timedelta64_dtype(kind) \
+            or pd.api.types.is_bool_dtype(kind):  # a typed Parquet column, not numbers: read as epochs or 0/1
+        row = out.index[out["y"].notna().to_numpy()][0] if out["y"].notna().any() else 0
+        raise CliError(f"{path}: {where(row)}, column y: {_shown(str(out.at[row, 'y']))} is not a number (the column "
+                       f"holds {kind})", 2)
     y = pd.to_numeric(out["y"], errors="coerce")
     bad = y.isna() & out["y"].notna()
     if bad.any():

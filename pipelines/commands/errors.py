@@ -17,9 +17,10 @@ def check_fraction(value: float, option: str, meaning: str) -> None:
 
 
 def check_seed(seed: int) -> None:
-    """A random seed given on the command line: numpy and LightGBM take none below 0."""
-    if seed < 0:
-        raise CliError(f"--seed must be >= 0, got {seed}", 2)
+    """A random seed given on the command line: numpy and LightGBM take none below 0, torch
+    none past 2**63, and LightGBM folds one past 2**31 onto a smaller one (2**32 is seed 0)."""
+    if not 0 <= seed < 2**31:
+        raise CliError(f"--seed must be in 0..{2**31 - 1}, got {seed}", 2)
 
 
 def model_names(text: str | None, default: list[str] | None) -> list[str] | None:

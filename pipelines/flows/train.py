@@ -104,9 +104,11 @@ def backtest_task(group: str, history: pd.DataFrame, name: str, spec: selection.
     except HistoryError as exc:
         log.warning("%s left out of group %s: %s", name, group, exc)
         return {"group": group, "model": name, "metrics": {}, "cv": None, "skipped": {}, "error": str(exc)}
+    unfit = selection.unfit(history, name, spec, skipped)
     for uid, why in skipped.items():
-        log.warning("%s: series %s left out of its backtest and fit (%s)", name, uid, why)
-    return {"group": group, "model": name, "metrics": metrics, "cv": cv, "skipped": skipped}
+        log.warning("%s: series %s left out of its backtest%s (%s)", name, uid, " and fit" if uid in unfit else "",
+                    why)
+    return {"group": group, "model": name, "metrics": metrics, "cv": cv, "skipped": skipped, "unfit": unfit}
 
 
 @task(cache_policy=NO_CACHE, task_run_name="fit {name} on {group}")
@@ -173,7 +175,7 @@ def train_flow(
     results = _gather(futures, "backtests")
     best = champions_task(results)
     metrics = {(r["group"], r["model"]): r["metrics"] for r in results}
-    skipped = {(r["group"], r["model"]): sorted(r["skipped"]) for r in results}
+    skipped = {(r["group"], r["model"]): sorted(r.get("unfit", {})) for r in results}  # left out of the fit
     fits = [fit_task.submit(g, groups[g], n, spec, metrics[(g, n)], skipped[(g, n)]) for g, n in best.items()]
     champions = _gather(fits, "fits")
     run = run_id or model_store.train_run_id(info["data_cutoff"], {

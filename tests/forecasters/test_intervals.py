@@ -89,3 +89,19 @@ def test_a_short_series_costs_a_global_model_no_training_and_a_local_one_a_copy(
     # a model with a state per series (Prophet) fits a copy that holds the short series
     prophet = forecasters.create("prophet").fit(pd.concat([long, short], ignore_index=True))
     assert "short" in set(prophet.conformal_ids_)
+
+
+def test_a_series_below_zero_leaves_its_neighbours_floor_alone() -> None:
+    """One series crossing zero turned the floor at 0 off for the panel: an intermittent,
+    never-negative neighbour got a lower 95% bound of -25 (seasonal naive; ets: a mean of -9)."""
+    rng = np.random.default_rng(2)
+    n, ds = 504, pd.date_range("2024-01-01", periods=504, freq="h")
+    t = np.arange(n)
+    cross = pd.DataFrame({"unique_id": "zerocross", "ds": ds, "y": 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 1, n)})
+    spiky = pd.DataFrame({"unique_id": "intermittent", "ds": ds,
+                          "y": np.where(rng.random(n) < 0.05, rng.gamma(2, 50, n), 0.0)})
+    fc = forecasters.create("seasonal_naive", horizon=24, freq="h", season_length=24).fit(
+        pd.concat([cross, spiky], ignore_index=True)).predict(24)
+    mine = fc[fc["unique_id"] == "intermittent"]
+    assert (mine["mean"] >= 0).all() and (mine["lo_95"] >= 0).all()
+    assert (fc.loc[fc["unique_id"] == "zerocross", "lo_95"] < 0).any()  # its own floor is off

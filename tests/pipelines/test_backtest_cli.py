@@ -43,7 +43,8 @@ def test_backtest_parquet_integer_steps(tmp_path: Path) -> None:
         (None, ["--models", "nope"], "--models: unknown model"),
         (None, ["--models", ""], "--models: no model named in ''"),
         (None, ["--models", "seasonal_naive,lgbm,seasonal_naive"], "--models: seasonal_naive named twice"),
-        (None, ["--models", "lgbm", "--seed", "-1"], "--seed must be >= 0, got -1"),  # lgbm's traceback
+        (None, ["--models", "lgbm", "--seed", "-1"], "--seed must be in 0..2147483647, got -1"),  # lgbm's traceback
+        (None, ["--models", "lstm", "--seed", str(2**64)], "--seed must be in 0..2147483647, got 1844"),  # torch's
         (make_panel(length=20), [], "too short|at least"),
     ],
 )
@@ -372,3 +373,30 @@ def test_daily_rows_at_local_midnight_cross_a_dst_change(tmp_path: Path, suffix:
     assert main(["backtest", "--input", str(src), "--horizon", "7", "--season-length", "7", "--freq", "D",
                  "--models", "seasonal_naive", "--out", str(out)]) == 0
     assert pd.read_csv(out)["wape"].iloc[0] == pytest.approx(0, abs=1e-6)  # a weekly cycle, met exactly
+
+
+def test_basic_iso_dates_typed_y_and_one_series_blanks(tmp_path: Path, capsys) -> None:
+    """20240101 (ISO 8601 basic) was refused as integer steps under --freq D; a Parquet y of
+    timestamps scored as epoch nanoseconds; --fill-gaps none gave series a the file's blanks."""
+    days = pd.date_range("2024-01-01", periods=120, freq="D")
+    y = 10.0 + np.arange(120) % 7
+    basic = tmp_path / "basic.csv"
+    pd.DataFrame({"unique_id": "x", "ds": days.strftime("%Y%m%d"), "y": y}).to_csv(basic, index=False)
+    out = tmp_path / "m.csv"
+    assert main(["backtest", "--input", str(basic), "--horizon", "7", "--season-length", "7", "--freq", "D",
+                 "--models", "seasonal_naive", "--out", str(out)]) == 0
+    assert pd.read_csv(out)["wape"].iloc[0] == pytest.approx(0, abs=1e-6)
+    capsys.readouterr()
+    typed = tmp_path / "typed.parquet"
+    pd.DataFrame({"unique_id": "x", "ds": days, "y": days}).to_parquet(typed)
+    assert main(["backtest", "--input", str(typed), "--horizon", "7", "--season-length", "7", "--freq", "D",
+                 "--models", "seasonal_naive"]) == 2
+    assert "row 1, column y: '2024-01-01 00:00:00' is not a number (the column holds datetime64" in capsys.readouterr().err
+    blanks = tmp_path / "blanks.csv"
+    hours = pd.date_range("2024-01-01", periods=10, freq="h")
+    pd.DataFrame({"unique_id": ["a"] * 10 + ["b"] * 10, "ds": list(hours) * 2,
+                  "y": [0, 1, 2, None, 4, 5, 6, 7, 8, 9] + [0, 1, None, None, None, None, None, 7, 8, 9]}
+                 ).to_csv(blanks, index=False)
+    assert main(["backtest", "--input", str(blanks), "--horizon", "1", "--season-length", "1", "--freq", "h",
+                 "--models", "seasonal_naive", "--fill-gaps", "none"]) == 2
+    assert "series 'a': y has 1 missing or non-finite value(s)" in capsys.readouterr().err

@@ -178,9 +178,10 @@ def test_interpolated_hours_are_not_scored(prefect_harness, db_path, utilization
 
 def test_a_series_one_model_cannot_fit_is_left_out_of_that_model_only(prefect_harness, db_path,
                                                                       utilization: pd.DataFrame) -> None:
-    """A pool 60 hours old: long enough for seasonal_naive (48 points), too short for lgbm
-    (72). lgbm is backtested on the other series and says which it left out; the champion is
-    a model that forecasts every series, so the young one still gets its forecast."""
+    """A pool 60 hours old: long enough for seasonal_naive's backtest, too short for lgbm's
+    (72 points) but not for its fit (60). lgbm is backtested on the other series and says which
+    it left out; the champion, chosen on the series both scored, forecasts every series, so
+    the young one still gets its forecast."""
     from pipelines.flows.train import train_flow
 
     end = utilization["ts"].max()
@@ -192,12 +193,34 @@ def test_a_series_one_model_cannot_fit_is_left_out_of_that_model_only(prefect_ha
     assert out["series"] == 11  # 8 of the fleet, the young pool's 3 resources
     for g in out["groups"].values():  # one young series per resource group
         assert len(g["left_out"]) == 1 and g["left_out"][0].startswith("lgbm: series young/")
-        assert "need at least 72" in g["left_out"][0]
-        assert g["champion"] == "seasonal_naive" and g["scores"]["lgbm"] is not None
+        assert "left out of its backtest, not its fit" in g["left_out"][0] and "need at least 72" in g["left_out"][0]
+        assert g["scores"]["lgbm"] is not None
     with warehouse.open_warehouse(db_path) as con:
         ids = {r[0] for r in con.execute("SELECT DISTINCT unique_id FROM forecasts WHERE run_id = ?",
                                          [out["run_id"]]).fetchall()}
     assert sum(u.startswith("young/") for u in ids) == 3 and len(ids) == 11
+
+
+def test_a_young_series_a_model_can_fit_leaves_it_champion_where_it_is_best() -> None:
+    """lgbm's backtest left a young pool out (too short for its windows) but its fit takes it:
+    it is compared with seasonal naive on the series both scored and, better there, is champion
+    (a young pool moved its whole group to seasonal naive). A young pool its fit cannot take
+    keeps the model that forecasts every series."""
+    def cv(model: str, err: float, ids: list[str]) -> pd.DataFrame:
+        return pd.DataFrame({"unique_id": ids, "ds": pd.Timestamp("2026-01-01"), "model": model,
+                             "y": 10.0, "mean": 10.0 + err})
+    old, young = ["p1", "p2", "p3"], ["p1", "p2", "p3", "young"]
+    naive = {"group": "gpu", "model": "seasonal_naive", "metrics": {"wape": 0.083, "mae": 0.8},
+             "cv": cv("seasonal_naive", 1.0, young), "skipped": {}, "unfit": {}}
+    lgbm = {"group": "gpu", "model": "lgbm", "metrics": {"wape": 0.066, "mae": 0.7},
+            "cv": cv("lgbm", 0.5, old), "skipped": {"young": "96 points, need at least 120"}, "unfit": {}}
+    assert selection.champions_from([naive, lgbm]) == {"gpu": "lgbm"}
+    assert selection.left_out_lines([naive, lgbm])["gpu"] == [
+        "lgbm: series young left out of its backtest, not its fit (96 points, need at least 120)"]
+    assert selection.champions_from([naive, {**lgbm, "unfit": lgbm["skipped"]}]) == {"gpu": "seasonal_naive"}
+    # on the common series the one that skipped is worse: the other, though its own WAPE is higher
+    worse = {**lgbm, "cv": cv("lgbm", 1.5, old), "metrics": {"wape": 0.05, "mae": 0.5}}
+    assert selection.champions_from([naive, worse]) == {"gpu": "seasonal_naive"}
 
 
 def test_train_flow_empty_warehouse_is_clear(prefect_harness, db_path) -> None:
