@@ -88,14 +88,16 @@ def backtest_model(history: pd.DataFrame, name: str, spec: TrainSpec, unscored: 
 
 
 def unfit(history: pd.DataFrame, name: str, spec: TrainSpec, skipped: dict[str, str]) -> dict[str, str]:
-    """Of the series a backtest left out (``skipped``), those too short for the model's fit on
-    all of the history too (a young pool of 96 hours fits ``lgbm``, 72, though its backtest
-    needs 120): the series its champion fit would leave without a forecast."""
+    """Of the series a backtest left out (``skipped``), those its champion fit would leave
+    without a forecast too: too short for the model's fit on all of the history, or long
+    enough for its backtest (left out for another reason: an optimiser that failed). A young
+    pool of 96 hours fits ``lgbm`` (72), though its backtest needs 120."""
     if not skipped:
         return {}
-    need = make_model(name, spec).min_points()
+    need, backtest_need = make_model(name, spec).min_points(), min_points([name], spec)
     sizes = history.groupby(history["unique_id"].astype(str)).size()
-    return {u: why for u, why in skipped.items() if int(sizes.get(str(u), 0)) < need}
+    return {u: why for u, why in skipped.items()
+            if not need <= int(sizes.get(str(u), 0)) < backtest_need}
 
 
 def fit_model(history: pd.DataFrame, name: str, spec: TrainSpec) -> tuple[bytes, pd.DataFrame, dict]:
@@ -110,7 +112,16 @@ def fit_champion(group: str, history: pd.DataFrame, name: str, spec: TrainSpec, 
     (``skipped``): the dict :func:`save_run` takes."""
     if skipped:
         history = history[~history["unique_id"].astype(str).isin(list(skipped))]
-    artifact, forecast, params = fit_model(history, name, spec)
+    while True:  # a series the fit cannot take after all is left out, with a line, as backtests do
+        try:
+            artifact, forecast, params = fit_model(history, name, spec)
+            break
+        except HistoryError as exc:
+            ids = set(history["unique_id"].astype(str))
+            if exc.series is None or exc.series not in ids or len(ids) < 2:
+                raise
+            log.warning("%s: series %s left out of its fit (%s)", name, exc.series, exc)
+            history = history[history["unique_id"].astype(str) != exc.series]
     return {
         "group": group, "kind": name, "series": sorted(history["unique_id"].unique().tolist()),
         "data_cutoff": history["ds"].max(), "params": params, "metrics": metrics,
@@ -135,25 +146,32 @@ def pick_champions(metrics: pd.DataFrame, score: str = "wape") -> dict[str, str]
     return out
 
 
+def _common_series(mine: list[dict]) -> set[str] | None:
+    """The series every one of a group's backtests (results, ``cv`` frames) scored, where some
+    left series out; None where they did not, a frame is missing, or they share none (they
+    left out different series between them: each is judged on its own, as before)."""
+    if len(mine) < 2 or not any(r.get("skipped") for r in mine) or any(r.get("cv") is None for r in mine):
+        return None
+    common = set.intersection(*(set(r["cv"].loc[r["cv"]["y"].notna(), "unique_id"].astype(str)) for r in mine))
+    return common or None
+
+
 def _on_common_series(rows: list[dict], results: list[dict], score: str) -> list[dict]:
     """``rows`` rescored, group by group, on the series every one of its models' backtests
-    scored, where some left series out (a WAPE on fewer series is no rival's); as they were
-    where a model's backtest frame is missing."""
-    cvs = {(r["group"], r["model"]): r.get("cv") for r in results if not r.get("error")}
+    scored (:func:`_common_series`): a WAPE on fewer series is no rival's."""
+    scored = {(r["group"], r["model"]): r for r in results if not r.get("error")}
     out = []
     for group in dict.fromkeys(row["group"] for row in rows):
         mine = [row for row in rows if row["group"] == group]
-        frames = [cvs.get((group, row["model"])) for row in mine]
-        if len(mine) < 2 or any(f is None for f in frames) or all(not row["skipped"] for row in mine):
+        common = _common_series([scored[(group, row["model"])] for row in mine])
+        if common is None:
             out += mine
             continue
-        frames = [f[f["y"].notna()] for f in frames]
-        common = set.intersection(*(set(f["unique_id"].astype(str)) for f in frames))
-        for row, f in zip(mine, frames):
-            f = f[f["unique_id"].astype(str).isin(common)]
+        for row in mine:
+            cv = scored[(group, row["model"])]["cv"]
+            f = cv[cv["y"].notna() & cv["unique_id"].astype(str).isin(common)]
             y, yhat = f["y"].to_numpy(dtype=float), f["mean"].to_numpy(dtype=float)
-            out.append({**row, score: wape(y, yhat) if len(f) else None,
-                        FALLBACK_SCORE: float(np.mean(np.abs(y - yhat))) if len(f) else None})
+            out.append({**row, score: wape(y, yhat), FALLBACK_SCORE: float(np.mean(np.abs(y - yhat)))})
     return out
 
 
@@ -188,6 +206,20 @@ def left_out_lines(results: list[dict]) -> dict[str, list[str]]:
                  [f"{r['model']}: series {u} left out{'' if u in unfit else ' of its backtest, not its fit'} ({why})"
                   for u, why in r.get("skipped", {}).items()])
         out.setdefault(r["group"], []).extend(lines)
+    for group, n in _compared_on(results).items():  # the champion's choice is not the WAPEs shown
+        out[group].append(f"champion chosen on the {n} series every model's backtest scored (each WAPE above is "
+                          "over the model's own series)")
+    return out
+
+
+def _compared_on(results: list[dict]) -> dict[str, int]:
+    """Per group whose models were compared on their common series, how many those were."""
+    scored = [r for r in results if not r.get("error")]
+    out = {}
+    for group in dict.fromkeys(r["group"] for r in scored):
+        common = _common_series([r for r in scored if r["group"] == group])
+        if common is not None:
+            out[group] = len(common)
     return out
 
 

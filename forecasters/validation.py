@@ -288,14 +288,14 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
         raise HistoryError(f"series {uid!r}: {missing} of the {missing + len(at)} points of its {one} grid would "
                            f"be filled, half or more: its rows are mostly {every} apart; {fix}", uid)
     # rows there without a value (an export's full grid of blank cells) fill as absent rows do;
-    # on the series' own grid, up to two thirds of it (every third value: scores on a handful)
+    # on the series' own grid, until at most every third point has a value (scores on a handful)
     read = at[known]
     blank, n = int((np.diff(read) // size - 1).sum()), len(read)
-    if n > 2 and n < len(at) and blank >= 2 * (n - 1):
+    if n > 2 and n < len(at) and blank >= 2 * (n - 1):  # two blanks or more per reading
         one = "integer-step" if step is None else _span(step)
-        raise HistoryError(f"series {uid!r}: {blank} of the {blank + n} points of its {one} grid would be filled, "
-                           f"two thirds or more, {len(at) - n} of them rows without a value: too few readings to "
-                           "forecast from", uid)
+        raise HistoryError(f"series {uid!r}: {blank} of the {blank + n} points of its {one} grid would be filled: "
+                           f"at most every third point has a value ({len(at) - n} rows without one): too few "
+                           "readings to forecast from", uid)
 
 
 def _span(td: pd.Timedelta) -> str:

@@ -131,12 +131,15 @@ def newsvendor_instances(level: np.ndarray, margin: float, errors: np.ndarray | 
     if errors is None or not len(errors):
         return up
     down = up - instance_units
-    demand = lvl[:, None] + np.asarray(errors, dtype=float)[None, :]
+    e = np.sort(np.asarray(errors, dtype=float))
+    total = np.concatenate([[0.0], np.cumsum(e)])
 
-    def cost(cap: np.ndarray) -> np.ndarray:
-        c = cap[:, None]
-        return (policy.idle_cost * np.clip(c - demand, 0.0, None)
-                + policy.shortage_cost * np.clip(demand - c, 0.0, None)).mean(axis=1)
+    def cost(cap: np.ndarray) -> np.ndarray:  # mean cost over the misses, from sorted sums: no steps x misses
+        t = cap - lvl  # capacity above the level: misses up to t leave idle units, those past it are short
+        k = np.searchsorted(e, t, side="right")
+        idle = t * k - total[k]
+        short = (total[-1] - total[k]) - t * (len(e) - k)
+        return (policy.idle_cost * idle + policy.shortage_cost * short) / len(e)
     cheaper = (down >= policy.min_instances * instance_units - 1e-9) & (down >= 0) & (cost(down) < cost(up))
     return np.where(cheaper, down, up)
 

@@ -16,11 +16,14 @@ def check_fraction(value: float, option: str, meaning: str) -> None:
         raise CliError(f"{option} must be between 0 and 1 ({meaning}), got {value}", 2)
 
 
-def check_seed(seed: int) -> None:
-    """A random seed given on the command line: numpy and LightGBM take none below 0, torch
-    none past 2**63, and LightGBM folds one past 2**31 onto a smaller one (2**32 is seed 0)."""
-    if not 0 <= seed < 2**31:
-        raise CliError(f"--seed must be in 0..{2**31 - 1}, got {seed}", 2)
+def check_seed(seed: int, models: bool = True) -> None:
+    """A random seed given on the command line: numpy takes none below 0; a seed that also
+    seeds the models (``models``) must fit them: torch takes none past 2**63, and LightGBM
+    folds one past 2**31 onto a smaller one (2**32 is seed 0)."""
+    if seed < 0:
+        raise CliError(f"--seed must be >= 0, got {seed}", 2)
+    if models and seed >= 2**31:
+        raise CliError(f"--seed must be in 0..{2**31 - 1} (the models' seeds), got {seed}", 2)
 
 
 def model_names(text: str | None, default: list[str] | None) -> list[str] | None:

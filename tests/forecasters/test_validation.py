@@ -132,8 +132,8 @@ def test_a_series_on_a_coarser_grid_is_refused_not_filled() -> None:
     assert fill_gaps(every.assign(y=every["y"].where(every.index % 2 == 0)), "h", 24)[1] == {"a": 49}
     # every third value, the rest blank cells on the grid (a Grafana export): 67% invented was
     # filled, where the same readings without the blank rows were refused
-    with pytest.raises(HistoryError, match=r"series 'a': 64 of the 95 points of its 1h grid would be filled, two "
-                                           r"thirds or more, 60 of them rows without a value: too few readings"):
+    with pytest.raises(HistoryError, match=r"series 'a': 64 of the 95 points of its 1h grid would be filled: at "
+                                           r"most every third point has a value \(60 rows without one\): too few"):
         fill_gaps(every.assign(y=every["y"].where(every.index % 3 == 0)), "h", 24)
 
 

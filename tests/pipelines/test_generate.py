@@ -168,6 +168,8 @@ def test_cli_writes_the_contract_deterministically(tmp_path: Path, capsys) -> No
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["seed"] == 5 and manifest["files"]["utilization.csv"]["rows"] > 0
     assert not [p for p in (tmp_path / "a").iterdir() if p.name.endswith(".tmp")]
+    # a fleet seeds numpy alone: a seed past what the models take still regenerates its fleet
+    assert main(["generate", "--nodes", "3", "--days", "2", "--seed", "3000000000", "--out", str(tmp_path / "c")]) == 0
 
 
 @pytest.mark.parametrize(

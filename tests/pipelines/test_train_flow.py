@@ -192,7 +192,8 @@ def test_a_series_one_model_cannot_fit_is_left_out_of_that_model_only(prefect_ha
     out = train_flow(str(db_path), horizon=12, models=["seasonal_naive", "lgbm"], windows=1, lookback_days=None)
     assert out["series"] == 11  # 8 of the fleet, the young pool's 3 resources
     for g in out["groups"].values():  # one young series per resource group
-        assert len(g["left_out"]) == 1 and g["left_out"][0].startswith("lgbm: series young/")
+        assert len(g["left_out"]) == 2 and g["left_out"][0].startswith("lgbm: series young/")
+        assert re.match(r"champion chosen on the \d+ series every model's backtest scored", g["left_out"][1])
         assert "left out of its backtest, not its fit" in g["left_out"][0] and "need at least 72" in g["left_out"][0]
         assert g["scores"]["lgbm"] is not None
     with warehouse.open_warehouse(db_path) as con:
@@ -216,11 +217,28 @@ def test_a_young_series_a_model_can_fit_leaves_it_champion_where_it_is_best() ->
             "cv": cv("lgbm", 0.5, old), "skipped": {"young": "96 points, need at least 120"}, "unfit": {}}
     assert selection.champions_from([naive, lgbm]) == {"gpu": "lgbm"}
     assert selection.left_out_lines([naive, lgbm])["gpu"] == [
-        "lgbm: series young left out of its backtest, not its fit (96 points, need at least 120)"]
+        "lgbm: series young left out of its backtest, not its fit (96 points, need at least 120)",
+        "champion chosen on the 3 series every model's backtest scored (each WAPE above is over the model's own "
+        "series)"]
     assert selection.champions_from([naive, {**lgbm, "unfit": lgbm["skipped"]}]) == {"gpu": "seasonal_naive"}
     # on the common series the one that skipped is worse: the other, though its own WAPE is higher
     worse = {**lgbm, "cv": cv("lgbm", 1.5, old), "metrics": {"wape": 0.05, "mae": 0.5}}
     assert selection.champions_from([naive, worse]) == {"gpu": "seasonal_naive"}
+    # two models that left out different series between them share none: each on its own scores
+    a = {**lgbm, "model": "a", "cv": cv("a", 0.5, ["p1"]), "skipped": {"p2": "short"}, "metrics": {"wape": 0.04}}
+    b = {**lgbm, "model": "b", "cv": cv("b", 0.2, ["p2"]), "skipped": {"p1": "short"}, "metrics": {"wape": 0.06}}
+    assert selection.champions_from([a, b]) == {"gpu": "a"}
+
+
+def test_a_series_left_out_for_another_reason_than_length_stays_out_of_the_fit() -> None:
+    """A series long enough for the backtest but left out of it (an optimiser that failed) is
+    no young pool: the champion's fit leaves it out too, rather than failing the run on it."""
+    spec = selection.TrainSpec(horizon=12, windows=1)
+    hours = pd.date_range("2026-01-01", periods=200, freq="h")
+    history = pd.DataFrame({"unique_id": np.repeat(["long", "young", "tiny"], [200, 70, 40]),
+                            "ds": list(hours) + list(hours[:70]) + list(hours[:40]), "y": 1.0})
+    skipped = {"long": "optimiser failed", "young": "short", "tiny": "short"}
+    assert set(selection.unfit(history, "lgbm", spec, skipped)) == {"long", "tiny"}
 
 
 def test_train_flow_empty_warehouse_is_clear(prefect_harness, db_path) -> None:
