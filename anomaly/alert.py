@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import pandas as pd
@@ -78,3 +79,30 @@ def severity_for(probability: float, warning: float = 0.5, critical: float = 0.8
     if probability >= warning:
         return "warning"
     return "info"
+
+
+# predictions: one renewed while its alert fires is the same condition, in a later window
+GOES_ON = ("hardware_fault", "price_spike")
+
+
+def goes_on(kind: str, current: Sequence[Alert], existing: pd.DataFrame, now: datetime) -> list[Alert]:
+    """``current`` (alerts of ``kind`` found now) with each prediction whose entity has a
+    firing alert in ``existing`` (the ``alerts`` rows of ``kind``), with a window that
+    reaches its own, keyed to that alert and its window stretched to cover both. A spike
+    predicted at 17:55 (window 12:00-00:00) and again at 18:05 (18:00-06:00) resolved and fired
+    anew, as the windows differ; a receiver heard one ongoing condition end and start again."""
+    if kind not in GOES_ON or existing.empty:
+        return list(current)
+    firing = existing[(existing["status"] == "firing") & (pd.to_datetime(existing["starts_at"]) <= pd.Timestamp(now))]
+    newest = {r.entity: r for r in firing.sort_values("window_start").itertuples(index=False)}
+    out, taken = [], set()
+    for a in current:
+        old = newest.get(a.entity)
+        if old is None or old.fingerprint in taken or old.fingerprint == a.fingerprint \
+                or pd.Timestamp(old.window_end) < a.window_start:
+            out.append(a)
+            continue
+        taken.add(old.fingerprint)
+        out.append(replace(a, window_start=pd.Timestamp(old.window_start),
+                           window_end=max(pd.Timestamp(old.window_end), a.window_end), key=old.fingerprint))
+    return out

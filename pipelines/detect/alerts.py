@@ -41,13 +41,13 @@ import socket
 import time
 import uuid
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import duckdb
 import pandas as pd
 
-from anomaly.alert import SEVERITIES, Alert
+from anomaly.alert import SEVERITIES, Alert, goes_on
 from pipelines.detect.sinks import (  # noqa: F401 - the sinks are part of this module's API
     ATTEMPT_TIMEOUTS,
     AlertmanagerSink,
@@ -138,43 +138,12 @@ def _said(row: dict[str, object]) -> tuple[object, object, object]:
     return row["severity"], row["probability"], row["summary"]
 
 
-# predictions: one renewed while its alert fires is the same condition, in a later window
-GOES_ON = ("hardware_fault", "price_spike")
-
-
-def _goes_on(kind: str, current: Sequence[Alert], existing: pd.DataFrame, now: datetime) -> list[Alert]:
-    """``current`` with each prediction whose entity has a firing alert, with a window that
-    reaches its own, keyed to that alert and its window stretched to cover both. A spike
-    predicted at 17:55 (window 12:00-00:00) and again at 18:05 (18:00-06:00) resolved and fired
-    anew, as the windows differ; a receiver heard one ongoing condition end and start again."""
-    if kind not in GOES_ON or existing.empty:
-        return list(current)
-    firing = existing[(existing["status"] == "firing") & (pd.to_datetime(existing["starts_at"]) <= pd.Timestamp(now))]
-    newest = {r.entity: r for r in firing.sort_values("window_start").itertuples(index=False)}
-    out, taken = [], set()
-    for a in current:
-        old = newest.get(a.entity)
-        if old is None or old.fingerprint in taken or old.fingerprint == a.fingerprint \
-                or pd.Timestamp(old.window_end) < a.window_start:
-            out.append(a)
-            continue
-        taken.add(old.fingerprint)
-        out.append(replace(a, window_start=pd.Timestamp(old.window_start),
-                           window_end=max(pd.Timestamp(old.window_end), a.window_end), key=old.fingerprint))
-    return out
-
-
-def sync_alerts(
-    con: duckdb.DuckDBPyConnection,
-    kind: str,
-    current: Sequence[Alert],
-    now: datetime,
-    sink_names: Iterable[str],
-    ended: Sequence[Alert] = (),
-    history: Collection[str] = frozenset(),
-) -> dict[str, int]:
+def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Alert], now: datetime,
+                sink_names: Iterable[str], ended: Sequence[Alert] = (), history: Collection[str] = frozenset(),
+                ) -> dict[str, int]:
     """Record ``kind``'s alerts as of ``now``; return counts fired / updated / resolved (and
-    ``history``). ``current``: conditions that hold now. ``ended``: conditions found and already
+    ``history``). ``current``: conditions that hold now (a renewed prediction goes on as its
+    firing alert: :func:`anomaly.alert.goes_on`). ``ended``: conditions found and already
     over (a burst that came and went between runs): they fire and resolve in the same run, or,
     fingerprint in ``history`` (over long before ``now``: old data read late), are recorded
     resolved and sent to no sink. Firing alerts of ``kind`` in neither list resolve."""
@@ -184,7 +153,7 @@ def sync_alerts(
     existing = query(con, "SELECT fingerprint, status, starts_at, ends_at, severity, probability, summary, entity, "
                           "window_start, window_end FROM alerts WHERE kind = ?", [kind])
     known = {r.fingerprint: r for r in existing.itertuples(index=False)}
-    current = _goes_on(kind, current, existing, now)
+    current = goes_on(kind, current, existing, now)
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
                       "JOIN alerts a USING (fingerprint) WHERE a.kind = ?", [kind])
     delivered_keys = set(keys.itertuples(index=False, name=None))
