@@ -27,7 +27,7 @@ class Alert:
     runbook: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
     # the fingerprint of the firing alert this one goes on (a prediction renewed into the next
-    # window keeps its alert: see pipelines.detect.alerts); None: its own
+    # window keeps its alert: see goes_on); None: its own
     key: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
