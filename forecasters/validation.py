@@ -289,8 +289,7 @@ def _check_steps(uid: str, ds: pd.Index, known: np.ndarray, step: pd.Timedelta |
                            f"be filled, half or more: its rows are mostly {every} apart; {fix}", uid)
     # rows there without a value (an export's full grid of blank cells) fill as absent rows do;
     # on the series' own grid, until at most every third point has a value (scores on a handful)
-    read = at[known]
-    blank, n = int((np.diff(read) // size - 1).sum()), len(read)
+    blank, n = int((steps - 1).sum()), int(np.count_nonzero(known))  # steps: between the readings, above
     if n > 2 and n < len(at) and blank >= 2 * (n - 1):  # two blanks or more per reading
         one = "integer-step" if step is None else _span(step)
         raise HistoryError(f"series {uid!r}: {blank} of the {blank + n} points of its {one} grid would be filled: "

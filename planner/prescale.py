@@ -93,32 +93,21 @@ def misses(demand: np.ndarray, prediction: np.ndarray) -> np.ndarray | None:
     return d[ok] - p[ok] if ok.sum() >= MIN_ERRORS else None
 
 
-def learn_margin(demand: np.ndarray, prediction: np.ndarray, policy: PrescalePolicy) -> float:
-    """The ``q``-quantile of demand above its prediction in a window (at least 0); with too
-    few errors, ``DEFAULT_SHARE`` of the window's level."""
-    errors = misses(demand, prediction)
-    if errors is None:
-        d = np.asarray(demand, dtype=float)
-        level = np.nanmax(d) if np.isfinite(d).any() else 0.0
-        return float(DEFAULT_SHARE * level)
-    return max(float(np.quantile(errors, policy.quantile)), 0.0)
-
-
 def misses_at(demand: np.ndarray, forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
               refresh_at: int) -> tuple[float, np.ndarray | None]:
-    """The margin a refresh at step ``refresh_at`` learns, and the misses it learns from: the
-    calibration window of demand seen by then (up to ``refresh_at - lead``)."""
+    """The margin a refresh at step ``refresh_at`` learns, and the misses it learns from, over
+    the calibration window of demand seen by then (up to ``refresh_at - lead``): the
+    ``q``-quantile of the misses (at least 0); with too few, ``DEFAULT_SHARE`` of the window's
+    level and no misses."""
     lag = policy.steps("lead", step)
     known = max(refresh_at - lag + 1, 0)
     lo = max(known - policy.steps("calibration", step), 0)
     pred = predicted(demand[:known], forecast[:known], lag)
-    return learn_margin(demand[lo:known], pred[lo:known], policy), misses(demand[lo:known], pred[lo:known])
-
-
-def margin_at(demand: np.ndarray, forecast: np.ndarray, policy: PrescalePolicy, step: pd.Timedelta,
-              refresh_at: int) -> float:
-    """The margin a refresh at step ``refresh_at`` learns (see :func:`misses_at`)."""
-    return misses_at(demand, forecast, policy, step, refresh_at)[0]
+    errors = misses(demand[lo:known], pred[lo:known])
+    if errors is None:
+        d = np.asarray(demand[lo:known], dtype=float)
+        return float(DEFAULT_SHARE * (np.nanmax(d) if np.isfinite(d).any() else 0.0)), None
+    return max(float(np.quantile(errors, policy.quantile)), 0.0), errors
 
 
 def newsvendor_instances(level: np.ndarray, margin: float, errors: np.ndarray | None, instance_units: float,

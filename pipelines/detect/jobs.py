@@ -88,14 +88,13 @@ def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_
     trained = _train(db_path, job, now)
     with open_warehouse(db_path, read_only=True) as con:
         row = detection.latest_model_row(con, detection.SPIKE_MODEL, detection.spike_params(con, policy), until)
+        # nothing learnt: say from what, as the fault line does
+        why = steps.no_spike_model_note(*detection.spike_input_counts(con, until)) if row is None else why
     out: dict[str, object] = {"trained": trained, "model": "retrained" if trained else "reused" if why is None
                               else "none"}
     if why is not None:
         out["why"] = why
-    if row is None:  # nothing learnt: say from what, as the fault line does
-        with open_warehouse(db_path, read_only=True) as con:
-            out["why"] = steps.no_spike_model_note(*detection.spike_input_counts(con, until))
-    else:
+    if row is not None:
         out.update(model_id=row["model_id"], trained_at=row["created_at"].isoformat(sep=" ", timespec="minutes"))
     return out
 
