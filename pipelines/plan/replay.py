@@ -188,10 +188,12 @@ def rule_text(policy: PrescalePolicy, unit_price: float | None = None) -> str:
 
 def store(con: duckdb.DuckDBPyConnection, series: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
           units: float, models: Sequence[str], result: ReplayResult, policy: PrescalePolicy) -> str:
-    """Save a replay in the warehouse for the report (the same span again replaces it)."""
+    """Save a replay in the warehouse for the report (the same span again replaces it), stamped
+    with its last scored step: the clock it decided up to (``end`` is the step after it, past the
+    data's newest reading)."""
     return replays.save_replay(con, str(series.name), start, end, series.index[1] - series.index[0], units,
                                ",".join(models), result.table, result.ts, result.demand, result.capacities,
-                               created_at=end, rule=rule_text(policy, result.unit_price))
+                               created_at=series.index[series.index < end].max(), rule=rule_text(policy, result.unit_price))
 
 
 def pick_series(con: duckdb.DuckDBPyConnection, pool: str | None, resource: str | None) -> tuple[pd.Series, float]:

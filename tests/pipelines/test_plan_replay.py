@@ -183,7 +183,11 @@ def test_a_replay_of_the_warehouse_is_stored_and_reported(tmp_path: Path, capsys
     with duckdb.connect(str(db), read_only=True) as con:
         n, strategies = con.execute("SELECT count(DISTINCT replay_id), count(*) FROM replays").fetchone()
         steps = con.execute("SELECT count(*) FROM replay_capacity").fetchone()[0]
+        # stamped with the last step it scored, not the step after the data's newest reading
+        stamp, newest = con.execute("SELECT (SELECT max(created_at) FROM replays), (SELECT max(ts) FROM "
+                                    "replay_capacity)").fetchone()
     assert (n, strategies, steps) == (1, 8, 2 * 288)
+    assert stamp == newest
     report = tmp_path / "rep"
     assert main(["report", "--db", str(db), "--out", str(report)]) == 0
     page = (report / "report.html").read_text()
