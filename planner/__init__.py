@@ -2,6 +2,7 @@
 
 * :mod:`planner.cost`: the cost model and cost-aware instance selection;
 * :mod:`planner.allocation`: the 3-5-2 hybrid split and its cost simulator;
+* :mod:`planner.recommend`: the plan recommended among them, and its headline;
 * :mod:`planner.reservations`: reserved-capacity recommendations (newsvendor rule);
 * :mod:`planner.prescale`: predictive + reactive pre-scaling at the data's resolution;
 * :mod:`planner.scaling`: reactive autoscalers and the score of any capacity on demand;

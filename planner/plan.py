@@ -27,7 +27,6 @@ from planner.allocation import (
     kept_plans,
     out_of_sample,
     public_load,
-    recommend,
     saving,
     scenario_cost,
     tune_split,
@@ -46,6 +45,7 @@ from planner.cost import (
     select_offers,
 )
 from planner.prescale import PrescalePolicy, prescale_schedule
+from planner.recommend import recommend
 from planner.reservations import ReservationPolicy, recommend_reservations
 from planner.shift import hourly_level, level_shift, trend
 from planner.spot import SPOT_COLUMNS, SpotPolicy, on_demand_rest, recommend_spot

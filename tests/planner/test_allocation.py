@@ -8,6 +8,7 @@ import pytest
 
 import planner as P
 from planner.cost import Offer
+from planner.recommend import recommend
 from tests.planner.test_planner import FREE, _one_pool_plan
 
 
@@ -58,7 +59,7 @@ def test_a_tie_with_the_running_fleet_gives_no_reason_for_a_zero_difference() ->
     wide = P.AllocationPolicy(bounds={"private": (0.0, 1.0), "public": (0.0, 1.0), "edge": (0.0, 1.0)})
     alloc = pd.DataFrame({"plan": ["default_3_5_2", "tuned", "running_fleet"], "private": [0.3, 1.0, 1.0],
                           "public": [0.5, 0.0, 0.0], "edge": [0.2, 0.0, 0.0], "monthly_cost": [900.0, 500.0, 500.0]})
-    out = P.allocation.recommend(alloc, wide, offers).set_index("plan")
+    out = recommend(alloc, wide, offers).set_index("plan")
     assert out.loc["running_fleet", "recommended"]
     assert out.loc["running_fleet", "headline"] == ("keep the running fleet, $500/month for this demand; the tuned "
                                                     "split 100%/0%/0% would cost the same")
@@ -68,13 +69,13 @@ def test_a_tie_with_the_running_fleet_gives_no_reason_for_a_zero_difference() ->
     # and a default that cannot be bought as it reads (edge has no offer here)
     oos = {"backtest_split": "4.5-5.5-0", "backtest_hours": 336.0, "in_sample_savings": 70.0,
            "out_of_sample_savings": 20.0}
-    out = P.allocation.recommend(alloc.assign(**{k: [np.nan, v, np.nan] for k, v in oos.items()}), wide, offers)
+    out = recommend(alloc.assign(**{k: [np.nan, v, np.nan] for k, v in oos.items()}), wide, offers)
     assert out.set_index("plan").loc["running_fleet", "headline"].endswith(
         "; out of sample, re-tuning saved $20/month: the split 45%/55%/0% tuned on 14 days, against the default "
         "30%/50%/20% (which cannot be bought as it reads) on the 14 days after them (in sample it saved $70)")
     # re-tuning that saved nothing either way is not worth a clause
     nil = {**oos, "in_sample_savings": 0.2, "out_of_sample_savings": -0.3}
-    out = P.allocation.recommend(alloc.assign(**{k: [np.nan, v, np.nan] for k, v in nil.items()}), wide, offers)
+    out = recommend(alloc.assign(**{k: [np.nan, v, np.nan] for k, v in nil.items()}), wide, offers)
     assert "out of sample" not in out.set_index("plan").loc["running_fleet", "headline"]
 
 
@@ -96,13 +97,13 @@ def test_a_default_with_a_share_no_offer_fits_is_never_recommended() -> None:
               "public": Offer("public", "c", "r", "od", 4.0, 4.0)}
     alloc = pd.DataFrame({"plan": ["default_3_5_2", "tuned", "running_fleet"], "private": [0.0, 0.4, 1.0],
                           "public": [0.0, 0.6, 0.0], "edge": [1.0, 0.0, 0.0], "monthly_cost": [400.0, 700.0, 900.0]})
-    out = P.allocation.recommend(alloc, P.AllocationPolicy(), offers).set_index("plan")
+    out = recommend(alloc, P.AllocationPolicy(), offers).set_index("plan")
     assert out["recommended"].to_dict() == {"default_3_5_2": False, "tuned": True, "running_fleet": False}
     assert out.loc["default_3_5_2", "reason"].startswith("cannot be bought as it reads: its edge share has no offer")
     assert out.loc["tuned", "reason"] == "the cheapest of the plans that can be bought on this demand"
     # with an edge offer it can be bought, and is named by its own shares, not "3-5-2"
     offers["edge"] = Offer("edge", "e", "x", "ed", 4.0, 1.0)
-    out = P.allocation.recommend(alloc, P.AllocationPolicy(), offers).set_index("plan")
+    out = recommend(alloc, P.AllocationPolicy(), offers).set_index("plan")
     assert out.loc["default_3_5_2", "recommended"]
     assert out.loc["default_3_5_2", "headline"].startswith("the default split 0%/0%/100%, $400/month")
 
@@ -128,7 +129,7 @@ def test_a_tuned_or_kept_split_with_a_share_no_offer_fits_is_not_recommended_eit
                                    P.AllocationPolicy())
     fleet = pd.DataFrame([{"plan": "running_fleet", "private": 1.0, "public": 0.0, "edge": 0.0,
                            "monthly_cost": 1e6}])
-    out = P.allocation.recommend(pd.concat([kept, fleet], ignore_index=True), P.AllocationPolicy(),
+    out = recommend(pd.concat([kept, fleet], ignore_index=True), P.AllocationPolicy(),
                                  offers).set_index("plan")
     assert out["recommended"].to_dict() == {"default_3_5_2": False, "tuned": False, "running_fleet": True}
     assert out.loc["tuned", "reason"].startswith("cannot be bought as it reads: its edge share")
@@ -148,7 +149,8 @@ def test_a_share_the_other_machines_absorb_is_no_spill_and_bounds_keep_a_split()
 
 def test_a_kept_fleets_headline_says_what_the_tuned_split_carries_as_bought() -> None:
     """"the tuned split 30%/50%/20% would cost the same" while, as bought, private carried it all."""
-    from planner.allocation import RUNNING_FLEET, headline
+    from planner.allocation import RUNNING_FLEET
+    from planner.recommend import headline
 
     fleet = {"plan": RUNNING_FLEET, "monthly_cost": 1000.0, "private": 1.0, "public": 0.0, "edge": 0.0}
     tuned = {"plan": "tuned", "monthly_cost": 1000.2, "private": 0.3, "public": 0.5, "edge": 0.2,
@@ -156,3 +158,36 @@ def test_a_kept_fleets_headline_says_what_the_tuned_split_carries_as_bought() ->
     text = headline(fleet, [fleet, tuned], "the bounds")
     assert ("the tuned split 30%/50%/20% (as bought, private carries 100%, public 0%, edge 0% of the unit-hours) "
             "would cost the same") in text, text
+
+
+def test_a_split_cheaper_only_on_the_forecast_is_not_recommended() -> None:
+    """The tuned split saves $50 on the forecast's demand but costs $200 more than the running
+    fleet on average over the demand scenarios it was tuned on: the fleet is kept, and both
+    figures are said; where every row has no scenario figure, the forecast's cost ranks."""
+    offers = {"private": Offer("private", "o", "dc", "p", 4.0, 2.0),
+              "public": Offer("public", "c", "r", "od", 4.0, 4.0)}
+    wide = P.AllocationPolicy(bounds={"private": (0.0, 1.0), "public": (0.0, 1.0), "edge": (0.0, 1.0)})
+    alloc = pd.DataFrame({"plan": ["default_3_5_2", "tuned", "running_fleet"], "private": [0.3, 0.3, 1.0],
+                          "public": [0.5, 0.7, 0.0], "edge": [0.2, 0.0, 0.0], "monthly_cost": [1100.0, 950.0, 1000.0],
+                          "expected_savings": [0.0, 100.0, 300.0]})
+    out = recommend(alloc, wide, offers).set_index("plan")
+    assert out.loc["running_fleet", "recommended"]
+    assert out.loc["tuned", "reason"] == ("costs $200/month more than the running fleet on average over demand at "
+                                          "x0.85 to x1.3 of the forecast, though $50/month less if demand comes in "
+                                          "exactly as forecast")
+    assert out.loc["running_fleet", "headline"] == (
+        "keep the running fleet, $1,000/month for this demand; the tuned split 30%/70%/0% would cost $200/month more "
+        "on average over demand at x0.85 to x1.3 of the forecast, though $50/month less if demand comes in exactly "
+        "as forecast: it leaves more of a rise to on-demand")
+    assert "over demand at x0.85" in out.loc["running_fleet", "reason"]
+    # the other way round: dearer on the forecast alone, cheaper on average: the split, both said
+    other = recommend(alloc.assign(monthly_cost=[1100.0, 1050.0, 1000.0], expected_savings=[0.0, 300.0, 100.0]),
+                      wide, offers).set_index("plan")
+    assert other.loc["tuned", "recommended"]
+    assert other.loc["tuned", "headline"] == (
+        "the split 30%/70%/0%, $1,050/month, $50/month above the running fleet if demand comes in exactly as "
+        "forecast but $200/month below it on average over demand at x0.85 to x1.3 of the forecast")
+    # a running fleet with no scenario figure (a scenario it cannot carry): the forecast's cost
+    point = recommend(alloc.assign(expected_savings=[0.0, 100.0, np.nan]), wide, offers).set_index("plan")
+    assert point.loc["tuned", "recommended"] and point.loc["tuned", "headline"].endswith(
+        "$50/month below the running fleet")

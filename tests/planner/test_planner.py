@@ -126,7 +126,7 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     assert out["public_cost"] * 2 / 730 == pytest.approx(12.0)
     # what each location really carries: the whole machine takes 8 of the 12 unit-hours, not 6
     assert (out["carried_private"], out["carried_public"], out["carried_edge"]) == pytest.approx((8 / 12, 4 / 12, 0))
-    assert P.allocation._carried_note({"private": 0.5, "public": 0.5, "edge": 0.0, **{
+    assert P.recommend._carried_note({"private": 0.5, "public": 0.5, "edge": 0.0, **{
         k: out[k] for k in P.allocation.CARRIED}}) == (
         " (as bought, private carries 67%, public 33%, edge 0% of the unit-hours)")
     assert P.layers.layer_top(demand, 6.0) == pytest.approx(3.0)
@@ -147,7 +147,7 @@ def test_simulate_prices_fixed_and_elastic_capacity_by_hand() -> None:
     assert P.layers.layer_top(big, float(np.sort(big).sum())) == big.max()
     assert np.isfinite(P.simulate(big, P.Split(1.0, 0.0, 0.0), offers, FREE)["monthly_cost"])
     # no demand: nothing carried, and no note about it
-    assert P.allocation._carried_note({"private": 0.3, "public": 0.5, "edge": 0.2, **{
+    assert P.recommend._carried_note({"private": 0.3, "public": 0.5, "edge": 0.2, **{
         k: 0.0 for k in P.allocation.CARRIED}}) == ""
 
 
