@@ -95,35 +95,9 @@ def _queued(q: pd.DataFrame, now: datetime) -> pd.DataFrame:
                     claimed_until=None)
 
 
-def adopt_kind_named(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> int:
-    """Deliveries recorded when sinks were named for their kind (``jsonl``, ``webhook``,
-    ``alertmanager``) become those of the configured sink of that kind, so after the upgrade
-    it neither sends a delivered alert again nor forgets a pending one. Returns rows moved."""
-    moved = 0
-    with transaction(con):
-        for name in names:
-            kind = name.split(":", 1)[0]
-            if kind == name:
-                continue
-            n = con.execute("SELECT count(*) FROM alert_deliveries WHERE sink = ?", [kind]).fetchone()[0]
-            if not n:
-                continue
-            # rows the target already has win; the rest move (insert, then delete: the key changes)
-            con.execute("""
-                INSERT INTO alert_deliveries (fingerprint, sink, status, state, attempts, last_error, updated_at,
-                                              severity, probability, summary)
-                SELECT o.fingerprint, ?, o.status, o.state, o.attempts, o.last_error, o.updated_at,
-                       o.severity, o.probability, o.summary
-                FROM alert_deliveries o
-                WHERE o.sink = ? AND NOT EXISTS (
-                    SELECT 1 FROM alert_deliveries t
-                    WHERE t.sink = ? AND t.fingerprint = o.fingerprint AND t.status = o.status)
-            """, [name, kind, name])
-            con.execute("DELETE FROM alert_deliveries WHERE sink = ?", [kind])
-            moved += int(n)
-    if moved:
-        log.info("%d alert deliveries recorded under a sink kind adopted by its target", moved)
-    return moved
+def firing_entities(con: duckdb.DuckDBPyConnection, kind: str) -> set[str]:
+    """The entities with a firing alert of ``kind``."""
+    return set(query(con, "SELECT DISTINCT entity FROM alerts WHERE kind = ? AND status = 'firing'", [kind])["entity"])
 
 
 def _row(alert: Alert, status: str, starts_at: datetime, ends_at: datetime | None, now: datetime) -> dict[str, object]:
@@ -131,6 +105,13 @@ def _row(alert: Alert, status: str, starts_at: datetime, ends_at: datetime | Non
     rec["labels"] = json.dumps(rec["labels"], sort_keys=True)
     rec.update(status=status, starts_at=starts_at, ends_at=ends_at, updated_at=now)
     return rec
+
+
+def _changed(row: dict[str, object], old: object) -> bool:
+    """Whether an alert row says anything else than its stored ``old`` row, or covers another window."""
+    now = [*_said(row), row["window_start"], row["window_end"]]
+    before = [old.severity, old.probability, old.summary, old.window_start, old.window_end]
+    return any(pd.isna(a) != pd.isna(b) or (not pd.isna(a) and a != b) for a, b in zip(now, before))
 
 
 def _said(row: dict[str, object]) -> tuple[object, object, object]:
@@ -177,10 +158,11 @@ def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Ale
         was_firing = old is not None and old.status == "firing"
         if old is not None and not was_firing and (is_ended or pd.Timestamp(old.ends_at) > pd.Timestamp(now)):
             continue  # already fired and resolved; or resolved by a run whose clock is ahead of this one's
+        if was_firing and not is_ended and pd.Timestamp(old.starts_at) > pd.Timestamp(now):
+            continue  # fired by a run whose clock is ahead of this replay's: not this run's to touch
         quiet = is_ended and not was_firing and fp in history
         if was_firing:
             starts = old.starts_at
-            updated += 1
         else:
             starts = now
             fired, past = fired + (not quiet), past + quiet
@@ -199,6 +181,8 @@ def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Ale
             # (an ended one resolves with the labels it fired with, whatever it ended at)
             row.update(severity=old.severity, probability=old.probability, summary=old.summary)
         rows.append(row)
+        # updated: still firing, and what it says or its window changed (a rerun on the same data is not)
+        updated += was_firing and not is_ended and _changed(row, old)
         # each delivery says what its transition said. A sink configured after the alert fired
         # still hears it fire: as it stood before this run's escalation, which it hears next
         fired_as = (old.severity, old.probability, old.summary) if escalates else _said(row)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from anomaly.base import short_duration
 from anomaly.cusum import CusumPolicy
 from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SpikePolicy
-from pipelines.detect import alerts, steps
+from pipelines.detect import alerts, steps, upgrade
 from pipelines.detect.sinks import check_appendable
 from pipelines.runtime.settings import Settings
 from pipelines.store import detection
@@ -45,7 +46,14 @@ def detect_bursts(db_path: str, now: datetime, sink_names: list[str], policy: Cu
         if ahead:
             log.warning("bursts: %d series' CUSUM already read past %s (%s ...): those hours are not read "
                         "again, a replay goes forward only", len(ahead), until, ahead[0])
+        firing = alerts.firing_entities(con, "burst")
         result = steps.run_bursts(series, states, policy, now=now)
+        # said once, by the run that resolves their alerts (a series silent for days is not news every run)
+        gone = [u for u in result.silent if u in firing]
+        if gone:
+            log.warning("%d series with a burst in progress have had no data for over %s (%s ...): their burst "
+                        "alerts resolve, the condition can no longer be seen", len(gone),
+                        short_duration(steps.BURST_SILENCE), gone[0])
         # alerts first: if saving the states fails, the next run re-detects the same bursts,
         # which have the same fingerprints, so nothing is lost and nothing doubles
         counts = alerts.sync_alerts(con, "burst", result.current, now, sink_names, ended=result.ended,
@@ -135,7 +143,7 @@ def adopt_sinks(db_path: str, names: list[str], now: datetime) -> int:
     sink that has never heard of an alert still firing (of any kind, whichever detectors
     this run has) gets its firing queued."""
     with open_warehouse(db_path) as con:
-        moved = alerts.adopt_kind_named(con, names)
+        moved = upgrade.adopt_kind_named(con, names)
         alerts.catch_up_sinks(con, names, now)
         return moved
 

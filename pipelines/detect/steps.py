@@ -44,6 +44,7 @@ class BurstResult:
     ended: list[Alert]
     events: int
     history: frozenset[str] = frozenset()  # fingerprints of ended ones that are old news
+    silent: tuple[str, ...] = ()  # series with a burst in progress and no data for BURST_SILENCE
 
 
 BURST_SILENCE = pd.Timedelta(hours=6)  # a burst whose series says nothing for this long resolves
@@ -58,7 +59,7 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     """Continue every series from its state; a new series is calibrated on all but its
     last ``first_window`` and then scanned over it. With ``now``, a burst in progress on a
     series whose last data is more than ``BURST_SILENCE`` old is no longer current (it
-    resolves: its condition cannot be seen), and a warning names the series; and one that came
+    resolves: its condition cannot be seen; ``silent`` names those series); and one that came
     and went on a series whose newest data is over ``BURST_NEWS`` old is history (recorded,
     not sent)."""
     states = dict(states)
@@ -95,9 +96,6 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
         if st.active and st.active_onset is not None and st.active_detected is not None:
             current.append(_burst_alert(uid, st.active_onset, st.active_detected, "up" if st.active > 0 else "down",
                                         st.active_peak))
-    if silent:
-        log.warning("%d series with a burst in progress have had no data for over %s (%s ...): their burst "
-                    "alerts resolve, the condition can no longer be seen", len(silent), BURST_SILENCE, silent[0])
     current_fps = {a.fingerprint for a in current}
     for ev in events.itertuples(index=False):
         alert = _burst_alert(ev.unique_id, ev.onset, ev.detected_at, ev.direction, float(ev.peak_z))
@@ -111,7 +109,7 @@ def run_bursts(series: pd.DataFrame, states: dict[str, CusumState], policy: Cusu
     if history:
         log.warning("%d burst(s) on series whose newest data is over two days before %s (old data read for the "
                     "first time?): recorded as resolved, sent to no sink", len(history), now)
-    return BurstResult(new_states, current, ended, len(events), history)
+    return BurstResult(new_states, current, ended, len(events), history, tuple(silent))
 
 
 def burst_read_since(states: dict[str, CusumState], policy: CusumPolicy) -> pd.Timestamp | None:

@@ -9,6 +9,7 @@ import pytest
 
 from anomaly.alert import Alert
 from pipelines.detect import alerts as al
+from pipelines.detect.upgrade import adopt_kind_named
 from pipelines.store.warehouse import query
 from tests.pipelines.alert_servers import T0, T1, T2, Recorder, before_t0, fault, fault_at
 
@@ -37,6 +38,12 @@ def test_a_replay_behind_a_later_run_leaves_that_runs_alerts_alone(con):
     assert al.sync_alerts(con, "hardware_fault", [], T1, [])["resolved"] == 1
     rows = query(con, "SELECT entity, status FROM alerts ORDER BY starts_at")
     assert rows["status"].tolist() == ["resolved", "firing"]
+    # nor does one that finds it too: as the later run recorded it, and no update counted
+    assert al.sync_alerts(con, "hardware_fault", [fault("late", p=0.5)], T1, [])["updated"] == 0
+    late = query(con, "SELECT probability, updated_at FROM alerts WHERE entity = 'late'")
+    assert (late.iloc[0, 0], late.iloc[0, 1]) == (0.9, pd.Timestamp(T2))
+    # a rerun that finds the same alert saying the same is no update either
+    assert al.sync_alerts(con, "hardware_fault", [fault("late")], T2, [])["updated"] == 0
 
 
 def test_a_replay_behind_the_run_that_resolved_an_alert_leaves_it_resolved(con):
@@ -317,11 +324,11 @@ def test_deliveries_recorded_under_a_sink_kind_are_adopted_by_its_target(con, tm
     sinks = al.sinks_from_settings(tmp_path / "a.jsonl", "https://hooks.example.com/services/T0/B0/s3cret", None)
     names = [s.name for s in sinks]
     assert not any("s3cret" in n for n in names) and names[1].startswith("webhook:hooks.example.com#")
-    assert al.adopt_kind_named(con, names) == 3
+    assert adopt_kind_named(con, names) == 3
     left = set(con.execute("SELECT fingerprint, sink, status, state FROM alert_deliveries").fetchall())
     assert left == {("fp1", names[0], "firing", "delivered"), ("fp2", names[0], "resolved", "pending"),
                     ("fp1", names[1], "firing", "delivered")}
-    assert al.adopt_kind_named(con, names) == 0  # once
+    assert adopt_kind_named(con, names) == 0  # once
 
 
 def test_an_escalation_sent_after_a_fall_still_carries_the_probability_it_escalated_with(con, tmp_path):

@@ -2,6 +2,7 @@
 reported, where a line interpolated across a day looked like bursts against the daily cycle."""
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -172,3 +173,22 @@ def test_a_feed_back_from_a_three_day_outage_is_no_mistyped_date(db_path: Path) 
         con.execute("INSERT INTO utilization SELECT ts + INTERVAL 3 DAY, cluster, pool, node_id, resource, used, "
                     "capacity FROM utilization WHERE ts = (SELECT max(ts) FROM utilization) LIMIT 1")
         assert "stands 3 days after" in detection.stray_reading(con, "bursts")
+
+
+def test_a_silent_burst_is_warned_of_once_when_its_alert_resolves(db_path: Path, monkeypatch, caplog) -> None:
+    """A burst whose series has said nothing for 6 hours resolves with a warning; the runs after
+    it, with nothing left to resolve, say nothing of it (serve runs detect every 15 minutes)."""
+    from pipelines.detect import steps
+
+    silent = steps.BurstResult({}, [], [], 0, silent=("c/p/gpu",))
+    monkeypatch.setattr(steps, "run_bursts", lambda *a, **k: silent)
+    with warehouse.open_warehouse(db_path) as con:
+        con.execute("INSERT INTO alerts (fingerprint, kind, entity, severity, status, starts_at, updated_at) "
+                    "VALUES ('f0', 'burst', 'c/p/gpu', 'warning', 'firing', '2026-01-10', '2026-01-10')")
+    now = datetime(2026, 1, 12)
+    said = []
+    for _ in range(2):
+        caplog.clear()
+        counts = jobs.detect_bursts(str(db_path), now, [], CusumPolicy())
+        said.append((counts["resolved"], sum("no data for over 6h (c/p/gpu" in r.getMessage() for r in caplog.records)))
+    assert said == [(1, 1), (0, 0)]
