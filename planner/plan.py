@@ -454,6 +454,7 @@ def make_plan(
             sched["units_per_instance"] = units
             if "model_id" in fc:
                 sched["model_id"] = fc["model_id"].iloc[0]
+            sched["lookback_days"] = basis_of["lookback_days"]  # the history it stands on, as the others say
             out["prescale"].append(sched)
     plan = {k: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for k, v in out.items()}
     if not with_spot:

@@ -134,6 +134,8 @@ def test_each_row_says_the_days_and_the_forecast_it_was_priced_on() -> None:
         plan = P.make_plan(history, forecast if with_forecast else forecast.iloc[0:0], capacity, catalog())
         alloc = plan["allocation"]
         assert (alloc["lookback_days"] == days).all()
+        if with_forecast:  # the schedule's rows too (they said the run's window)
+            assert (plan["prescale"]["lookback_days"] == days).all()
         assert (alloc["forecast_hours"] == (24 if with_forecast else 0)).all()
         note = _model_note("allocation", alloc.iloc[0].to_dict())
         assert ("forecast mean after it" in note) == with_forecast
