@@ -236,6 +236,16 @@ def _allocate(uid: str, resource: str, path: np.ndarray, hist: np.ndarray, capac
     return recommend(alloc, policy.allocation, offers)
 
 
+def _gone(mine: pd.DataFrame, fc: pd.DataFrame) -> bool:
+    """Whether a pool's demand (``ds, y``) was nothing over its last day of readings and its
+    forecast ahead (``mean``, when there is one) is nothing too."""
+    if mine.empty:
+        return False
+    last = mine.loc[mine["ds"] > mine["ds"].max() - pd.Timedelta(days=1), "y"].to_numpy(dtype=float)
+    ahead = fc["mean"].to_numpy(dtype=float) if "mean" in fc else np.array([])
+    return bool(np.nan_to_num(np.concatenate([last, ahead])).max(initial=0.0) <= 1e-9)
+
+
 def _recommended_load(alloc: pd.DataFrame, path: np.ndarray, capacity: float, offers: dict[str, Offer],
                       policy: PlanPolicy, at: float = 1.0) -> np.ndarray:
     """The hourly load the recommended plan of ``alloc`` runs on public on-demand (with ``at``:
@@ -413,9 +423,15 @@ def make_plan(
                 if with_spot and spot["action"] == "use_spot":
                     fall = on_demand_rest(fall, policy.spot.interruptible_share, float(spot["pool_units"]))
                 downside = (low, fall)
-            # no commitment on under a week of demand at its level, nor on demand that keeps falling
+            # no commitment on under a week of demand at its level, nor on demand that keeps falling,
+            # nor on a pool with no demand in its last day that the forecast does not bring back
+            # (a drain or a job that ended: the level shift needs two days to tell)
+            gone = _gone(mine, future_forecast(history, forecast, uid))
+            if gone:
+                log.warning("%s: no demand in its last day nor in the forecast ahead: no reservation", uid)
             res = (recommend_reservations(load, offers["public"], policy.costs, policy.reservations, downside)
-                   if seen >= SHORT_HISTORY_HOURS and not (steady is not None and steady.tau < 0) else pd.DataFrame())
+                   if seen >= SHORT_HISTORY_HOURS and not (steady is not None and steady.tau < 0) and not gone
+                   else pd.DataFrame())
             if not res.empty:
                 res.insert(0, "unique_id", uid)
                 res.insert(1, "resource", resource)

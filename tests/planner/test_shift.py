@@ -145,3 +145,22 @@ def test_a_steady_trend_is_said_and_a_fall_reserves_nothing() -> None:
     assert "demand fell steadily" in best["headline"] and "no reservation while it falls" in best["headline"]
     rising = _recommended(gpu_plan(400.0 * 1.02 ** (day - day[-1])))
     assert "demand rose steadily" in rising["headline"] and "no reservation" not in rising["headline"]
+
+
+def test_a_pool_with_no_demand_in_its_last_day_nor_ahead_reserves_nothing(caplog) -> None:
+    """Four weeks at 400 GPUs, half on public, then nothing for the last day: with a forecast of
+    nothing ahead, no one- or three-year commitment (the level shift needs two days to tell);
+    with a forecast that brings the load back, reserved as before."""
+    ds = pd.date_range("2026-01-05", periods=24 * 28, freq="h")
+    y = np.where(np.arange(len(ds)) < len(ds) - 24, 400.0, 0.0)
+    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": y})
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [200.0], "units_per_node": [4.0]})
+
+    def plan(ahead: float) -> dict[str, pd.DataFrame]:
+        forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                                 "mean": ahead})
+        return P.make_plan(history, forecast, capacity, catalog())
+    with caplog.at_level("WARNING", logger="planner.plan"):
+        assert plan(0.0)["reservation"].empty
+    assert "no demand in its last day nor in the forecast ahead: no reservation" in caplog.text
+    assert not plan(400.0)["reservation"].empty
