@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from anomaly.base import require_columns, short_duration
+from anomaly.event_sets import SET, SET_HOURS, newest_sets
 from anomaly.fault_dcgm import dcgm_features, dcgm_signals, peer_deviation
 
 NEVER_HOURS = 24.0 * 365  # "time since last event" of an event table when there was none
@@ -432,6 +433,7 @@ def build_fault_features(
     # per kind, and per family of kinds (any error, any Xid)
     metric_families, type_families = _families(event_metrics), _families(ev_types)
     per_device: list[dict[str, np.ndarray]] = []
+    set_keys: list[np.ndarray] = []
     for a, b in zip(starts, ends):
         t, dev = times[a:b], str(dev_ids[a])
         at = times[rows[np.searchsorted(rows, a):np.searchsorted(rows, b)]]
@@ -453,9 +455,15 @@ def build_fault_features(
         for fam, members in type_families.items():
             fam_times = np.concatenate([kind_times[et] for et in members])
             part.update(_event_features(at, fam_times, windows, f"event_{fam}_all", None))
+        if event_metrics or ev_types:  # the newest set of kinds logged together (counters and table alike)
+            logged = [(t[happened[m][a:b]], m) for m in event_metrics] + [(stamps_of, kinds)] * (stamps_of is not None)
+            keys, part[SET_HOURS] = newest_sets(at, logged, policy.memory)
+            set_keys.append(keys)
         per_device.append(part)
     for key in (per_device[0] if per_device else {}):
         feats[key] = np.concatenate([part[key] for part in per_device]).astype(float)
+    if set_keys:
+        feats[SET] = np.concatenate(set_keys)
     dev_ids, times, dev_code = dev_ids[rows], times[rows], dev_code[rows]
     feats["age_days"] = (pd.Series(dev_ids).map(ages).to_numpy(dtype=float) if ages is not None
                          else np.full(len(dev_ids), np.nan))
@@ -485,5 +493,5 @@ def label_failures(features: pd.DataFrame, failures: pd.DataFrame, policy: Fault
 
 
 def feature_columns(features: pd.DataFrame) -> list[str]:
-    """The model's inputs: everything but the identifiers."""
-    return [c for c in features.columns if c not in ("device_id", "node_id", "ts")]
+    """The model's inputs: everything but the identifiers and the event set's key."""
+    return [c for c in features.columns if c not in ("device_id", "node_id", "ts", SET)]

@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import average_precision_score
 
 from anomaly.base import check_fitted, require_columns
+from anomaly.event_sets import HAZARD, SET, SET_HOURS, SetHazard
 from anomaly.fault_eval import (
     ThresholdChoice,
     chance_precision,
@@ -39,6 +40,16 @@ def _model(policy: FaultPolicy, pos_weight: float, params: dict[str, int] | None
         subsample=0.8, subsample_freq=1, colsample_bytree=0.8, scale_pos_weight=pos_weight,
         random_state=policy.seed, n_jobs=1, verbose=-1,
     )
+
+
+def _matrix(features: pd.DataFrame, cols: list[str], hazard: np.ndarray | None) -> np.ndarray:
+    """The model's input matrix, a column at a time (no second copy of a large frame); the
+    event set's encoding where ``hazard`` is given, a column absent from ``features`` missing."""
+    X = np.empty((len(features), len(cols)), dtype=float)
+    for j, c in enumerate(cols):
+        X[:, j] = (hazard if c == HAZARD and hazard is not None else
+                   features[c].to_numpy(dtype=float) if c in features else np.nan)
+    return X
 
 
 def _time_folds(features: pd.DataFrame, policy: FaultPolicy) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -130,8 +141,13 @@ class FaultPredictor(BaseEstimator):
         y = label_failures(features, failures, policy)
         if y.sum() == 0:
             raise ValueError("no failure falls within the horizon of any feature row: nothing to learn")
-        cols = feature_columns(features)
-        X = features[cols].to_numpy(dtype=float)
+        # the newest event set, encoded by how often a failure followed such sets, as known by each row
+        self.set_hazard_ = None if SET not in features else SetHazard().fit(
+            features["device_id"].to_numpy(), features["ts"], features[SET].to_numpy(), features[SET_HOURS].to_numpy(),
+            y, pd.Timedelta(policy.horizon))
+        hazard = None if self.set_hazard_ is None else self.set_hazard_.encode(features[SET].to_numpy(), features["ts"])
+        cols = feature_columns(features) + ([HAZARD] if hazard is not None else [])
+        X = _matrix(features, cols, hazard)
         pos_weight = float(max((len(y) - y.sum()) / max(y.sum(), 1), 1.0)) ** 0.5
         folds = (_time_folds(features, policy) if policy.threshold_folds == "time"
                  else _device_folds(features, policy))
@@ -238,11 +254,19 @@ class FaultPredictor(BaseEstimator):
     def predict_proba(self, features: pd.DataFrame) -> np.ndarray:
         """Failure probability per feature row."""
         check_fitted(self, "model_")
-        missing = [c for c in self.feature_columns_ if c not in features.columns]
-        X = features.reindex(columns=self.feature_columns_).to_numpy(dtype=float)
+        return self.model_.predict_proba(self.design(features))[:, 1]
+
+    def design(self, features: pd.DataFrame) -> np.ndarray:
+        """The model's input matrix of ``features`` (the event set encoded by the fitted table)."""
+        check_fitted(self, "model_")
+        encoder = getattr(self, "set_hazard_", None)  # (a model from before event sets has none)
+        hazard = (encoder.encode(features[SET].to_numpy(), features["ts"]) if encoder is not None and SET in features
+                  else None)
+        missing = [c for c in self.feature_columns_ if c not in features.columns and not (c == HAZARD and
+                                                                                            hazard is not None)]
         if missing:
             log.info("feature(s) %s absent at predict time; treated as missing", missing)
-        return self.model_.predict_proba(X)[:, 1]
+        return _matrix(features, self.feature_columns_, hazard)
 
     def predict(self, features: pd.DataFrame) -> pd.DataFrame:
         """``device_id, ts, score, alert`` per feature row (alert = score >= threshold_)."""

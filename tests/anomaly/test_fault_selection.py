@@ -267,7 +267,7 @@ def test_the_fold_mean_scores_with_the_models_that_set_the_threshold():
     feats = build_fault_features(tel, POLICY)
     folded = FaultPredictor(POLICY).fit(feats, fails)
     assert isinstance(folded.model_, FoldMean) and 2 <= len(folded.model_.models) <= POLICY.folds
-    X = feats[folded.feature_columns_].to_numpy(dtype=float)
+    X = folded.design(feats)
     each = np.array([m.predict_proba(X)[:, 1] for m in folded.model_.models])
     np.testing.assert_allclose(folded.predict_proba(feats), each.mean(axis=0))
     assert not np.allclose(each[0], each[1])  # models of different folds, not one model repeated
