@@ -364,9 +364,10 @@ def make_plan(
                None if ratio is None else ratio * max(float(np.nanmax(path)), 0.0))
         offers = select_offers(catalog, resource, pool, *fit)
         seen = int(np.isfinite(basis.loc[basis["unique_id"] == uid, "y"].to_numpy(dtype=float)).sum())
+        fc = future_forecast(history, forecast, uid)  # the forecast after the pool's last hour, read once
         # what the rows say they stand on: the days of history priced, and the forecast's hours after them
         basis_of = {"lookback_days": shift.days if shift is not None else max(round(seen / 24), 1),
-                  "forecast_hours": 0 if shift is not None else len(future_forecast(history, forecast, uid))}
+                  "forecast_hours": 0 if shift is not None else len(fc)}
         if seen < SHORT_HISTORY_HOURS:
             log.warning("%s: %d hour(s) of demand %s: its monthly costs extrapolate from them, and no reservation "
                         "is recommended on them", uid, seen, "at this level" if shift else "history")
@@ -426,7 +427,7 @@ def make_plan(
             # no commitment on under a week of demand at its level, nor on demand that keeps falling,
             # nor on a pool with no demand in its last day that the forecast does not bring back
             # (a drain or a job that ended: the level shift needs two days to tell)
-            gone = _gone(mine, future_forecast(history, forecast, uid))
+            gone = _gone(mine, fc)
             if gone:
                 log.warning("%s: no demand in its last day nor in the forecast ahead: no reservation", uid)
             res = (recommend_reservations(load, offers["public"], policy.costs, policy.reservations, downside)
@@ -447,7 +448,6 @@ def make_plan(
         else:
             skip(uid, "allocation", "the pool's own machine has no price in the instance catalog: neither the "
                                     f"running fleet nor a private share can be priced ({CATALOG_REMEDY})")
-        fc = future_forecast(history, forecast, uid)
         units = instance_units(catalog, resource, pool, row.units_per_node, policy.prescale)
         if fc.empty:
             log.warning("%s: no forecast beyond the data cutoff, no pre-scale schedule (run headroom train)", uid)
