@@ -354,9 +354,9 @@ def make_plan(
             log.warning("%s: %s", uid, steady.text())
             notes.append(f"{steady.text()}; priced on the window" + ("; no reservation while it falls"
                                                                      if steady.tau < 0 else ""))
-        if path.size == 0:
+        if path.size == 0 or not np.nanmax(path) > 0:  # (zeros too: nothing to split, buy or schedule)
             log.warning("%s: no demand, not planned", uid)
-            skip(uid, "all", "no demand in the lookback")
+            skip(uid, "all", "no demand in the lookback" + (" nor in the forecast ahead" if path.size else ""))
             continue
         ratio = policy.offers.max_size_ratio
         fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions,

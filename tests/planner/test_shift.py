@@ -164,3 +164,17 @@ def test_a_pool_with_no_demand_in_its_last_day_nor_ahead_reserves_nothing(caplog
         assert plan(0.0)["reservation"].empty
     assert "no demand in its last day nor in the forecast ahead: no reservation" in caplog.text
     assert not plan(400.0)["reservation"].empty
+
+
+def test_a_pool_with_no_demand_at_all_is_not_planned() -> None:
+    """Four weeks of zeros and a forecast of zeros: no split "at $0/month" beside a schedule
+    that keeps an instance, but one unplanned row that says why."""
+    ds = pd.date_range("2026-01-05", periods=24 * 28, freq="h")
+    history = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": ds, "y": 0.0})
+    forecast = pd.DataFrame({"unique_id": "c/a100/gpu", "ds": pd.date_range(ds[-1], periods=25, freq="h")[1:],
+                             "mean": 0.0})
+    capacity = pd.DataFrame({"unique_id": ["c/a100/gpu"], "capacity": [200.0], "units_per_node": [4.0]})
+    plan = P.make_plan(history, forecast, capacity, catalog())
+    assert plan["unplanned"].to_dict("records") == [{"unique_id": "c/a100/gpu", "resource": "gpu", "not_planned": "all",
+                                                     "reason": "no demand in the lookback nor in the forecast ahead"}]
+    assert all(frame.empty for name, frame in plan.items() if name != "unplanned")
