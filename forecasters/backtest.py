@@ -72,7 +72,8 @@ def cross_validation(
         raise HistoryError(
             f"series {uid!r}: {int(lengths.min())} points, need at least {need + held_out}: {n_windows} "
             f"window(s) of {h} steps {step} apart hold out the last {held_out}, and {model.name} needs "
-            f"{need} before them to fit and calibrate; use fewer windows or a shorter horizon", str(uid)
+            f"{need} before them to fit and calibrate; use fewer windows, "
+            f"{'origins closer together (--step) or ' if n_windows > 1 and step > h else ''}a shorter horizon", str(uid)
         )
     from_end = frame.groupby("unique_id", sort=False).cumcount(ascending=False).to_numpy()
     parts, seconds = [], 0.0

@@ -118,7 +118,8 @@ def validate_history(
     if bad_y.any():
         uid = frame.loc[bad_y, "unique_id"].iloc[0]
         own = int((bad_y & (frame["unique_id"] == uid).to_numpy()).sum())  # this series' own, not the file's
-        raise HistoryError(f"series {uid!r}: y has {own} missing or non-finite value(s)", str(uid))
+        first = frame.loc[bad_y, "ds"].iloc[0]
+        raise HistoryError(f"series {uid!r}: y has {own} missing or non-finite value(s), the first at {first}", str(uid))
     huge = np.abs(frame["y"].to_numpy()) > MAX_ABS_Y
     if huge.any():  # sums and squares of such values overflow: scores of 0 and intervals of inf
         row = frame.loc[huge].iloc[0]
@@ -187,7 +188,9 @@ def fill_gaps(history: pd.DataFrame, freq: str | None, season_length: int,
             raise HistoryError(f"series {uid!r}: duplicate ds {g.loc[dup, 'ds'].iloc[0]}")
         s = g.set_index("ds")["y"].astype(float)
         known = np.flatnonzero(np.isfinite(s.to_numpy()))
-        if known.size and (known[0] > 0 or known[-1] < len(s) - 1):
+        if not known.size:  # rows, but not one value: no span to fill
+            raise HistoryError(f"series {uid!r}: no values (y is empty in all its {len(s)} row(s))", str(uid))
+        if (known[0] > 0 or known[-1] < len(s) - 1):
             # rows with no value before a series' first reading or after its last (an export's
             # placeholder rows) are no gap: the series starts and ends at its readings
             log.warning("series %r: %d row(s) with no value before its first reading or after its last left out",

@@ -109,6 +109,9 @@ def test_cross_validation_windows(panel: pd.DataFrame) -> None:
     n = panel.groupby("unique_id").size().min()
     with pytest.raises(forecasters.HistoryError, match=r"hold out the last .*use fewer windows"):
         cross_validation(make_model("seasonal_naive"), panel, h=H, n_windows=n // H + 1)
+    # origins far apart: the step is named as the way out (a shorter horizon alone would not do)
+    with pytest.raises(forecasters.HistoryError, match=r"use fewer windows, origins closer together \(--step\)"):
+        cross_validation(make_model("seasonal_naive"), panel, h=H, n_windows=2, step=n)
 
 
 @pytest.mark.slow

@@ -110,6 +110,10 @@ def test_a_gap_longer_than_a_season_names_the_series_and_the_span() -> None:
         fill_gaps(frame, "h", 24)
     with pytest.raises(HistoryError, match="unknown gap filling"):
         fill_gaps(frame, "h", 24, "mean")
+    # a series with rows but no value at all is said so, not "missing steps"
+    dead = pd.concat([_gappy(), _gappy().assign(unique_id="dead", y=np.nan)], ignore_index=True)
+    with pytest.raises(HistoryError, match=r"^series 'dead': no values \(y is empty in all its 93 row\(s\)\)$"):
+        fill_gaps(dead, "h", 24)
 
 
 def test_a_series_on_a_coarser_grid_is_refused_not_filled() -> None:

@@ -399,4 +399,5 @@ def test_basic_iso_dates_typed_y_and_one_series_blanks(tmp_path: Path, capsys) -
                  ).to_csv(blanks, index=False)
     assert main(["backtest", "--input", str(blanks), "--horizon", "1", "--season-length", "1", "--freq", "h",
                  "--models", "seasonal_naive", "--fill-gaps", "none"]) == 2
-    assert "series 'a': y has 1 missing or non-finite value(s)" in capsys.readouterr().err
+    assert "series 'a': y has 1 missing or non-finite value(s), the first at 2024-01-01 03:00:00" in \
+        capsys.readouterr().err
