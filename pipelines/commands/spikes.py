@@ -72,8 +72,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
                              target_precision=args.target_precision)
         metrics = evaluate_spikes(prices, policy, on_demand, test_fraction=args.test_fraction)
     except (tables.InputError, ValueError) as exc:
-        hint = ("; with prices that never move that much, try a lower --k or a longer --horizon; with an "
-                "on-demand price below every spot price, check --on-demand" if "single class" in str(exc) else
+        hint = ("; a spike ahead of every hour: try a higher --k or a shorter --horizon; with an on-demand price "
+                "below every spot price, check --on-demand" if "has a spike ahead" in str(exc) else
+                "; with prices that never move that much, try a lower --k or a longer --horizon"
+                if "single class" in str(exc) else
                 f" (the training or test span of --test-fraction {args.test_fraction:g} holds no hours)"
                 if "0 sample(s)" in str(exc) else "")
         raise CliError(f"{exc}{hint}", 2) from exc

@@ -119,6 +119,12 @@ def _said(row: dict[str, object]) -> tuple[object, object, object]:
     return row["severity"], row["probability"], row["summary"]
 
 
+def _ahead(row, now: datetime) -> bool:
+    """Whether a run whose clock is ahead of ``now`` fired or last renewed this alert row (a
+    replay behind it neither renews nor resolves it: a later run saw it hold)."""
+    return pd.Timestamp(row.starts_at) > pd.Timestamp(now) or pd.Timestamp(row.updated_at) > pd.Timestamp(now)
+
+
 def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Alert], now: datetime,
                 sink_names: Iterable[str], ended: Sequence[Alert] = (), history: Collection[str] = frozenset(),
                 ) -> dict[str, int]:
@@ -131,8 +137,8 @@ def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Ale
     if any(a.kind != kind for a in [*current, *ended]):
         raise ValueError(f"sync_alerts({kind!r}) got alerts of another kind")
     names = list(sink_names)
-    existing = query(con, "SELECT fingerprint, status, starts_at, ends_at, severity, probability, summary, entity, "
-                          "window_start, window_end FROM alerts WHERE kind = ?", [kind])
+    existing = query(con, "SELECT fingerprint, status, starts_at, ends_at, updated_at, severity, probability, summary, "
+                          "entity, window_start, window_end FROM alerts WHERE kind = ?", [kind])
     known = {r.fingerprint: r for r in existing.itertuples(index=False)}
     current = goes_on(kind, current, existing, now)
     keys = query(con, "SELECT d.fingerprint, d.sink, d.status FROM alert_deliveries d "
@@ -158,8 +164,8 @@ def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Ale
         was_firing = old is not None and old.status == "firing"
         if old is not None and not was_firing and (is_ended or pd.Timestamp(old.ends_at) > pd.Timestamp(now)):
             continue  # already fired and resolved; or resolved by a run whose clock is ahead of this one's
-        if was_firing and not is_ended and pd.Timestamp(old.starts_at) > pd.Timestamp(now):
-            continue  # fired by a run whose clock is ahead of this replay's: not this run's to touch
+        if was_firing and _ahead(old, now):
+            continue  # fired or renewed by a run whose clock is ahead of this replay's: not this run's to touch
         quiet = is_ended and not was_firing and fp in history
         if was_firing:
             starts = old.starts_at
@@ -196,10 +202,9 @@ def sync_alerts(con: duckdb.DuckDBPyConnection, kind: str, current: Sequence[Ale
             queue += [(fp, s, "resolved", *_said(row)) for s in told(fp)]
             resolved += 1
     touched = {r["fingerprint"] for r in rows}
-    # one that fired after this run's clock (a replay behind a later run) is not this run's to
-    # resolve: it knows nothing of it
-    stale = [fp for fp, r in known.items()
-             if r.status == "firing" and fp not in touched and pd.Timestamp(r.starts_at) <= pd.Timestamp(now)]
+    # one that fired or was renewed after this run's clock (a replay behind a later run) is not
+    # this run's to resolve: it knows nothing of it
+    stale = [fp for fp, r in known.items() if r.status == "firing" and fp not in touched and not _ahead(r, now)]
     with transaction(con):
         # read before the delete and the upsert below take the rows another run is sending
         senders = _senders(con, [*refired, *(q[0] for q in queue), *stale])

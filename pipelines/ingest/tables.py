@@ -197,6 +197,11 @@ def time_option(text: str) -> pd.Timestamp:
     """A time given on the command line, read as ingest reads a timestamp (an offset or a zone
     name, CET or Europe/Berlin, converts to UTC; none is UTC; a number is epoch seconds or ms),
     as naive UTC between 1970 and 2200; a ValueError saying why not otherwise."""
+    basic = re.fullmatch(r"\s*(\d{4})(\d\d)(\d\d)\s*", str(text))
+    if basic and 1 <= int(basic.group(2)) <= 12 and 1 <= int(basic.group(3)) <= 31:
+        # as epoch seconds, 1970; meant as a date (ISO 8601's basic form), surely: said, not guessed
+        raise ValueError(f"is ambiguous: as epoch seconds it is {pd.Timestamp(int(text), unit='s')}; write the date "
+                         f"as {basic.group(1)}-{basic.group(2)}-{basic.group(3)}")
     got = parse_like_ingest(pd.Series([str(text).strip()], dtype=object)).iloc[0]
     year = re.match(r"\s*(\d{4})-\d\d", str(text))  # a date pandas cannot hold parses as no time
     if pd.isna(got) and (year is None or 1678 < int(year.group(1)) < 2262):
@@ -351,8 +356,8 @@ def read_labels(path: str | Path) -> dict[str, list[pd.Timestamp]]:
 
 def _no_stray(ts: pd.Series, path: str | Path, far: pd.Timedelta, column: str = "ts", few: bool = True) -> None:
     """An error naming the row whose time is a stray past every other (a date mistyped: 2126;
-    see :func:`pipelines.store.demand.is_stray`): evaluated, its span made the test span hours
-    of nothing."""
+    see :func:`pipelines.store.demand.is_stray`), or (``few``: readings) ``far`` before every
+    other: evaluated, its span made the test span hours of nothing."""
     from pipelines.store.demand import is_stray
 
     times = ts.dropna()
@@ -365,6 +370,16 @@ def _no_stray(ts: pd.Series, path: str | Path, far: pd.Timedelta, column: str = 
         raise InputError(f"{_at(path, i)}, column {column!r}: {newest:%Y-%m-%d %H:%M} stands {(newest - before).days} "
                          f"days after every other time (the latest {before:%Y-%m-%d %H:%M}): a mistyped date? fix or "
                          "delete that row")
+    # readings (not change events, whose first price may stand for months): the same at the other
+    # end, past ``far`` (a year typed one too low stretched the split, and the evaluation failed
+    # with "nothing to learn", naming no row)
+    oldest = times.min()
+    after = times[times > oldest].min()
+    if few and is_stray(after - oldest, 1, 1, far, few=False):
+        i = int(np.flatnonzero((ts == oldest).to_numpy())[0])
+        raise InputError(f"{_at(path, i)}, column {column!r}: {oldest:%Y-%m-%d %H:%M} stands {(after - oldest).days} "
+                         f"days before every other time (the earliest {after:%Y-%m-%d %H:%M}): a mistyped date? fix "
+                         "or delete that row")
 
 
 def read_telemetry(path: str | Path) -> pd.DataFrame:

@@ -247,14 +247,18 @@ def load_states(con: duckdb.DuckDBPyConnection, detector: str) -> dict[str, Cusu
 
 def save_states(con: duckdb.DuckDBPyConnection, detector: str, states: Mapping[str, CusumState],
                 now: datetime) -> int:
-    """Upsert states (one transaction)."""
-    frame = pd.DataFrame([
-        {"detector": detector, "unique_id": uid, "last_ts": st.last_ts,
-         "state": json.dumps(st.to_dict(), sort_keys=True), "updated_at": now}
-        for uid, st in states.items()
-    ])
+    """Upsert the states that changed (one transaction): a run that read nothing new writes
+    nothing, so ``updated_at`` (status's last detect write) stays its last run that did, and a
+    replay behind it does not move it back."""
+    stored = dict(query(con, "SELECT unique_id, state FROM detector_state WHERE detector = ?",
+                        [detector]).itertuples(index=False, name=None))
+    rows = [{"detector": detector, "unique_id": uid, "last_ts": st.last_ts, "state": text, "updated_at": now}
+            for uid, st in states.items()
+            if stored.get(uid) != (text := json.dumps(st.to_dict(), sort_keys=True))]
+    if not rows:
+        return 0
     with transaction(con):
-        return upsert(con, "detector_state", frame)
+        return upsert(con, "detector_state", pd.DataFrame(rows))
 
 
 def alert_counts(con: duckdb.DuckDBPyConnection, sinks: Sequence[str],

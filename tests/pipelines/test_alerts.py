@@ -31,17 +31,18 @@ def test_fire_dedup_then_resolve(con):
 
 
 def test_a_replay_behind_a_later_run_leaves_that_runs_alerts_alone(con):
-    """A replay as of T0 knows nothing of an alert a run as of T2 fired: it stays firing; one
-    that had started by T0 and no longer holds resolves as before."""
-    al.sync_alerts(con, "hardware_fault", [fault("early")], T0, [])
+    """A replay as of T1 knows nothing of what a run as of T2 saw: alerts that run fired or
+    renewed stay firing (resolved, the next run would fire one anew: a receiver hears it end
+    and start again); one the T2 run no longer saw resolves as before."""
+    al.sync_alerts(con, "hardware_fault", [fault("early"), fault("gone")], T0, [])
     al.sync_alerts(con, "hardware_fault", [fault("early"), fault("late")], T2, [])
-    assert al.sync_alerts(con, "hardware_fault", [], T1, [])["resolved"] == 1
-    rows = query(con, "SELECT entity, status FROM alerts ORDER BY starts_at")
-    assert rows["status"].tolist() == ["resolved", "firing"]
-    # nor does one that finds it too: as the later run recorded it, and no update counted
-    assert al.sync_alerts(con, "hardware_fault", [fault("late", p=0.5)], T1, [])["updated"] == 0
-    late = query(con, "SELECT probability, updated_at FROM alerts WHERE entity = 'late'")
-    assert (late.iloc[0, 0], late.iloc[0, 1]) == (0.9, pd.Timestamp(T2))
+    assert al.sync_alerts(con, "hardware_fault", [], T1, [])["resolved"] == 0
+    rows = query(con, "SELECT entity, status FROM alerts ORDER BY entity")
+    assert rows.values.tolist() == [["early", "firing"], ["gone", "resolved"], ["late", "firing"]]
+    # nor does one that finds them too: as the later run recorded them, and no update counted
+    assert al.sync_alerts(con, "hardware_fault", [fault("early", p=0.5), fault("late", p=0.5)], T1, [])["updated"] == 0
+    renewed = query(con, "SELECT probability, updated_at FROM alerts WHERE entity IN ('early', 'late')")
+    assert renewed.values.tolist() == [[0.9, pd.Timestamp(T2)]] * 2
     # a rerun that finds the same alert saying the same is no update either
     assert al.sync_alerts(con, "hardware_fault", [fault("late")], T2, [])["updated"] == 0
 
@@ -430,14 +431,15 @@ def test_a_sink_away_when_an_alert_resolves_hears_it_when_it_comes_back(con, tmp
 
 
 def test_a_clock_behind_the_firing_run_never_ends_an_alert_before_it_started(con, server):
-    """A replay whose clock is behind the run that fired an alert leaves it firing when it does
-    not see it (it knows nothing of it); when it finds it over, the end is its start, not
-    earlier, so Alertmanager (which refuses endsAt < startsAt) takes the batch."""
+    """A replay whose clock is behind the run that fired an alert leaves it firing, seen over or
+    not at all (it knows nothing of it); a run that ends it ends it after its start."""
     sink = al.AlertmanagerSink(server.url)
     al.sync_alerts(con, "hardware_fault", [fault()], T2, [sink.name])
     al.sync_alerts(con, "hardware_fault", [], T0, [sink.name])  # the clock went back
     assert con.execute("SELECT status FROM alerts").fetchone()[0] == "firing"
     al.sync_alerts(con, "hardware_fault", [], T0, [sink.name], ended=[fault()])
+    assert con.execute("SELECT status, ends_at FROM alerts").fetchone() == ("firing", None)
+    al.sync_alerts(con, "hardware_fault", [], T2, [sink.name], ended=[fault()])
     starts, ends = con.execute("SELECT starts_at, ends_at FROM alerts").fetchone()
     assert ends >= starts
     al.deliver_pending(con, [sink], T0)

@@ -74,6 +74,8 @@ def test_time_options_read_a_zone_as_ingest_does(tmp_path: Path, db_path: Path, 
 @pytest.mark.parametrize(("args", "said"), [
     (["--now", "0001-01-01T00:00+01:00"], "is not between 1970 and 2200"),  # a traceback
     (["--max-age-hours", "inf"], "--max-age-hours must be a finite number > 0, got inf"),  # nothing ever stale
+    # a basic ISO date read as epoch seconds: status "at 1970-08-23", detect --as-of a replay of 1970
+    (["--now", "20260115"], "is ambiguous: as epoch seconds it is 1970-08-23 11:48:35; write the date as 2026-01-15"),
 ])
 def test_status_refuses_times_and_ages_it_cannot_use(tmp_path: Path, capsys, args, said) -> None:
     db = tmp_path / "wh.duckdb"

@@ -463,6 +463,9 @@ def test_a_state_this_headroom_cannot_read_is_calibrated_afresh(con, caplog) -> 
     states = CusumDetector(CusumPolicy(season_length=24)).fit(frame).states_
     now = datetime(2026, 1, 22)
     detect_store.save_states(con, "cusum", {**states, "c/q/gpu": states["c/p/gpu"]}, now)
+    # the same states again (a run that read nothing new, or a replay behind) write nothing
+    assert detect_store.save_states(con, "cusum", states, datetime(2026, 1, 21)) == 0
+    assert warehouse.query(con, "SELECT DISTINCT updated_at FROM detector_state").iloc[:, 0].tolist() == [now]
     newer = {**states["c/p/gpu"].to_dict(), "phase_memory": [1, 2]}
     con.execute("UPDATE detector_state SET state = ? WHERE unique_id = 'c/q/gpu'", [json.dumps(newer)])
     with pytest.raises(ValueError, match="fields this version does not know: phase_memory"):

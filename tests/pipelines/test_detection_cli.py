@@ -104,6 +104,23 @@ def test_spikes_evaluate(tmp_path: Path):
     assert (m["precision"].isna() == m["alerts"].eq(0)).all()  # no alert: 0 of 0, not 0.0
 
 
+def test_one_class_of_spike_labels_gets_the_advice_that_fits_it(tmp_path: Path, capsys):
+    """A spike ahead of every hour (here: an on-demand price under every spot price) was told
+    to try a lower --k or a longer --horizon, which only make it so more."""
+    prices = spot_prices()
+    prices.to_csv(tmp_path / "p.csv", index=False)
+    pd.DataFrame({"provider": ["aws"], "region": ["us-east-1"], "instance_type": ["g5.xlarge"],
+                  "on_demand_price": [1e-6]}).to_csv(tmp_path / "od.csv", index=False)
+    argv = ["spikes", "evaluate", "--prices", str(tmp_path / "p.csv"), "--horizon", "3h"]
+    assert main([*argv, "--on-demand", str(tmp_path / "od.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "every training hour has a spike ahead" in err and "try a higher --k or a shorter --horizon" in err
+    prices.assign(price=1.0).to_csv(tmp_path / "flat.csv", index=False)
+    assert main(["spikes", "evaluate", "--prices", str(tmp_path / "flat.csv"), "--horizon", "3h"]) == 2
+    err = capsys.readouterr().err
+    assert "every training hour has no spike ahead" in err and "try a lower --k or a longer --horizon" in err
+
+
 def test_a_model_that_raised_no_alert_shows_no_precision() -> None:
     from pipelines.commands.spikes import metric_lines
 
@@ -353,3 +370,13 @@ def test_an_evaluated_row_dated_a_century_ahead_names_its_line(tmp_path: Path, c
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"line {line}, column 'ts': 2126-01-01 00:30 stands" in err, err
+    # a reading a year too early, on the first data row: named too (it stretched the split as
+    # far, and the evaluation failed with "nothing to learn", naming no row)
+    early = tel.assign(ts=tel["ts"].astype(str))
+    early.loc[early.index[0], "ts"] = "2025-01-01 00:30"
+    early.to_csv(tmp_path / "t_early.csv", index=False)
+    assert main(["faults", "evaluate", "--telemetry", str(tmp_path / "t_early.csv"), "--failures",
+                 str(tmp_path / "f.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "line 2, column 'ts': 2025-01-01 00:30 stands" in err, err
+    assert "days before every other time" in err
