@@ -47,6 +47,21 @@ def _stage_printer():
 FLEET_DEFAULTS = {"nodes": 12, "days": 28, "seed": 0}  # the generated fleet without --input
 
 
+def foreign_input(db: Path, folder: Path) -> str | None:
+    """A file the warehouse ``db`` ingested from outside ``folder`` (the generated fleet's),
+    else None (no warehouse yet, or only the generated fleet in it)."""
+    from pipelines.store import warehouse
+
+    if not Path(db).is_file() or Path(db).stat().st_size == 0:
+        return None
+    with warehouse.connect(db, read_only=True) as con:
+        if not warehouse.has_table(con, "ingest_batches"):
+            return None
+        paths = [r[0] for r in con.execute("SELECT DISTINCT path FROM ingest_batches ORDER BY path").fetchall()]
+    home = Path(folder).resolve()
+    return next((p for p in paths if Path(p).resolve().parent != home), None)
+
+
 def check_outputs(stages: list[str] | None) -> None:
     """The report folder and the alert sinks the chosen stages write to, checked before any
     work (as report, detect and serve check theirs), not after the ingest and the models."""
@@ -104,6 +119,11 @@ def run_all(args: argparse.Namespace) -> int:
         fleet = {k: FLEET_DEFAULTS[k] if v is None else v for k, v in fleet.items()}
         check_fleet_args(**fleet, can_drop_telemetry=False, run=True)  # run has no --no-telemetry
         folder = settings.data_dir
+        foreign = foreign_input(settings.db_path, folder)
+        if foreign is not None:  # a made-up fleet upserted into a real warehouse moves its cutoff to 2026
+            raise CliError(f"{settings.db_path} holds data ingested from {foreign}; without --input, run generates "
+                           f"a synthetic fleet and would load it into that warehouse: give --input FOLDER, or run "
+                           "train, plan, detect and report on it as it is", 2)
         print(f"generating a synthetic fleet in {folder} (nodes={fleet['nodes']}, days={fleet['days']}, "
               f"seed={fleet['seed']})")
         write_fleet_or_fail(folder, "HEADROOM_DATA_DIR", **fleet)

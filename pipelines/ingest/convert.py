@@ -241,6 +241,11 @@ GCP_GPU_COLUMNS = ("a100", "a100-80gb", "h100-80gb", "h100-80gb-mega", "l4", "rt
 GCP_GPU_TFLOPS = {"a100": 312.0, "a100-80gb": 312.0, "h100-80gb": 989.0, "h100-80gb-mega": 989.0, "l4": 121.0}
 
 
+# GCP's shared-core machines that the specs file lists at one vCPU: the share of a core they
+# sustain (GCP's machine-type docs; e2-micro, -small and -medium are listed at theirs already)
+GCP_SHARED_CORE = {"f1-micro": 0.2, "g1-small": 0.5}
+
+
 def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     """A ``gcp_compute_price_changes_<year>.csv.gz`` -> spot-prices (spot changes) and, with
     ``gcp_instance_specs_latest.csv`` beside it, the catalog at the last snapshot."""
@@ -248,6 +253,9 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     for col in ("hour", "hour_spot", "month", "month_1y", "month_3y"):
         f[col] = _num(f[col])
     # a price of 0 is a placeholder in the pricing file (no SKU yet), not a free machine
+    for col in ("hour", "hour_spot"):
+        if (f[col] < 0).any():
+            raise _bad(f[col], f[col] < 0, "negative price")
     spot = f[f["hour_spot"] > 0]
     out = {"spot-prices": pd.DataFrame({
         "ts": _iso(spot["snapshot_utc"]), "provider": "gcp", "region": spot["region"],
@@ -258,7 +266,8 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
     if not specs_path.is_file():
         log.warning("%s: no %s beside it: spot prices only, no catalog", path, specs_path.name)
     else:
-        specs = read_sidecar(specs_path, ["instance_type", "cpu", "ram"])
+        specs = _sidecar_counts(specs_path, read_sidecar(specs_path, ["instance_type", "cpu", "ram"]),
+                                ["cpu", "ram", *GCP_GPU_COLUMNS])
         # a machine listed twice with other sizes, and priced here: which would the catalog take?
         # (an exact repeat, or one no price names, is harmless)
         specs = specs.drop_duplicates()
@@ -276,6 +285,9 @@ def gcp_prices(path: Path) -> dict[str, pd.DataFrame]:
                 .groupby(["instance_type", "region"]).tail(1).sort_values(["instance_type", "region"]))
         last = last[last["instance_type"].isin(specs.index)].reset_index(drop=True)
         s = specs.loc[last["instance_type"]]
+        # shared-core machines the specs list as one whole vCPU: their sustained share instead
+        shared = last["instance_type"].map(GCP_SHARED_CORE).to_numpy(dtype=float)
+        s = s.assign(cpu=np.where(np.isfinite(shared), np.fmin(shared, s["cpu"].to_numpy(dtype=float)), s["cpu"]))
         per_model = s.reindex(columns=list(GCP_GPU_COLUMNS)).fillna(0)
         gpus = per_model.sum(axis=1).to_numpy()
         known = per_model.columns.isin(list(GCP_GPU_TFLOPS))
@@ -325,6 +337,20 @@ def _sidecar_ids(path: Path, values: pd.Series) -> pd.Series:
         return _ids(values)
     except RecordError as exc:
         raise SidecarError(path, exc.at(path)) from exc
+
+
+def _sidecar_counts(path: Path, f: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``f`` with ``columns`` (those present) as numbers, none negative; a bad one names the
+    sidecar's line and column (text, or -1 GPUs that made a GPU machine a CPU offer)."""
+    f = f.copy()
+    try:
+        for col in (c for c in columns if c in f.columns):
+            f[col] = _num(f[col])
+            if (f[col] < 0).any():
+                raise _bad(f[col], f[col] < 0, "negative count")
+    except RecordError as exc:
+        raise SidecarError(path, exc.at(path)) from exc
+    return f
 
 
 def _pdm_error_counters(f: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
@@ -438,10 +464,11 @@ def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
     f["gpu_model"] = _ids(f["gpu_model"])
     for col in ("gpu_capacity_num", "cpu_num"):  # whole counts, written as integers ("126", not "126.0")
         n = _num(f[col])
-        bad = n.isna() | (n != n.round())
+        bad = n.isna() | (n != n.round()) | (n < 1) | (n > 100_000)  # (1e20 wrapped to a negative int64)
         if bad.any():
             shown = f[col][bad].iloc[0]
-            what = "missing count" if pd.isna(shown) else f"{str(shown)[:40]!r} is not a whole count"
+            what = ("missing count" if pd.isna(shown) else f"{str(shown)[:40]!r} is not a whole count of at least 1"
+                    + (" and at most 100000" if _num(f[col][bad]).iloc[0] > 1 else ""))
             raise _bad(f[col], bad, what)
         f[col] = n.astype("int64")
     g = f.groupby(["gpu_model", "gpu_capacity_num", "cpu_num"]).size().reset_index(name="nodes")

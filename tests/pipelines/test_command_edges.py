@@ -263,3 +263,18 @@ def test_an_input_this_user_cannot_read_is_named_so_and_the_others_go_in(tmp_pat
         err = caplog.text
     assert "1 file(s) unreadable to this user (permission denied), not read: export.json" in err
     assert "1 file(s) link to nothing, not read: telemetry.csv" in err
+
+
+def test_run_without_input_never_loads_a_made_up_fleet_into_a_real_warehouse(tmp_path: Path, capsys) -> None:
+    """`run --db prod.duckdb --stages plan` generated the demo fleet and upserted it there: the
+    cutoff moved to 2026, the real pools fell out of the plan, the made-up ones filled it."""
+    util = tmp_path / "mine.csv"
+    util.write_text("ts,cluster,pool,node_id,resource,used,capacity\n2013-07-01T00:00:00,bb,rnd,n1,cpu,1,8\n")
+    db = tmp_path / "prod.duckdb"
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(util)]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "--db", str(db), "--stages", "plan"]) == 2
+    assert f"{db} holds data ingested from {util}; without --input, run generates a synthetic fleet" in _error(capsys)
+    from pipelines.store import warehouse
+    with warehouse.connect(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 1

@@ -34,6 +34,8 @@ def test_gcp_prices_drop_placeholders_and_keep_the_newest_price(tmp_path, capsys
     assert cat.loc["a2-highgpu-1g", "tflops"] == 312.0 and pd.isna(cat.loc["f1-micro", "tflops"])
     # f1-micro's "committed" price equals its monthly price: no commitment to recommend
     assert pd.isna(cat.loc["f1-micro", "reserved_1y_price"]) and pd.isna(cat.loc["f1-micro", "reserved_3y_price"])
+    # a shared core, listed at 1 vCPU: 0.2 of one (priced as a whole vCPU, a cluster cost 5x too little)
+    assert (cat.loc["f1-micro", "units"], cat.loc["f1-micro", "vcpus"]) == (0.2, 0.2)
     spot = pd.read_csv(out / "spot_prices.csv")
     assert (spot["price"] > 0).all() and sorted(spot["price"]) == [1.10, 1.20]
     assert "catalog.csv: 2 rows" in capsys.readouterr().out
@@ -91,6 +93,19 @@ def test_a_bad_sidecar_is_named_not_the_file_given(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert f"{tmp_path / 'gcp_instance_specs_latest.csv'}: no column 'cpu', 'ram' (read beside {given}" in err
     assert not (tmp_path / "out" / "spot_prices.csv").exists()  # nothing written
+    # a count that is not a number, or below 0 (-2 GPUs made a GPU machine a 12-vCPU CPU offer)
+    for row, said in (("a2-highgpu-1g,four,85,1", "line 2, column 'cpu': 'four' is not a number"),
+                      ("a2-highgpu-1g,12,85,-2", "line 2, column 'a100': negative count")):
+        (tmp_path / "gcp_instance_specs_latest.csv").write_text(f"instance_type,cpu,ram,a100\n{row}\n")
+        assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "out"), str(given)]) == 2
+        assert f"{tmp_path / 'gcp_instance_specs_latest.csv'}: {said}" in capsys.readouterr().err
+    # a negative spot price is an error naming its line, as aws-spot's (it was dropped, silently)
+    given.write_bytes(_gz(pd.DataFrame({
+        "snapshot_utc": ["2023-06-01T00:00:00+00:00"], "commit": "a" * 12, "instance_type": ["a2-highgpu-1g"],
+        "region": "us-central1", "hour": [3.67], "hour_spot": [-0.05], "month": [2681.0], "month_1y": [1689.0],
+        "month_3y": [938.0], "month_spot": [803.0]})))
+    assert cli.main(["convert", "--from", "gcp-prices", "--out", str(tmp_path / "out"), str(given)]) == 2
+    assert "line 2, column 'hour_spot': negative price (1 such row(s))" in capsys.readouterr().err
 
 
 def test_alibaba_gpu_machines_carry_tflops_and_the_bitbrains_total_counts_cores(tmp_path) -> None:
@@ -102,6 +117,12 @@ def test_alibaba_gpu_machines_carry_tflops_and_the_bitbrains_total_counts_cores(
     cat = pd.read_csv(tmp_path / "ali" / "catalog.csv").set_index("instance_type")
     assert cat.loc["A100-SXM4-80GB-8g-128c", "tflops"] == 8 * 312.0 and cat.loc["H800-8g-192c", "tflops"] == 8 * 989.0
     assert pd.isna(cat.loc["GPU-series-1-2g-64c", "tflops"])  # unknown model: not compared
+    # no GPU, or 1e20 of them (written as "A10--9223372036854775808g-128c"): named, nothing written
+    for count in ("0", "1e20"):
+        (tmp_path / "bad_nodes.csv").write_text(f"gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,{count},128,n1\n")
+        assert cli.main(["convert", "--from", "alibaba-nodes", "--out", str(tmp_path / "bad"),
+                         str(tmp_path / "bad_nodes.csv")]) == 2
+        assert not (tmp_path / "bad").exists()
 
     (tmp_path / "cluster.csv").write_text("bucket_start_utc,n_vms,cpu_capacity_mhz_sum,cpu_usage_mhz_sum,"
                                           "mem_usage_kb_sum\n2013-07-01T00:00:00Z,2,11012.0,2753.0,100\n")
