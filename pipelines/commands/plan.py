@@ -127,7 +127,7 @@ def run_replay(args: argparse.Namespace) -> int:
         series, node_units = plan_replay.pick_series(con, args.pool, args.resource)
         series, start, end = plan_replay.prepare(series, start, end)
         units, price = plan_replay.sizing(con, str(series.name), node_units, plan_policy, args.instance_units,
-                                          args.unit_price)
+                                          args.unit_price, peak=float(series.max()))
     except plan_replay.ReplayError as exc:
         raise CliError(str(exc), 2) from exc
     finally:

@@ -31,7 +31,8 @@ def replay_pool_task(db_path: str, pool: str, days: int, models: tuple[str, ...]
             series, node_units = plan_replay.pick_series(con, pool, None)
             end = series.index[-1] + (series.index[1] - series.index[0])
             series, start, end = plan_replay.prepare(series, str(end - pd.Timedelta(days=days)), None)
-            units, price = plan_replay.sizing(con, str(series.name), node_units, policy)
+            units, price = plan_replay.sizing(con, str(series.name), node_units, policy,
+                                              peak=float(series.max()))
         except plan_replay.ReplayError as exc:
             log.warning("replay %s: %s", pool, exc)
             return {"pool": pool, "skipped": str(exc)}

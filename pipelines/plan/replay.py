@@ -18,8 +18,8 @@ import pandas as pd
 from forecasters import selection
 from forecasters.validation import HistoryError
 from pipelines.store import demand, replays, warehouse
-from planner.cost import CostPolicy, reference_offer
-from planner.plan import PlanPolicy, instance_units
+from planner.cost import reference_offer, select_offers
+from planner.plan import PlanPolicy, instance_units, memory_per_vcpu
 from planner.prescale import PrescalePolicy
 from planner.replay import ReplaySpan, frontier_verdict, replay_table  # noqa: F401 (the command's verdict)
 
@@ -152,20 +152,33 @@ def drained_pools(con: duckdb.DuckDBPyConnection, pools: Sequence[str]) -> list[
     return [p for p in pools if p not in running]
 
 
-def unit_price(catalog: pd.DataFrame, unique_id: str, costs: CostPolicy) -> float | None:
+def unit_price(catalog: pd.DataFrame, unique_id: str, policy: PlanPolicy, capacity: pd.DataFrame | None = None,
+               peak: float | None = None) -> float | None:
     """The price of one unit-hour of the series' pool: its own machine in the catalog (as the
-    plan prices the private cloud), None without one."""
+    plan prices the private cloud); with none of its own, the public offer the plan picks for
+    it (its memory per vCPU from ``capacity``, its regions, instances up to the size ratio of
+    ``peak``), not the cheapest machine anywhere (a 0.6 GB f1-micro priced 4 GB VMs 3.7x low);
+    None without either."""
     pool_id, _, resource = unique_id.rpartition("/")
     if catalog.empty:
         return None
-    ref = reference_offer(catalog, resource, pool_id.split("/")[-1])
+    pool = pool_id.split("/")[-1]
+    ref = reference_offer(catalog, resource, pool)
     if ref is None or not float(ref["on_demand_price"]) > 0:
         return None
-    return float(costs.at(str(ref["location"])).effective(float(ref["on_demand_price"]) / float(ref["units"])))
+    if str(ref["location"]) != "private":
+        o = policy.offers
+        per_vcpu = memory_per_vcpu(capacity, pool_id) if resource == "cpu" and capacity is not None else None
+        size = None if o.max_size_ratio is None or peak is None else o.max_size_ratio * max(float(peak), 0.0)
+        public = select_offers(catalog, resource, pool, o.min_tflops_ratio, o.min_memory_ratio, o.regions,
+                               per_vcpu, o.any_region, size).get("public")
+        return None if public is None else float(policy.costs.at("public").effective(public.unit_price))
+    return float(policy.costs.at(str(ref["location"])).effective(float(ref["on_demand_price"]) / float(ref["units"])))
 
 
 def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, policy: PlanPolicy,
-           units: float | None = None, price: float | None = None) -> tuple[float, float | None]:
+           units: float | None = None, price: float | None = None,
+           peak: float | None = None) -> tuple[float, float | None]:
     """(units one instance adds, price of a unit-hour) for replaying ``unique_id``: the given
     ones, else the plan's (:func:`planner.plan.instance_units`, the catalog machine's price).
     ReplayError when no instance size is known."""
@@ -175,7 +188,10 @@ def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, po
     if units is None:
         raise ReplayError(f"{unique_id}: no instance size known (no catalog machine, no node size); "
                           "pass --instance-units")
-    return units, price or unit_price(catalog, unique_id, policy.costs)
+    if price:
+        return units, price
+    from pipelines.plan.planning import CAPACITY_SQL
+    return units, unit_price(catalog, unique_id, policy, warehouse.query(con, CAPACITY_SQL), peak)
 
 
 def rule_text(policy: PrescalePolicy, unit_price: float | None = None) -> str:

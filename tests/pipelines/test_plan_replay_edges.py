@@ -67,3 +67,27 @@ def test_a_replay_that_cannot_be_stored_leaves_no_table_and_options_say_what_is_
     assert main(["plan", "replay", "--utilization", src, "--models", "seasonal_naive", "--start", "2026-02-01"]) == 2
     err = capsys.readouterr().err
     assert "is not before the data's end" in err and "--end" not in err
+
+
+def test_a_pool_without_a_machine_of_its_own_is_priced_on_the_plans_offer() -> None:
+    """No private CPU machine: cost_usd took the cheapest CPU anywhere, a 0.6 GB f1-micro for
+    4 GiB-per-vCPU VMs (3.7x under the t2d the plan itself chose); now the offer the plan picks,
+    with the pool's memory per vCPU, regions and size."""
+    import pandas as pd
+
+    from pipelines.plan.replay import unit_price
+    from planner.plan import PlanPolicy
+
+    catalog = pd.DataFrame({
+        "provider": "gcp", "region": "us-central1", "instance_type": ["tiny-1", "t2d-standard-1", "huge-224"],
+        "location": "public", "resource": "cpu", "units": [1.0, 1.0, 224.0], "memory_gb": [0.6, 4.0, 896.0],
+        "on_demand_price": [0.0076, 0.0422, 5.0]})
+    capacity = pd.DataFrame({"unique_id": ["bb/rnd/cpu", "bb/rnd/mem"], "capacity": [8.0, 32.0]})
+    policy = PlanPolicy()
+    costs = policy.costs.at("public")
+    assert unit_price(catalog, "bb/rnd/cpu", policy, capacity, peak=6.0) == pytest.approx(costs.effective(0.0422))
+    # its own machine, where it has one, as before
+    own = pd.concat([catalog, catalog.iloc[[1]].assign(location="private", instance_type="rnd-8c", units=8.0,
+                                                       on_demand_price=0.2)], ignore_index=True)
+    assert unit_price(own, "bb/rnd/cpu", policy, capacity, peak=6.0) == pytest.approx(
+        policy.costs.at("private").effective(0.2 / 8))
