@@ -30,7 +30,8 @@ def run_convert(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from pipelines.commands.errors import CliError
-    from pipelines.ingest.convert import CONVERTERS, RecordError, SidecarError
+    from pipelines.ingest.convert import CONVERTERS
+    from pipelines.ingest.convert_io import RecordError, SidecarError
     from pipelines.runtime.outputs import write_set
 
     out = Path(args.out)
