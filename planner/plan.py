@@ -102,6 +102,16 @@ def memory_per_vcpu(capacity: pd.DataFrame, pool_id: str) -> float | None:
     return float(mem) / float(cpu)
 
 
+def offer_fit(offers: OfferPolicy, capacity: pd.DataFrame, pool_id: str, resource: str, peak: float) -> tuple:
+    """:func:`planner.cost.select_offers`' arguments after ``pool`` for a pool: the policy's
+    ratios and regions, its nodes' memory per vCPU (CPU pools), instances up to the size
+    ratio of its ``peak`` demand."""
+    ratio = offers.max_size_ratio
+    return (offers.min_tflops_ratio, offers.min_memory_ratio, offers.regions,
+            memory_per_vcpu(capacity, pool_id) if resource == "cpu" else None, offers.any_region,
+            None if ratio is None else ratio * max(float(peak), 0.0))
+
+
 def instance_units(catalog: pd.DataFrame, resource: str, pool: str, node_units: float,
                    policy: PrescalePolicy) -> float | None:
     """The units one pre-scaling step adds: the catalog machine named for the pool, else the
@@ -358,10 +368,7 @@ def make_plan(
             log.warning("%s: no demand, not planned", uid)
             skip(uid, "all", "no demand in the lookback" + (" nor in the forecast ahead" if path.size else ""))
             continue
-        ratio = policy.offers.max_size_ratio
-        fit = (policy.offers.min_tflops_ratio, policy.offers.min_memory_ratio, policy.offers.regions,
-               memory_per_vcpu(capacity, row.pool_id) if resource == "cpu" else None, policy.offers.any_region,
-               None if ratio is None else ratio * max(float(np.nanmax(path)), 0.0))
+        fit = offer_fit(policy.offers, capacity, row.pool_id, resource, float(np.nanmax(path)))
         offers = select_offers(catalog, resource, pool, *fit)
         seen = int(np.isfinite(basis.loc[basis["unique_id"] == uid, "y"].to_numpy(dtype=float)).sum())
         fc = future_forecast(history, forecast, uid)  # the forecast after the pool's last hour, read once

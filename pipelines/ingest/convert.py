@@ -361,7 +361,7 @@ def alibaba_nodes(path: Path) -> dict[str, pd.DataFrame]:
         if bad.any():
             shown = f[col][bad].iloc[0]
             what = ("missing count" if pd.isna(shown) else f"{str(shown)[:40]!r} is not a whole count of at least 1"
-                    + (" and at most 100000" if _num(f[col][bad]).iloc[0] > 1 else ""))
+                    + (" and at most 100000" if n[bad].iloc[0] > 1 else ""))
             raise _bad(f[col], bad, what)
         f[col] = n.astype("int64")
     g = f.groupby(["gpu_model", "gpu_capacity_num", "cpu_num"]).size().reset_index(name="nodes")

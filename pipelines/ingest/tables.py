@@ -375,7 +375,7 @@ def _no_stray(ts: pd.Series, path: str | Path, far: pd.Timedelta, column: str = 
     # with "nothing to learn", naming no row)
     oldest = times.min()
     after = times[times > oldest].min()
-    if few and is_stray(after - oldest, 1, 1, far, few=False):
+    if few and after - oldest > far:
         i = int(np.flatnonzero((ts == oldest).to_numpy())[0])
         raise InputError(f"{_at(path, i)}, column {column!r}: {oldest:%Y-%m-%d %H:%M} stands {(after - oldest).days} "
                          f"days before every other time (the earliest {after:%Y-%m-%d %H:%M}): a mistyped date? fix "

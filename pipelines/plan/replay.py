@@ -19,7 +19,7 @@ from forecasters import selection
 from forecasters.validation import HistoryError
 from pipelines.store import demand, replays, warehouse
 from planner.cost import reference_offer, select_offers
-from planner.plan import PlanPolicy, instance_units, memory_per_vcpu
+from planner.plan import PlanPolicy, instance_units, offer_fit
 from planner.prescale import PrescalePolicy
 from planner.replay import ReplaySpan, frontier_verdict, replay_table  # noqa: F401 (the command's verdict)
 
@@ -152,8 +152,8 @@ def drained_pools(con: duckdb.DuckDBPyConnection, pools: Sequence[str]) -> list[
     return [p for p in pools if p not in running]
 
 
-def unit_price(catalog: pd.DataFrame, unique_id: str, policy: PlanPolicy, capacity: pd.DataFrame | None = None,
-               peak: float | None = None) -> float | None:
+def unit_price(catalog: pd.DataFrame, unique_id: str, policy: PlanPolicy, capacity: pd.DataFrame,
+               peak: float) -> float | None:
     """The price of one unit-hour of the series' pool: its own machine in the catalog (as the
     plan prices the private cloud); with none of its own, the public offer the plan picks for
     it (its memory per vCPU from ``capacity``, its regions, instances up to the size ratio of
@@ -167,18 +167,15 @@ def unit_price(catalog: pd.DataFrame, unique_id: str, policy: PlanPolicy, capaci
     if ref is None or not float(ref["on_demand_price"]) > 0:
         return None
     if str(ref["location"]) != "private":
-        o = policy.offers
-        per_vcpu = memory_per_vcpu(capacity, pool_id) if resource == "cpu" and capacity is not None else None
-        size = None if o.max_size_ratio is None or peak is None else o.max_size_ratio * max(float(peak), 0.0)
-        public = select_offers(catalog, resource, pool, o.min_tflops_ratio, o.min_memory_ratio, o.regions,
-                               per_vcpu, o.any_region, size).get("public")
+        fit = offer_fit(policy.offers, capacity, pool_id, resource, peak)
+        public = select_offers(catalog, resource, pool, *fit).get("public")
         return None if public is None else float(policy.costs.at("public").effective(public.unit_price))
     return float(policy.costs.at(str(ref["location"])).effective(float(ref["on_demand_price"]) / float(ref["units"])))
 
 
 def sizing(con: duckdb.DuckDBPyConnection, unique_id: str, node_units: float, policy: PlanPolicy,
            units: float | None = None, price: float | None = None,
-           peak: float | None = None) -> tuple[float, float | None]:
+           *, peak: float) -> tuple[float, float | None]:
     """(units one instance adds, price of a unit-hour) for replaying ``unique_id``: the given
     ones, else the plan's (:func:`planner.plan.instance_units`, the catalog machine's price).
     ReplayError when no instance size is known."""
