@@ -142,10 +142,15 @@ def _refitted_predictions(det: ThresholdDetector | PeltDetector, hist: pd.DataFr
 FAULT_EVAL_COLUMNS = [*FAULT_COLUMNS, "threshold", "threshold_rule"]
 
 
-def fault_settings(model: FaultPredictor) -> dict[str, object]:
-    """What a fit chose inside its training rows: tree settings, threshold, rule, OOF metrics."""
+def fault_settings(model: FaultPredictor, new_devices: bool = False) -> dict[str, object]:
+    """What a fit chose inside its training rows: tree settings, threshold, rule, OOF metrics;
+    with ``new_devices``, those that score devices it never saw (the same where it has no
+    predictor of their own)."""
+    if new_devices and getattr(model, "new_devices_", None) is not None:
+        model = model.new_devices_
+    folds = model._policy().threshold_folds
     return {"params": dict(model.params_), "threshold": float(model.threshold_), "threshold_rule": model.threshold_rule_,
-            "oof_metrics": dict(model.oof_metrics_)}
+            "oof_metrics": dict(model.oof_metrics_), "threshold_folds": "time" if folds == "auto" else folds}
 
 
 def evaluate_faults(
@@ -170,16 +175,18 @@ def evaluate_faults(
     train, test, _cut = time_split(feats, test_fraction, horizon, held)
     model = FaultPredictor(policy, n_jobs=n_jobs).fit(feats[train], failures)
     scored = model.predict(feats[test])
-    alerts = dedup_alerts(scored, model.threshold_, horizon)
+    # each row at its own threshold (a device the fit never saw: its predictor's)
+    alerts = dedup_alerts(scored.assign(score=scored["score"] - scored["threshold"]), 0.0, horizon)
     test_rows = feats[test]
     devs = sorted(test_rows["device_id"].astype(str).unique())
     span = (test_rows["ts"].min(), test_rows["ts"].max())
     row = score_alerts(alerts, failures, lead, horizon, span, devs)
     row["auc"] = point_auc(label_failures(test_rows, failures, policy), scored["score"].to_numpy())
-    row.update(threshold=float(model.threshold_), threshold_rule=model.threshold_rule_)
+    chosen = fault_settings(model, new_devices=held is not None)
+    row.update(threshold=chosen["threshold"], threshold_rule=chosen["threshold_rule"])
     out = pd.DataFrame([row], columns=FAULT_EVAL_COLUMNS)
     out.attrs["censored_alerts"] = int(row["censored_alerts"])  # left out of alerts and precision
-    out.attrs["settings"] = fault_settings(model)
+    out.attrs["settings"] = chosen
     out.attrs.update(scored_span=span, scored_devices=devs)  # what was scored, for a caller's comparison
     return out
 
@@ -226,8 +233,8 @@ def evaluate_faults_by_device(
             parts.append(feats.loc[held, ["device_id", "ts"]].assign(score=0.0, threshold=NEVER))
             per_fold.append({"devices": group, "params": None, "threshold": NEVER, "threshold_rule": "none"})
             continue
-        parts.append(model.predict(feats[held])[["device_id", "ts", "score"]].assign(threshold=model.threshold_))
-        per_fold.append({"devices": group, **fault_settings(model)})
+        parts.append(model.predict(feats[held])[["device_id", "ts", "score", "threshold"]])
+        per_fold.append({"devices": group, **fault_settings(model, new_devices=True)})
     scored = pd.concat(parts, ignore_index=True)
     # each fold's alerts at its own threshold: pooled as alerts, not as scores
     alerts = dedup_alerts(scored.assign(score=scored["score"] - scored["threshold"]), 0.0, horizon)

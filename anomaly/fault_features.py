@@ -52,11 +52,11 @@ class FaultPolicy:
     search: tuple[tuple[int, int, int], ...] = ((8, 200, 20), (4, 400, 10))
     # The alert threshold is chosen on out-of-fold scores. "time": the training span cut into
     # ``folds`` blocks, each scored by a model of the others (rows whose labels reach into the
-    # block, or whose features reach back into it, left out), so the threshold is set on the
-    # task it serves: the same fleet, later. "device": folds of devices, for a fleet whose
-    # devices are mostly new at scoring time (a model scores unseen devices higher, so this
-    # threshold comes out higher; measured on PdM, it caught fewer failures).
-    threshold_folds: str = "time"
+    # block, or whose features reach back into it, left out): the same fleet, later. "device":
+    # folds of devices, devices never seen (a model scores those higher, so this threshold
+    # comes out higher). "auto": each as its task asks, a time-fold predictor for the devices
+    # the fit saw and a device-fold one for devices new to it (twice the fits).
+    threshold_folds: str = "auto"
     folds: int = 5
     # What scores after the fit: "folds", the mean of the chosen setting's out-of-fold models,
     # whose scores set the threshold; "refit", that setting trained on all rows, which scores
@@ -78,8 +78,8 @@ class FaultPolicy:
             raise ValueError("set target_precision or cost_ratio to choose the alert threshold")
         if not self.windows or min(pd.Timedelta(w) for w in self.windows) <= pd.Timedelta(0):
             raise ValueError(f"feature windows must be positive durations, got {self.windows}")
-        if self.threshold_folds not in ("time", "device"):
-            raise ValueError(f"threshold_folds must be 'time' or 'device', got {self.threshold_folds!r}")
+        if self.threshold_folds not in ("auto", "time", "device"):
+            raise ValueError(f"threshold_folds must be 'auto', 'time' or 'device', got {self.threshold_folds!r}")
         if self.final_model not in ("folds", "refit"):
             raise ValueError(f"final_model must be 'folds' or 'refit', got {self.final_model!r}")
         if self.folds < 2:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import lightgbm as lgb
 import numpy as np
@@ -123,7 +123,9 @@ class FaultPredictor(BaseEstimator):
     choice. ``threshold_rule_`` says which rule set the threshold
     (:data:`anomaly.fault_eval.THRESHOLD_RULES`; under ``max_f1_fallback`` the target
     precision was out of reach), ``oof_metrics_`` are the out-of-fold alert metrics at it
-    (what to expect of the alerts), ``search_`` each setting's.
+    (what to expect of the alerts), ``search_`` each setting's. Under ``threshold_folds="auto"``
+    (the default: time folds) ``new_devices_`` is a second predictor, chosen on device folds,
+    that scores the devices ``fit`` never saw (``devices_``), at its own threshold.
     """
 
     def __init__(self, policy: FaultPolicy | None = None, n_jobs: int = 1) -> None:
@@ -149,8 +151,8 @@ class FaultPredictor(BaseEstimator):
         cols = feature_columns(features) + ([HAZARD] if hazard is not None else [])
         X = _matrix(features, cols, hazard)
         pos_weight = float(max((len(y) - y.sum()) / max(y.sum(), 1), 1.0)) ** 0.5
-        folds = (_time_folds(features, policy) if policy.threshold_folds == "time"
-                 else _device_folds(features, policy))
+        folds = (_device_folds(features, policy) if policy.threshold_folds == "device"
+                 else _time_folds(features, policy))
         settings = policy.settings() if folds is not None else policy.settings()[:1]
         best, search = None, []
         for params in settings:
@@ -181,6 +183,18 @@ class FaultPredictor(BaseEstimator):
         else:
             self.model_ = _model(policy, pos_weight, params).fit(X, y)
         self.feature_columns_ = cols
+        self.devices_ = frozenset(features["device_id"].astype(str))
+        # "auto": a device the fit never saw is scored as on inner device folds, where the
+        # scoring models had not seen it either, at the threshold set there
+        self.new_devices_ = None
+        if policy.threshold_folds == "auto" and len(self.devices_) >= 2:
+            self.new_devices_ = FaultPredictor(replace(policy, threshold_folds="device"), self.n_jobs)
+            self.new_devices_.scope_ = "on devices new to the model"
+            self.new_devices_.fit(features, failures)
+            if self.new_devices_.threshold_rule_ == "default":  # no device fold scored a failure: no evidence
+                log.info("fault alerts: no device fold scored a failure; devices new to the model are scored "
+                         "as the known ones")
+                self.new_devices_ = None
         return self
 
     def _threshold(self, features: pd.DataFrame, failures: pd.DataFrame,
@@ -189,13 +203,15 @@ class FaultPredictor(BaseEstimator):
         own 0.5) when the out-of-fold scores hold no failure to set it on."""
         policy = self._policy()
         lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
+        # a predictor of devices new to another one: that one says what it falls back to
+        warn = log.info if getattr(self, "scope_", "") else log.warning
         if oof is None:
-            log.warning("one device cannot be split into device folds; alert threshold defaults to 0.5")
+            warn("one device cannot be split into device folds; alert threshold defaults to 0.5")
             return None, {}
         scored = features.loc[np.isfinite(oof), ["device_id", "ts"]].assign(score=oof[np.isfinite(oof)])
         catchable = scorable_failures(scored, failures, lead, horizon)
         if catchable.empty:
-            log.warning("fault alerts: no out-of-fold model that had a failure to learn from scored one (too "
+            warn("fault alerts: no out-of-fold model that had a failure to learn from scored one (too "
                         "few training failures, or all in one fold); alert threshold defaults to 0.5")
             return None, {}
         choice = threshold_choice(scored, failures, lead, horizon, policy.target_precision, policy.cost_ratio)
@@ -216,18 +232,20 @@ class FaultPredictor(BaseEstimator):
         target = self._policy().target_precision
         if target is None or not m.get("events"):
             return
+        scope = getattr(self, "scope_", "")
+        alerts = f"fault alerts {scope}" if scope else "fault alerts"
         if self.threshold_rule_ == "none":
-            log.warning("fault alerts: no threshold catches a failure on out-of-fold scores (%d failures to "
-                        "learn from): the predictor will not alert until it has seen more failures", m["events"])
+            log.warning("%s: no threshold catches a failure on out-of-fold scores (%d failures to "
+                        "learn from): the predictor will not alert until it has seen more failures", alerts, m["events"])
         elif self.threshold_rule_ == "no_skill":
-            log.warning("fault alerts: on out-of-fold scores, no threshold that catches a failure is right more "
+            log.warning("%s: on out-of-fold scores, no threshold that catches a failure is right more "
                         "often than alerts at random times would be by luck (chance precision %.2f, %d failures): "
                         "the telemetry does not tell the failing devices apart yet, so the predictor will not "
-                        "alert", m["chance_precision"], m["events"])
+                        "alert", alerts, m["chance_precision"], m["events"])
         elif self.threshold_rule_ == "max_f1_fallback":
-            log.warning("fault alerts: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
+            log.warning("%s: no threshold reaches precision %.2f on out-of-fold scores (%d failures "
                         "to learn from); alerting at the best-F1 one (precision %.2f, recall %.2f), as warnings",
-                        target, m["events"], m["precision"], m["recall"])
+                        alerts, target, m["events"], m["precision"], m["recall"])
 
     def _out_of_fold(self, X: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]] | None,
                      pos_weight: float, params: dict[str, int]
@@ -251,10 +269,24 @@ class FaultPredictor(BaseEstimator):
             oof[test] = score
         return oof, [m for m, _score in done]
 
+    def new_rows(self, features: pd.DataFrame) -> np.ndarray:
+        """Rows of devices the fit never saw, which its device-fold predictor scores ("auto")."""
+        check_fitted(self, "model_")
+        if getattr(self, "new_devices_", None) is None:  # (a model from before "auto" has none)
+            return np.zeros(len(features), dtype=bool)
+        return ~features["device_id"].astype(str).isin(self.devices_).to_numpy()
+
     def predict_proba(self, features: pd.DataFrame) -> np.ndarray:
         """Failure probability per feature row."""
         check_fitted(self, "model_")
-        return self.model_.predict_proba(self.design(features))[:, 1]
+        new = self.new_rows(features)
+        score = self.model_.predict_proba(self.design(features[~new]))[:, 1] if (~new).any() else np.empty(0)
+        if not new.any():
+            return score
+        out = np.empty(len(features))
+        out[~new] = score
+        out[new] = self.new_devices_.predict_proba(features[new])
+        return out
 
     def design(self, features: pd.DataFrame) -> np.ndarray:
         """The model's input matrix of ``features`` (the event set encoded by the fitted table)."""
@@ -269,9 +301,15 @@ class FaultPredictor(BaseEstimator):
         return _matrix(features, self.feature_columns_, hazard)
 
     def predict(self, features: pd.DataFrame) -> pd.DataFrame:
-        """``device_id, ts, score, alert`` per feature row (alert = score >= threshold_)."""
+        """``device_id, ts, score, threshold, rule, new_device, alert`` per feature row (alert =
+        score >= threshold: ``threshold_``, or for a device new to the model its predictor's)."""
         score = self.predict_proba(features)
-        return features[["device_id", "ts"]].assign(score=score, alert=score >= self.threshold_)
+        new = self.new_rows(features)
+        other = self.new_devices_ if new.any() else self
+        threshold = np.where(new, other.threshold_, self.threshold_)
+        rule = np.where(new, other.threshold_rule_, self.threshold_rule_)
+        return features[["device_id", "ts"]].assign(score=score, threshold=threshold, rule=rule, new_device=new,
+                                                    alert=score >= threshold)
 
 
 def time_split(features: pd.DataFrame, test_fraction: float, horizon: pd.Timedelta,

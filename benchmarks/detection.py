@@ -256,23 +256,23 @@ def _converted(datasets: Path, tmp: Path) -> dict:
             "failures": tables.read_failures(conv / "failures.csv"), "events": None, "devices": None}
 
 
-def pdm_devices(datasets: Path, tmp: Path, out: Path) -> None:
+def pdm_devices(datasets: Path, tmp: Path, out: Path, inner: tuple[str, ...] = ("time", "device", "auto")) -> None:
     """Machines held out by device (see benchmarks/fault_devices.py): all PdM tables, and the
     telemetry-only conversion."""
     from benchmarks.fault_devices import device_split_table
 
     device_split_table({"pdm_all_tables": _pdm_inputs(datasets, tmp), "pdm_telemetry_only": _converted(datasets, tmp)},
-                       out / "faults_pdm_devices.csv", ("3h", "24h"))
+                       out / "faults_pdm_devices.csv", ("3h", "24h"), inner=inner)
 
 
 def synthetic_devices(out: Path, nodes: int, days: int, seeds: list[int],
-                      finals: tuple[str, ...] = ("folds", "refit")) -> None:
+                      finals: tuple[str, ...] = ("folds", "refit"), inner: tuple[str, ...] = ("time",)) -> None:
     """GPUs held out by device on the synthetic fleet (DCGM metrics), one fleet per seed, and
     pooled over the seeds."""
     from benchmarks.fault_devices import device_split_table, synthetic_fleet
 
     device_split_table({f"synthetic_gpu_seed{s}": synthetic_fleet(nodes, days, s) for s in seeds},
-                       out / "faults_synthetic_devices.csv", ("1h", "6h", "24h"), inner=("time",), finals=finals,
+                       out / "faults_synthetic_devices.csv", ("1h", "6h", "24h"), inner=inner, finals=finals,
                        pool_as="synthetic_gpu_seeds_" + "_".join(map(str, seeds)))
 
 
@@ -400,6 +400,9 @@ def main() -> int:
     ap.add_argument("--seeds", help="synthetic-devices: comma-separated fleet seeds, pooled; replaces --seed there")
     ap.add_argument("--final-models", default="folds,refit",
                     help="synthetic-devices: the fault model's scorers to run (folds, refit)")
+    ap.add_argument("--inner-folds", default=None,
+                    help="pdm-devices, synthetic-devices: the inner folds thresholds are set on (time, device, "
+                    "auto), comma-separated (default: time,device,auto on PdM, time on the synthetic fleet)")
     args = ap.parse_args()
     try:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
@@ -410,6 +413,9 @@ def main() -> int:
     finals = tuple(f.strip() for f in args.final_models.split(",") if f.strip())
     if not finals or set(finals) - {"folds", "refit"}:
         ap.error(f"--final-models takes folds and/or refit, got {args.final_models!r}")
+    inner = tuple(f.strip() for f in (args.inner_folds or "").split(",") if f.strip())
+    if args.inner_folds is not None and (not inner or set(inner) - {"time", "device", "auto"}):
+        ap.error(f"--inner-folds takes time, device and/or auto, got {args.inner_folds!r}")
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     unknown = [s for s in suites if s not in SUITES]
     if unknown:  # before any suite runs, not after the ones listed first
@@ -435,9 +441,9 @@ def main() -> int:
             elif suite == "pdm-converted":
                 pdm_converted(Path(args.datasets), tmp, args.out)
             elif suite == "pdm-devices":
-                pdm_devices(Path(args.datasets), tmp, args.out)
+                pdm_devices(Path(args.datasets), tmp, args.out, *([inner] if inner else []))
             elif suite == "synthetic-devices":
-                synthetic_devices(args.out, args.nodes, args.days, seeds, finals)
+                synthetic_devices(args.out, args.nodes, args.days, seeds, finals, *([inner] if inner else []))
             elif suite == "pdm-curve":
                 pdm_curve(Path(args.datasets), tmp, args.out)
             elif suite == "spot":

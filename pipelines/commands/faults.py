@@ -42,9 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rule.add_argument("--target-precision", type=float, default=0.8, help="alert threshold target (default 0.8)")
     rule.add_argument("--cost-ratio", type=float, default=None,
                       help="instead: threshold minimising ratio x missed failures + false alerts")
-    e.add_argument("--threshold-folds", choices=("time", "device"), default="time",
+    e.add_argument("--threshold-folds", choices=("auto", "time", "device"), default="auto",
                    help="out-of-fold scores the alert threshold is set on: purged time blocks of the training "
-                   "span (the same fleet, later; default) or groups of devices (a fleet of mostly new devices)")
+                   "span (the same fleet, later), groups of devices (devices never seen), or auto (default): "
+                   "time blocks for the devices trained on, device groups for devices new to the model")
     e.add_argument("--final-model", choices=("folds", "refit"), default="folds",
                    help="what scores after the fit: the mean of the out-of-fold models whose scores set the "
                    "threshold (default) or the chosen setting refit on all training rows")
@@ -149,8 +150,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     chosen = metrics.attrs.get("folds") or [{"devices": None, **metrics.attrs.get("settings", {})}]
     for f in chosen:
         print(f"settings{' of held-out ' + ','.join(f['devices']) if f['devices'] else ''}: {f.get('params')}, "
-              f"threshold {f.get('threshold', float('nan')):.4g} ({f.get('threshold_rule')}), chosen on the "
-              f"training {'devices' if f['devices'] else 'span'} only", file=sys.stderr)
+              f"threshold {f.get('threshold', float('nan')):.4g} ({f.get('threshold_rule')}, inner "
+              f"{f.get('threshold_folds', 'time')} folds), chosen on the training "
+              f"{'devices' if f['devices'] else 'span'} only", file=sys.stderr)
     fallback = sum(f.get("threshold_rule") == "max_f1_fallback" for f in chosen)
     if fallback:
         print(f"note: target precision {policy.target_precision} not reached on out-of-fold scores "

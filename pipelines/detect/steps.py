@@ -208,8 +208,12 @@ def score_faults(model: FaultPredictor, telemetry: pd.DataFrame, policy: FaultPo
     hours = horizon / pd.Timedelta(hours=1)
     alerts = []
     # a threshold short of the target precision (the best-F1 fallback) warns, never pages
-    fallback = getattr(model, "threshold_rule_", None) == "max_f1_fallback"
+    new = scored["new_device"].to_numpy(dtype=bool)
+    if new.any():
+        log.info("fault scoring: %d device(s) new to the model (such as %s), scored at the threshold set for "
+                 "devices it never saw", int(new.sum()), ", ".join(scored.loc[new, "device_id"].astype(str).head(3)))
     for r in scored[scored["alert"]].itertuples(index=False):
+        fallback = r.rule == "max_f1_fallback"
         start, end = _bucket(pd.Timestamp(r.ts), horizon)
         node = getattr(r, "node_id", None)
         has_node = isinstance(node, str) and node != ""
@@ -275,7 +279,10 @@ def register_model(con: duckdb.DuckDBPyConnection, job: ModelJob, model: object 
     oof = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
            for k, v in getattr(model, "oof_metrics_", {}).items()}
     rule = getattr(model, "threshold_rule_", None)
+    newer = getattr(model, "new_devices_", None)  # the fault model's predictor of devices it never saw
     metrics = json.dumps({"threshold": model.threshold_, **({"threshold_rule": rule} if rule else {}),
+                          **({"new_devices": {"threshold": newer.threshold_, "threshold_rule": newer.threshold_rule_}}
+                             if newer is not None else {}),
                           **({"inputs_mark": job.inputs_mark} if job.inputs_mark else {}),
                           **({"params": model.params_} if hasattr(model, "params_") else {}),
                           **({"out_of_fold": oof} if oof else {})})

@@ -347,3 +347,37 @@ def test_fold_models_fitted_at_once_equal_one_at_a_time(fleet):
     two = FaultPredictor(POLICY, n_jobs=3).fit(feats, fails)
     assert (two.threshold_, two.threshold_rule_, two.search_) == (one.threshold_, one.threshold_rule_, one.search_)
     np.testing.assert_array_equal(two.predict_proba(feats), one.predict_proba(feats))
+
+
+def test_auto_scores_new_devices_as_device_folds_and_known_ones_as_time_folds(fleet):
+    """``threshold_folds="auto"`` (the default): rows of devices the fit saw are scored and
+    thresholded as by a time-fold predictor, those of devices it never saw as by a device-fold
+    one (whose models had not seen them either), unless no device fold scored a failure; it
+    survives a pickle."""
+    import pickle
+
+    tel, fails = fleet
+    feats = build_fault_features(tel, POLICY)
+    ids = feats["device_id"].astype(str)
+    seen = ~ids.isin(sorted(ids.unique())[-2:]).to_numpy()
+    auto = pickle.loads(pickle.dumps(FaultPredictor(POLICY).fit(feats[seen], fails)))
+    by_time = FaultPredictor(dataclasses.replace(POLICY, threshold_folds="time")).fit(feats[seen], fails)
+    by_device = FaultPredictor(dataclasses.replace(POLICY, threshold_folds="device")).fit(feats[seen], fails)
+    assert by_device.threshold_ != by_time.threshold_  # two thresholds the test can tell apart
+    got = auto.predict(feats)
+    np.testing.assert_allclose(got.loc[seen, "score"], by_time.predict_proba(feats[seen]))
+    np.testing.assert_allclose(got.loc[~seen, "score"], by_device.predict_proba(feats[~seen]))
+    assert (got.loc[seen, "threshold"] == by_time.threshold_).all()
+    assert (got.loc[~seen, "threshold"] == by_device.threshold_).all()
+    assert (got["alert"] == (got["score"] >= got["threshold"])).all()
+    assert (got.loc[~seen, "rule"] == by_device.threshold_rule_).all()
+    # held out by device: each group is scored as the device folds' predictor scores it, but
+    # where those folds scored no failure (threshold "default": no evidence), as the time folds'
+    split = {f: evaluate_faults_by_device(tel, fails, dataclasses.replace(POLICY, threshold_folds=f), folds=2)
+             for f in ("auto", "time", "device")}
+    kept = [d["threshold_rule"] != "default" for d in split["device"].attrs["folds"]]
+    assert kept == [True, False]  # this fleet has one of each
+    for i, fold in enumerate(split["auto"].attrs["folds"]):
+        want = split["device" if kept[i] else "time"].attrs["folds"][i]
+        assert (fold["threshold"], fold["threshold_rule"], fold["threshold_folds"]) == (
+            want["threshold"], want["threshold_rule"], want["threshold_folds"])

@@ -140,49 +140,6 @@ def test_detect_cli_refuses_a_sink_that_can_never_work(db_path: Path, tmp_path: 
     assert "is a folder" in capsys.readouterr().err
 
 
-def test_fault_alerts_name_the_node_and_cover_the_predicted_day():
-    """A DCGM device id (its UUID) says nothing of the host: the alert carries it as a label."""
-    from anomaly.faults import FaultPolicy
-    from pipelines.detect import steps as detect_steps
-    class Scores:  # the fitted model's predict contract: device_id, ts, score, alert
-        def predict(self, features: pd.DataFrame) -> pd.DataFrame:
-            return features[["device_id", "ts"]].assign(score=0.9, alert=features["device_id"] == "GPU-aa")
-
-    ts = pd.date_range("2026-01-14 22:00", periods=24, freq="5min")
-    telemetry = pd.concat([pd.DataFrame({"ts": ts, "device_id": dev, "node_id": node, "metric": "gpu_temp",
-                                         "value": 60.0}) for dev, node in (("GPU-aa", "gpu-node-2"), ("GPU-bb", "n3"))])
-    alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy())
-    assert [a.entity for a in alerts] == ["GPU-aa"]
-    a = alerts[0]
-    assert dict(a.labels) == {"node": "gpu-node-2"} and "on gpu-node-2" in a.summary
-    last = ts[-1]
-    assert a.window_start <= last and a.window_end >= last + pd.Timedelta("24h")
-
-
-def test_a_device_that_failed_after_its_latest_reading_is_not_announced():
-    """A GPU that failed stops reporting, and its last row (just before the failure) scores
-    high: it is not announced as about to fail. One that failed before its latest reading
-    (repaired, back in service) is scored as any other."""
-    from anomaly.faults import FaultPolicy
-    from pipelines.detect import steps as detect_steps
-    class Scores:  # every device alarming
-        def predict(self, features: pd.DataFrame) -> pd.DataFrame:
-            return features[["device_id", "ts"]].assign(score=0.9, alert=True)
-
-    ts = pd.date_range("2026-01-14 22:00", periods=24, freq="5min")
-    telemetry = pd.concat([pd.DataFrame({"ts": ts[:12] if dev == "gone" else ts, "device_id": dev, "node_id": "n1",
-                                         "metric": "gpu_temp", "value": 60.0}) for dev in ("gone", "back", "fine")])
-    failures = pd.DataFrame({"ts": [ts[11] + pd.Timedelta("2min"), ts[3]], "device_id": ["gone", "back"],
-                             "node_id": "n1", "failure_type": "dbe_ecc"})
-    alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy(), failures)
-    assert sorted(a.entity for a in alerts) == ["back", "fine"]
-    # a failure beyond the fleet's newest reading (a failures file loaded whole) is what the
-    # latest rows should predict: it hides nothing
-    later = failures.assign(ts=[ts[-1] + pd.Timedelta("20h"), ts[3]])
-    alerts = detect_steps.score_faults(Scores(), telemetry, FaultPolicy(), later)
-    assert sorted(a.entity for a in alerts) == ["back", "fine", "gone"]
-
-
 def test_detect_exits_1_when_a_detector_is_skipped(prefect_harness, db_path: Path, fleet, monkeypatch, capsys):
     """Spot prices too many to rate hourly: the other detectors still run and deliver, and the
     command says so and exits 1, so a scheduler sees it."""
@@ -309,7 +266,7 @@ def test_training_a_model_does_not_hold_the_warehouse(db_path: Path, fleet, monk
 
     monkeypatch.setattr(FaultPredictor, "fit", probing_fit)
     assert train_fault_model.fn(str(db_path), datetime(2026, 1, 1), FaultPolicy(), "1D") is True
-    assert rc == [0]  # the other process got the warehouse while the model was fitting
+    assert rc and set(rc) == {0}  # the other process got the warehouse at each fit (and the new-device one's)
     with warehouse.open_warehouse(db_path) as con:
         assert con.execute("SELECT count(*) FROM models WHERE kind = 'fault_predictor'").fetchone()[0] == 1
         # the readings come with their ids as categoricals: a tenth of the memory of a string per row
