@@ -153,6 +153,26 @@ def fault_settings(model: FaultPredictor, new_devices: bool = False) -> dict[str
             "oof_metrics": dict(model.oof_metrics_), "threshold_folds": "time" if folds == "auto" else folds}
 
 
+def fit_for(policy: FaultPolicy, train: pd.DataFrame, failures: pd.DataFrame, scored: pd.DataFrame,
+            n_jobs: int = 1) -> FaultPredictor:
+    """The predictor ``policy`` trains on ``train``, fitting under ``"auto"`` only the half that
+    scores ``scored``'s devices: the time-fold one when the fit sees all of them, the
+    device-fold one when it sees none (unless no device fold scored a failure, where "auto"
+    scores new devices as known ones). The same scores as the whole "auto" fit, half the fits."""
+    if policy.threshold_folds != "auto":
+        return FaultPredictor(policy, n_jobs=n_jobs).fit(train, failures)
+    seen = set(train["device_id"].astype(str))
+    wanted = set(scored["device_id"].astype(str))
+    if wanted <= seen:
+        return FaultPredictor(replace(policy, threshold_folds="time"), n_jobs=n_jobs).fit(train, failures)
+    if not wanted & seen and len(seen) >= 2:
+        model = FaultPredictor(replace(policy, threshold_folds="device"), n_jobs=n_jobs).fit(train, failures)
+        if model.threshold_rule_ != "default":
+            return model
+        return FaultPredictor(replace(policy, threshold_folds="time"), n_jobs=n_jobs).fit(train, failures)
+    return FaultPredictor(policy, n_jobs=n_jobs).fit(train, failures)
+
+
 def evaluate_faults(
     telemetry: pd.DataFrame,
     failures: pd.DataFrame,
@@ -173,7 +193,7 @@ def evaluate_faults(
     lead, horizon = pd.Timedelta(policy.lead), pd.Timedelta(policy.horizon)
     held = list(test_devices) if test_devices is not None else None
     train, test, _cut = time_split(feats, test_fraction, horizon, held)
-    model = FaultPredictor(policy, n_jobs=n_jobs).fit(feats[train], failures)
+    model = fit_for(policy, feats[train], failures, feats[test], n_jobs)
     scored = model.predict(feats[test])
     # each row at its own threshold (a device the fit never saw: its predictor's)
     alerts = dedup_alerts(scored.assign(score=scored["score"] - scored["threshold"]), 0.0, horizon)
@@ -182,11 +202,17 @@ def evaluate_faults(
     span = (test_rows["ts"].min(), test_rows["ts"].max())
     row = score_alerts(alerts, failures, lead, horizon, span, devs)
     row["auc"] = point_auc(label_failures(test_rows, failures, policy), scored["score"].to_numpy())
-    chosen = fault_settings(model, new_devices=held is not None)
-    row.update(threshold=chosen["threshold"], threshold_rule=chosen["threshold_rule"])
+    new = scored["new_device"].to_numpy(dtype=bool)
+    # the settings that scored the test rows: the known devices', and new ones' where any
+    chosen = [fault_settings(model, new_devices=all_new) for all_new in (False, True) if (new == all_new).any()]
+    if len(chosen) == 2:
+        chosen[1]["new_devices"] = sorted(scored.loc[new, "device_id"].astype(str).unique())
+    row.update(threshold=chosen[0]["threshold"],
+               threshold_rule=" ".join([chosen[0]["threshold_rule"]] + [f"new:{c['threshold_rule']}" for c in chosen[1:]]))
     out = pd.DataFrame([row], columns=FAULT_EVAL_COLUMNS)
     out.attrs["censored_alerts"] = int(row["censored_alerts"])  # left out of alerts and precision
-    out.attrs["settings"] = chosen
+    out.attrs["settings"] = chosen[0]
+    out.attrs["new_device_settings"] = chosen[1] if len(chosen) == 2 else None
     out.attrs.update(scored_span=span, scored_devices=devs)  # what was scored, for a caller's comparison
     return out
 
@@ -225,7 +251,7 @@ def evaluate_faults_by_device(
     for group in device_folds(ids.unique(), folds, seed):
         held = ids.isin(group).to_numpy()
         try:
-            model = FaultPredictor(policy, n_jobs=n_jobs).fit(feats[~held & known], failures)
+            model = fit_for(policy, feats[~held & known], failures, feats[held], n_jobs)
         except ValueError as exc:
             if "nothing to learn" not in str(exc):
                 raise

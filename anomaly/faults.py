@@ -183,6 +183,7 @@ class FaultPredictor(BaseEstimator):
         else:
             self.model_ = _model(policy, pos_weight, params).fit(X, y)
         self.feature_columns_ = cols
+        del X, hazard  # the new-device predictor builds its own: one matrix alive at a time
         self.devices_ = frozenset(features["device_id"].astype(str))
         # "auto": a device the fit never saw is scored as on inner device folds, where the
         # scoring models had not seen it either, at the threshold set there

@@ -256,7 +256,7 @@ def _converted(datasets: Path, tmp: Path) -> dict:
             "failures": tables.read_failures(conv / "failures.csv"), "events": None, "devices": None}
 
 
-def pdm_devices(datasets: Path, tmp: Path, out: Path, inner: tuple[str, ...] = ("time", "device", "auto")) -> None:
+def pdm_devices(datasets: Path, tmp: Path, out: Path, inner: tuple[str, ...] = ("time", "auto")) -> None:
     """Machines held out by device (see benchmarks/fault_devices.py): all PdM tables, and the
     telemetry-only conversion."""
     from benchmarks.fault_devices import device_split_table
@@ -266,7 +266,7 @@ def pdm_devices(datasets: Path, tmp: Path, out: Path, inner: tuple[str, ...] = (
 
 
 def synthetic_devices(out: Path, nodes: int, days: int, seeds: list[int],
-                      finals: tuple[str, ...] = ("folds", "refit"), inner: tuple[str, ...] = ("time",)) -> None:
+                      finals: tuple[str, ...] = ("folds", "refit"), inner: tuple[str, ...] = ("time", "auto")) -> None:
     """GPUs held out by device on the synthetic fleet (DCGM metrics), one fleet per seed, and
     pooled over the seeds."""
     from benchmarks.fault_devices import device_split_table, synthetic_fleet
@@ -402,7 +402,7 @@ def main() -> int:
                     help="synthetic-devices: the fault model's scorers to run (folds, refit)")
     ap.add_argument("--inner-folds", default=None,
                     help="pdm-devices, synthetic-devices: the inner folds thresholds are set on (time, device, "
-                    "auto), comma-separated (default: time,device,auto on PdM, time on the synthetic fleet)")
+                    "auto), comma-separated (default: time,auto)")
     args = ap.parse_args()
     try:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]

@@ -4,8 +4,9 @@
 Each draw splits the devices into ``FOLDS`` random groups; each group in turn is scored
 over the whole span by a model trained on the other devices (``evaluate_faults_by_device``,
 what ``headroom faults evaluate --split device`` runs). The model's tree settings and alert
-threshold are chosen inside its training devices only (inner purged time folds, or inner
-device folds: ``threshold_folds``), so no figure comes from a choice that saw the devices
+threshold are chosen inside its training devices only (inner purged time folds, inner
+device folds, or "auto", the default, which scores devices it never saw as the device folds
+do: ``threshold_folds``), so no figure comes from a choice that saw the devices
 it is reported for. Events and alerts are pooled over the groups and the draws. Each model
 scores either with the mean of its out-of-fold models or refit on all its rows
 (``FaultPolicy.final_model``), side by side.
@@ -34,7 +35,7 @@ def wilson(hits: float, n: float) -> tuple[float, float]:
 
 
 def device_split_table(variants: dict[str, dict], out_csv: Path, windows: tuple[str, ...],
-                       inner: tuple[str, ...] = ("time", "device"),
+                       inner: tuple[str, ...] = ("time", "auto"),
                        finals: tuple[str, ...] = ("folds", "refit"), pool_as: str | None = None) -> pd.DataFrame:
     """One row per (data variant, inner folds, final model, draw), then one pooled row per
     variant, inner folds and final model (and with ``pool_as``, one per inner folds and final

@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threshold-folds", choices=("auto", "time", "device"), default="auto",
                    help="out-of-fold scores the alert threshold is set on: purged time blocks of the training "
                    "span (the same fleet, later), groups of devices (devices never seen), or auto (default): "
-                   "time blocks for the devices trained on, device groups for devices new to the model")
+                   "time blocks for the devices trained on, device groups for devices new to the model (where "
+                   "no device group scored a failure, new devices as the known ones)")
     e.add_argument("--final-model", choices=("folds", "refit"), default="folds",
                    help="what scores after the fit: the mean of the out-of-fold models whose scores set the "
                    "threshold (default) or the chosen setting refit on all training rows")
@@ -148,11 +149,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from exc
     report_metrics(metrics, args.out)
     chosen = metrics.attrs.get("folds") or [{"devices": None, **metrics.attrs.get("settings", {})}]
-    for f in chosen:
-        print(f"settings{' of held-out ' + ','.join(f['devices']) if f['devices'] else ''}: {f.get('params')}, "
-              f"threshold {f.get('threshold', float('nan')):.4g} ({f.get('threshold_rule')}, inner "
-              f"{f.get('threshold_folds', 'time')} folds), chosen on the training "
+    newer = metrics.attrs.get("new_device_settings")  # a time split's devices the training span lacks
+    for f in chosen + ([{"devices": None, **newer}] if newer else []):
+        whom = (f" of held-out {','.join(f['devices'])}" if f["devices"] else
+                f" of {len(f['new_devices'])} device(s) new to the model ({', '.join(f['new_devices'][:3])})"
+                if f.get("new_devices") else "")
+        print(f"settings{whom}: {f.get('params')}, threshold {f.get('threshold', float('nan')):.4g} "
+              f"({f.get('threshold_rule')}, inner {f.get('threshold_folds', 'time')} folds), chosen on the training "
               f"{'devices' if f['devices'] else 'span'} only", file=sys.stderr)
+    chosen += [newer] if newer else []
     fallback = sum(f.get("threshold_rule") == "max_f1_fallback" for f in chosen)
     if fallback:
         print(f"note: target precision {policy.target_precision} not reached on out-of-fold scores "

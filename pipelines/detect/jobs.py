@@ -12,7 +12,7 @@ from anomaly.base import short_duration
 from anomaly.cusum import CusumPolicy
 from anomaly.fault_features import FaultPolicy
 from anomaly.spike_features import SpikePolicy
-from pipelines.detect import alerts, steps, upgrade
+from pipelines.detect import alerts, notes, steps, upgrade
 from pipelines.detect.sinks import check_appendable
 from pipelines.runtime.settings import Settings
 from pipelines.store import detection
@@ -79,8 +79,8 @@ def detect_faults(db_path: str, now: datetime, sink_names: list[str], policy: Fa
         found = _still_ahead(steps.score_latest_faults(con, policy, until, model), now, "hardware-fault")
         out = alerts.sync_alerts(con, "hardware_fault", found, now, sink_names)
         # "trained 0, fired 0" alone reads like a fleet with no fault ahead: say there is no model
-        note = (steps.no_fault_model_note(*detection.fault_input_counts(con, until)) if model is None
-                else steps.fault_threshold_note(model, policy))
+        note = (notes.no_fault_model_note(*detection.fault_input_counts(con, until)) if model is None
+                else notes.fault_threshold_note(model, policy))
     return {**out, "threshold_note": note} if note else out
 
 
@@ -97,7 +97,7 @@ def train_spike_model(db_path: str, now: datetime, policy: SpikePolicy, retrain_
     with open_warehouse(db_path, read_only=True) as con:
         row = detection.latest_model_row(con, detection.SPIKE_MODEL, detection.spike_params(con, policy), until)
         # nothing learnt: say from what, as the fault line does
-        why = steps.no_spike_model_note(*detection.spike_input_counts(con, until)) if row is None else why
+        why = notes.no_spike_model_note(*detection.spike_input_counts(con, until)) if row is None else why
     out: dict[str, object] = {"trained": trained, "model": "retrained" if trained else "reused" if why is None
                               else "none"}
     if why is not None:

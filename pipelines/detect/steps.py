@@ -270,18 +270,23 @@ def run_model_job(job: ModelJob) -> tuple[object | None, pd.Timestamp | None]:
     return job.train()
 
 
+def _finite(metrics: dict) -> dict:
+    """``metrics`` with NaN and infinities as None (JSON has no such numbers)."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
+
+
 def register_model(con: duckdb.DuckDBPyConnection, job: ModelJob, model: object | None,
                    cutoff: pd.Timestamp | None, now: datetime) -> bool:
     """Register a trained model; True when one was registered (False for nothing learnt)."""
     if model is None or cutoff is None:
         return False
     # with the out-of-fold alert metrics the threshold was set on (what to expect of the alerts)
-    oof = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
-           for k, v in getattr(model, "oof_metrics_", {}).items()}
+    oof = _finite(getattr(model, "oof_metrics_", {}))
     rule = getattr(model, "threshold_rule_", None)
     newer = getattr(model, "new_devices_", None)  # the fault model's predictor of devices it never saw
     metrics = json.dumps({"threshold": model.threshold_, **({"threshold_rule": rule} if rule else {}),
-                          **({"new_devices": {"threshold": newer.threshold_, "threshold_rule": newer.threshold_rule_}}
+                          **({"new_devices": {"threshold": newer.threshold_, "threshold_rule": newer.threshold_rule_,
+                                              "out_of_fold": _finite(newer.oof_metrics_)}}
                              if newer is not None else {}),
                           **({"inputs_mark": job.inputs_mark} if job.inputs_mark else {}),
                           **({"params": model.params_} if hasattr(model, "params_") else {}),
@@ -338,35 +343,6 @@ def score_latest_faults(con: duckdb.DuckDBPyConnection, policy: FaultPolicy,
     if recent.empty:
         return []
     return score_faults(model, recent, policy, detection.last_failures(con, until))
-
-
-def no_fault_model_note(telemetry_rows: int, failures: int) -> str:
-    """Why no fault model scores the fleet: what it learns from, and how much the warehouse holds."""
-    return (f"no fault model yet: it learns from device telemetry and failures (the warehouse holds {telemetry_rows:,} "
-            f"telemetry row(s) and {failures:,} failure(s); a failure must fall a horizon inside the telemetry)")
-
-
-def no_spike_model_note(price_rows: int, markets: int) -> str:
-    """Why no spike model rates the markets: what it learns from, and how much the warehouse holds."""
-    return (f"no spike model yet: it learns from spot-price history with both spikes and calm hours in it (the "
-            f"warehouse holds {price_rows:,} spot-price row(s) in {markets:,} market(s))")
-
-
-def fault_threshold_note(model: FaultPredictor | None, policy: FaultPolicy) -> str | None:
-    """One line when the model's alert threshold fell back to the best F1 (target precision out
-    of reach on its out-of-fold scores) or it will not alert because no threshold beat chance,
-    else None."""
-    rule = getattr(model, "threshold_rule_", None)
-    if model is None or rule not in ("max_f1_fallback", "no_skill"):
-        return None
-    m = getattr(model, "oof_metrics_", {})
-    if rule == "no_skill":
-        return (f"not alerting: out of fold, no threshold that catches a failure is right more often than alerts "
-                f"at random times would be by luck (chance precision {m.get('chance_precision', float('nan')):.2f}): "
-                f"the telemetry does not tell the failing devices apart yet")
-    return (f"target precision {policy.target_precision} not reached out of fold; alerting at the best-F1 "
-            f"threshold (out-of-fold precision {m.get('precision', float('nan')):.2f}, recall "
-            f"{m.get('recall', float('nan')):.2f}) as warnings")
 
 
 def train_spikes(prices: pd.DataFrame, on_demand: pd.DataFrame, policy: SpikePolicy

@@ -91,7 +91,7 @@ def test_alerts_no_better_than_chance_never_fire():
     assert all_rows["caught"] > 0 and all_rows["precision"] <= chance
     c = threshold_choice(scored, fails, LEAD, HORIZON, target_precision=0.8, cost_ratio=None)
     assert (c.rule, c.threshold, c.alerts) == ("no_skill", NEVER, 0)
-    from pipelines.detect.steps import fault_threshold_note
+    from pipelines.detect.notes import fault_threshold_note
 
     model = SimpleNamespace(threshold_rule_=c.rule, oof_metrics_={"chance_precision": chance})
     assert fault_threshold_note(model, POLICY).startswith("not alerting: ")
@@ -118,7 +118,8 @@ def lookalike_fleet() -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_predictor_falls_back_records_it_and_alerts_as_warnings():
     """Twin precursors cap the out-of-fold precision near 1/2: a target of 0.95 is out
     of reach, the predictor still alerts at the best F1, says so, and its alerts are warnings."""
-    from pipelines.detect.steps import fault_threshold_note, score_faults
+    from pipelines.detect.notes import fault_threshold_note
+    from pipelines.detect.steps import score_faults
 
     tel, fails = lookalike_fleet()
     policy = dataclasses.replace(POLICY, target_precision=0.95)
@@ -381,3 +382,29 @@ def test_auto_scores_new_devices_as_device_folds_and_known_ones_as_time_folds(fl
         want = split["device" if kept[i] else "time"].attrs["folds"][i]
         assert (fold["threshold"], fold["threshold_rule"], fold["threshold_folds"]) == (
             want["threshold"], want["threshold_rule"], want["threshold_folds"])
+
+
+def test_an_evaluation_fits_only_the_half_that_scores_and_reports_both(fleet):
+    """``fit_for`` fits the time-fold half for devices all seen, the device-fold half for
+    devices none seen: the scores of the whole "auto" fit. A time split whose test span holds a
+    device that joined after the training span reports the settings that scored it apart."""
+    from anomaly.evaluate import fit_for
+
+    tel, fails = fleet
+    feats = build_fault_features(tel, POLICY)
+    ids = feats["device_id"].astype(str)
+    seen = ~ids.isin(sorted(ids.unique())[-2:]).to_numpy()
+    whole = FaultPredictor(POLICY).fit(feats[seen], fails)
+    for scored in (feats[seen], feats[~seen]):
+        half = fit_for(POLICY, feats[seen], fails, scored)
+        assert half.new_devices_ is None  # one half only
+        np.testing.assert_allclose(half.predict_proba(scored), whole.predict_proba(scored))
+        assert (half.predict(scored)["threshold"] == whole.predict(scored)["threshold"]).all()
+    late = sorted(ids.unique())[-1]
+    start = tel["ts"].min() + (tel["ts"].max() - tel["ts"].min()) * 0.8  # joins after the training span
+    joined = tel[(tel["device_id"] != late) | (tel["ts"] >= start)]
+    m = evaluate_faults(joined, fails, POLICY, test_fraction=0.3)
+    newer = m.attrs["new_device_settings"]
+    assert newer["new_devices"] == [late] and newer["threshold_folds"] == "device"
+    assert m.loc[0, "threshold_rule"] == f"{m.attrs['settings']['threshold_rule']} new:{newer['threshold_rule']}"
+    assert evaluate_faults(tel, fails, POLICY, test_fraction=0.3).attrs["new_device_settings"] is None

@@ -74,3 +74,25 @@ def test_a_device_new_to_the_model_alerts_by_its_own_rule(caplog):
     assert by["fresh"].severity == "warning" and "below the target precision" in by["fresh"].summary
     assert by["known"].severity != "warning" and "below the target" not in by["known"].summary
     assert "1 device(s) new to the model (such as fresh)" in caplog.text
+
+
+def test_the_threshold_note_speaks_for_each_predictor():
+    """The detect summary's line on a fallen-back threshold says which devices it is about:
+    the model's own (as before where it has no new-device predictor), new devices', or both."""
+    from types import SimpleNamespace
+
+    from anomaly.faults import FaultPolicy
+    from pipelines.detect.notes import fault_threshold_note
+
+    def fit(rule, newer=None):
+        return SimpleNamespace(threshold_rule_=rule, new_devices_=newer, oof_metrics_={
+            "precision": 0.5, "recall": 0.6, "chance_precision": 0.1})
+
+    policy = FaultPolicy()
+    assert fault_threshold_note(fit("max_f1_fallback"), policy).startswith("target precision 0.8 not reached")
+    assert fault_threshold_note(fit("target_precision", fit("target_precision")), policy) is None
+    only_new = fault_threshold_note(fit("target_precision", fit("max_f1_fallback")), policy)
+    assert only_new.startswith("for devices new to the model: target precision 0.8 not reached")
+    both = fault_threshold_note(fit("max_f1_fallback", fit("no_skill")), policy)
+    assert both.startswith("for the devices trained on: target precision") and "; for devices new to the " \
+        "model: not alerting" in both
