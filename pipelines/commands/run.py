@@ -47,19 +47,60 @@ def _stage_printer():
 FLEET_DEFAULTS = {"nodes": 12, "days": 28, "seed": 0}  # the generated fleet without --input
 
 
-def foreign_input(db: Path, folder: Path) -> str | None:
-    """A file the warehouse ``db`` ingested from outside ``folder`` (the generated fleet's),
-    else None (no warehouse yet, or only the generated fleet in it)."""
+def ingested_paths(db: Path) -> list[str]:
+    """The files the warehouse ``db`` ingested, in order (none: no warehouse yet)."""
     from pipelines.store import warehouse
 
     if not Path(db).is_file() or Path(db).stat().st_size == 0:
-        return None
+        return []
     with warehouse.connect(db, read_only=True) as con:
         if not warehouse.has_table(con, "ingest_batches"):
-            return None
-        paths = [r[0] for r in con.execute("SELECT DISTINCT path FROM ingest_batches ORDER BY path").fetchall()]
+            return []
+        return [r[0] for r in con.execute("SELECT DISTINCT path FROM ingest_batches ORDER BY path").fetchall()]
+
+
+def foreign_input(db: Path, folder: Path) -> str | None:
+    """A file the warehouse ``db`` ingested from outside ``folder`` (the generated fleet's),
+    else None (no warehouse yet, or only the generated fleet in it)."""
+    paths = ingested_paths(db)
     home = Path(folder).resolve()
     return next((p for p in paths if Path(p).resolve().parent != home), None)
+
+
+def generated_fleet(db: Path) -> tuple[Path, dict] | None:
+    """The folder and manifest of a generated fleet whose files the warehouse ``db`` ingested
+    (its folder's ``manifest.json`` says so), else None."""
+    import json
+
+    for folder in dict.fromkeys(Path(p).resolve().parent for p in ingested_paths(db)):
+        try:
+            found = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict) and found.get("generator") == "headroom synthetic fleet":
+            return folder, found
+    return None
+
+
+def check_no_mix(db: Path, folder: Path, fleet: dict | None) -> None:
+    """Refuse to load ``folder`` (a fleet generated with ``fleet``'s settings, or given files:
+    None) into a warehouse that holds another generated fleet: the two would mix, the made-up
+    catalog, failures and spot prices feeding the other's pools."""
+    from pipelines.commands.errors import CliError
+
+    held = generated_fleet(db)
+    if held is None:
+        return
+    where, manifest = held
+    had = {k: manifest.get(k) for k in ("nodes", "days", "seed")}
+    if fleet is None and where != Path(folder).resolve():
+        raise CliError(f"{db} holds the generated fleet ingested from {where}; loading {folder} into it would mix "
+                       "your files with made-up ones (its catalog, failures and spot prices): give --db a new "
+                       "warehouse file", 2)
+    if fleet is not None and where == Path(folder).resolve() and had != fleet:
+        raise CliError(f"{db} holds a generated fleet of {', '.join(f'{k}={v}' for k, v in had.items())}; one of "
+                       f"{', '.join(f'{k}={v}' for k, v in fleet.items())} would mix with it: give the same --nodes, "
+                       "--days and --seed, or --db a new warehouse file", 2)
 
 
 def check_outputs(stages: list[str] | None) -> None:
@@ -113,6 +154,7 @@ def run_all(args: argparse.Namespace) -> int:
         given = [f"--{k}" for k, v in fleet.items() if v is not None]
         if given:
             raise CliError(f"{', '.join(given)} shape a generated fleet; with --input the files are the fleet", 2)
+        check_no_mix(settings.db_path, folder, None)
     else:
         from pipelines.commands.generate import check_fleet_args, write_fleet_or_fail
 
@@ -124,6 +166,7 @@ def run_all(args: argparse.Namespace) -> int:
             raise CliError(f"{settings.db_path} holds data ingested from {foreign}; without --input, run generates "
                            f"a synthetic fleet and would load it into that warehouse: give --input FOLDER, or run "
                            "train, plan, detect and report on it as it is", 2)
+        check_no_mix(settings.db_path, folder, fleet)
         print(f"generating a synthetic fleet in {folder} (nodes={fleet['nodes']}, days={fleet['days']}, "
               f"seed={fleet['seed']})")
         write_fleet_or_fail(folder, "HEADROOM_DATA_DIR", **fleet)

@@ -60,7 +60,8 @@ def run_serve(args: argparse.Namespace) -> int:
     crons = {deployment_name(s, str(settings.db_path)): s for s in SCHEDULES}
     for d in deployments:
         s = crons[d.name]
-        print(f"{d.name:<36} {s.cron:<14} {s.zone(settings.schedule_timezone)}")
+        # flow/deployment: what `prefect deployment run` takes
+        print(f"{d.flow_name + '/' + d.name:<52} {s.cron:<14} {s.zone(settings.schedule_timezone)}")
     if args.list:
         return 0
     if not input_dir and not Path(settings.db_path).exists():  # no scheduled run would ever create it
@@ -95,7 +96,7 @@ def _announce(api_url: str, count: int, settings: object) -> None:
     from pipelines.runtime.prefect_server import answering_ui_url
 
     print(f"serving {count} deployments against the Prefect API at {api_url}; "
-          "run one now with: prefect deployment run '<flow>/<deployment>'")
+          "run one now with: prefect deployment run '<flow>/<deployment>' (as listed above)")
     keep, data = settings.keep_days, settings.keep_data_days
     if keep is not None or data is not None:  # what prune-daily deletes, said before it first does
         kept = ", ".join(f"{what} past {days} days" for what, days in (("history", keep), ("readings", data))

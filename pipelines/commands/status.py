@@ -43,7 +43,7 @@ def gather(con: object, now: datetime, max_age_hours: float) -> dict:
     for s in sources:
         # failures are events, not a feed: a healthy fleet goes days without one
         s["stale"] = s["kind"] not in EVENTS and s["age_hours"] is not None and s["age_hours"] > max_age_hours
-        s["ahead"] = s["age_hours"] is not None and s["age_hours"] < 0  # newest row after the clock
+        s["ahead"] = s["ahead_rows"] > 0  # rows after the clock: their age is not the feed's
     return {"now": now, "max_age_hours": max_age_hours, "sources": sources, "runs": store.last_runs(con),
             "champions": store.champions(con), "alerts": store.firing_alerts(con), "plan": store.plan_headline(con)}
 
@@ -61,7 +61,8 @@ def _text(doc: dict) -> list[str]:
         if not s["rows"]:
             lines.append(f"  {s['kind']:<12} empty")
             continue
-        flag = "  STALE" if s["stale"] else "  AHEAD (newest row after the clock)" if s["ahead"] else ""
+        flag = ("  STALE" if s["stale"] else "") + (f"  AHEAD ({s['ahead_rows']:,} row(s) after the clock)"
+                                                     if s["ahead"] else "")
         lines.append(f"  {s['kind']:<12} {s['rows']:>10,} rows  {_iso(s['first'])} .. {_iso(s['last'])}  "
                      f"age {_age(s['age_hours'])}{flag}")
     lines.append("last written by each flow (plan, detect, replay: the clock they decided at, the data's end "

@@ -89,7 +89,7 @@ def ingest_flow(db_path: str, inputs: list[dict], strict: bool = False, lock_tim
             if not keep_going:
                 raise
             log.error("%s not ingested: %s", item["path"], exc)
-            failed.append(f"{item['path']}: {exc}")
+            failed.append(str(exc))  # the error names its file
             continue
         progress.stage_done("ingest-file", results[-1], time.monotonic() - started)
     summary = summary_task(db_path)

@@ -32,7 +32,7 @@ GLOSSARY = (
      "windows: how many (each one horizon long); all_models_wape: every model's WAPE on the same windows, lowest "
      "first: a champion that wins by a hair over few windows could as well be the next one."),
     ("split", "split (3-5-2)", ("private", "public", "edge"), "the share of the month's demand (unit-hours) run "
-     "in the private cloud, at the edge and on public on-demand; 3-5-2 is the default 30/50/20. Private and edge "
+     "in the private cloud, on public on-demand and at the edge; 3-5-2 is the default 30/50/20. Private and edge "
      "machines carry the bottom of the demand curve, public the peaks (with fill = proportional, each location "
      "takes its share of every hour)."),
     ("carried", "carried_private, carried_public, carried_edge", ("carried_private", "carried_public",

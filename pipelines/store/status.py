@@ -30,13 +30,17 @@ def _ts(value: object) -> datetime | None:
 
 
 def sources(con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict]:
-    """Rows, first and last timestamp and age (hours before ``now``) per source kind."""
+    """Rows, first and last timestamp per source kind; its age is the hours from its newest row
+    at or before ``now`` (a row dated after the clock, a typo or a replay's future, does not
+    make a feed that stopped look fresh), and ``ahead_rows`` counts those after it."""
     out = []
     for kind, (table, col) in SOURCES.items():
-        rows, first, last = con.execute(f"SELECT count(*), min({col}), max({col}) FROM {table}").fetchone()
-        last = _ts(last)
-        out.append({"kind": kind, "rows": int(rows), "first": _ts(first), "last": last,
-                    "age_hours": None if last is None else (now - last).total_seconds() / 3600})
+        rows, first, last, known, ahead = con.execute(
+            f"SELECT count(*), min({col}), max({col}), max({col}) FILTER (WHERE {col} <= ?), "
+            f"count(*) FILTER (WHERE {col} > ?) FROM {table}", [now, now]).fetchone()
+        known = _ts(known)
+        out.append({"kind": kind, "rows": int(rows), "first": _ts(first), "last": _ts(last), "ahead_rows": int(ahead),
+                    "age_hours": None if known is None else (now - known).total_seconds() / 3600})
     return out
 
 

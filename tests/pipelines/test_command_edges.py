@@ -278,3 +278,30 @@ def test_run_without_input_never_loads_a_made_up_fleet_into_a_real_warehouse(tmp
     from pipelines.store import warehouse
     with warehouse.connect(db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 1
+
+
+def test_run_never_mixes_two_fleets_in_one_warehouse(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A warehouse holding a generated fleet takes neither the user's files (`run --input`, the
+    README's next step after the demo) nor a fleet generated with other settings: both were
+    upserted beside it, the made-up catalog, failures and prices feeding the other's pools."""
+    import json
+
+    demo, mine = tmp_path / "demo", tmp_path / "mine"
+    for folder in (demo, mine):
+        folder.mkdir()
+        (folder / "utilization.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n"
+                                                "2026-01-05T00:00:00,c,p,n1,gpu,1,8\n")
+    (demo / "manifest.json").write_text(json.dumps({"generator": "headroom synthetic fleet", "nodes": 3, "days": 14,
+                                                    "seed": 0}))
+    db = tmp_path / "w.duckdb"
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(demo / "utilization.csv")]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "--db", str(db), "--input", str(mine), "--stages", "none"]) == 2
+    assert f"{db} holds the generated fleet ingested from {demo}; loading {mine} into it would mix" in _error(capsys)
+    monkeypatch.setenv("HEADROOM_DATA_DIR", str(demo))
+    assert cli.main(["run", "--db", str(db), "--nodes", "4", "--days", "14", "--stages", "none"]) == 2
+    assert (f"{db} holds a generated fleet of nodes=3, days=14, seed=0; one of nodes=4, days=14, seed=0 would mix"
+            in _error(capsys))
+    from pipelines.store import warehouse
+    with warehouse.connect(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 1

@@ -121,7 +121,7 @@ def test_faults_say_when_no_model_scores_the_fleet(db_path):
 def test_serve_lists_deployments(tmp_path, db_path, capsys):
     assert cli.main(["serve", "--list", "--db", str(db_path), "--input", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "ingest-hourly" in out and "5 * * * *" in out
+    assert "headroom-run/ingest-hourly" in out and "5 * * * *" in out  # flow/deployment, as prefect takes it
 
 
 @pytest.mark.slow

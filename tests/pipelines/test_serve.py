@@ -60,8 +60,8 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     a = capsys.readouterr().out
     assert main(["serve", "--list", "--db", str(tmp_path / "b" / "wh.duckdb")]) == 0
     b = capsys.readouterr().out
-    names_a = {line.split()[0] for line in a.splitlines()}
-    names_b = {line.split()[0] for line in b.splitlines()}
+    names_a = {line.split()[0].split("/")[1] for line in a.splitlines()}  # flow/deployment
+    names_b = {line.split()[0].split("/")[1] for line in b.splitlines()}
     assert all(n.startswith(("train-daily-wh-", "detect-15min-wh-", "plan-daily-wh-", "report-daily-wh-",
                              "prune-daily-wh-")) for n in names_a)
     assert len(names_a) == 5 and not names_a & names_b  # two warehouses, two sets of deployments
@@ -87,7 +87,7 @@ def test_serve_names_deployments_for_their_warehouse_and_checks_settings_first(t
     assert "a DuckDB database of something else (tables t)" in capsys.readouterr().err
     # Prefect refuses '&', '%', '<', '>' and '/' in a deployment's name: a traceback once
     assert main(["serve", "--list", "--db", str(tmp_path / "ops&cap%<x>.duckdb")]) == 0
-    assert capsys.readouterr().out.split()[0].startswith("train-daily-ops_cap__x_-")
+    assert capsys.readouterr().out.split()[0].startswith("train/train-daily-ops_cap__x_-")
 
 
 def test_serve_starts_while_another_process_writes_the_warehouse(tmp_path, capsys) -> None:
@@ -124,7 +124,7 @@ def test_serve_schedules_carry_the_time_zone_setting(tmp_path, monkeypatch, caps
     assert main(["serve", "--list", "--db", str(tmp_path / "wh.duckdb")]) == 0
     lines = capsys.readouterr().out.splitlines()
     # daily crons in the zone; every 15 minutes stays on UTC, where DST skips no run
-    assert lines and {line.split()[0].split("-")[0]: line.split()[-1] for line in lines} == {
+    assert lines and {line.split()[0].split("/")[1].split("-")[0]: line.split()[-1] for line in lines} == {
         "train": "Europe/Berlin", "detect": "UTC", "plan": "Europe/Berlin", "report": "Europe/Berlin",
         "prune": "Europe/Berlin"}
     deployments = build_deployments(str(tmp_path / "wh.duckdb"), str(tmp_path), "Europe/Berlin")

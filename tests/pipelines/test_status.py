@@ -67,12 +67,12 @@ def test_an_old_failure_is_not_a_stale_feed(db_path: Path, capsys: pytest.Captur
 
 
 def test_a_clock_before_the_data_says_so(db_path: Path, capsys: pytest.CaptureFixture[str]):
-    """Ages below zero (a --now before the newest row, a clock behind the source's) are said,
-    not printed bare; nothing is stale."""
+    """Rows after the clock (a --now before the newest row, a clock behind the source's) are
+    counted and said; the age runs from the newest row before it."""
     _fill(db_path)
     assert cli.main(["status", "--db", str(db_path), "--now", "2026-03-09T11:00:00", "--max-age-hours", "240"]) == 0
     out = capsys.readouterr().out
-    assert "age -24.0 h  AHEAD (newest row after the clock)" in out
+    assert "age 35.0 h  AHEAD (1 row(s) after the clock)" in out
     assert cli.main(["status", "--db", str(db_path), "--now", "2026-03-09T11:00:00", "--json"]) == 1
     kinds = {s["kind"]: s for s in json.loads(capsys.readouterr().out)["sources"]}
     assert kinds["utilization"]["ahead"] is True and kinds["spot_prices"]["ahead"] is False
@@ -175,3 +175,14 @@ def test_a_warehouse_of_a_newer_headroom_is_refused_untouched(tmp_path: Path, ca
     assert db.read_bytes() == before
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM utilization").fetchone()[0] == 0
+
+
+def test_a_row_dated_ahead_does_not_hide_a_feed_that_stopped(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """One utilization row typed a year ahead: the feed's real newest row is 2 days old, so it
+    is stale (exit 1) and the stray row is said."""
+    _fill(db_path)
+    with warehouse.open_warehouse(db_path) as con:
+        con.execute("INSERT INTO utilization VALUES ('2027-03-10 11:00', 'c', 'h100', 'n1', 'gpu', 4, 8)")
+    assert cli.main(["status", "--db", str(db_path), "--now", "2026-03-12T11:00:00", "--max-age-hours", "24"]) == 1
+    out = capsys.readouterr().out
+    assert "age 2.0 days  STALE  AHEAD (1 row(s) after the clock)" in out
