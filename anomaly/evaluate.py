@@ -166,7 +166,9 @@ def fit_for(policy: FaultPolicy, train: pd.DataFrame, failures: pd.DataFrame, sc
     if wanted <= seen:
         return FaultPredictor(replace(policy, threshold_folds="time"), n_jobs=n_jobs).fit(train, failures)
     if not wanted & seen and len(seen) >= 2:
-        model = FaultPredictor(replace(policy, threshold_folds="device"), n_jobs=n_jobs).fit(train, failures)
+        model = FaultPredictor(replace(policy, threshold_folds="device"), n_jobs=n_jobs)
+        model.scope_ = "on devices new to the model"  # as "auto" fits it: a fit set aside says so at INFO only
+        model.fit(train, failures)
         if model.threshold_rule_ != "default":
             return model
         return FaultPredictor(replace(policy, threshold_folds="time"), n_jobs=n_jobs).fit(train, failures)

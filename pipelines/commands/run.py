@@ -47,60 +47,84 @@ def _stage_printer():
 FLEET_DEFAULTS = {"nodes": 12, "days": 28, "seed": 0}  # the generated fleet without --input
 
 
-def ingested_paths(db: Path) -> list[str]:
-    """The files the warehouse ``db`` ingested, in order (none: no warehouse yet)."""
+def ingested_files(db: Path) -> dict[str, str]:
+    """The files the warehouse ``db`` ingested, path -> sha256 of the newest batch of each
+    (none: no warehouse yet)."""
     from pipelines.store import warehouse
 
     if not Path(db).is_file() or Path(db).stat().st_size == 0:
-        return []
+        return {}
     with warehouse.connect(db, read_only=True) as con:
         if not warehouse.has_table(con, "ingest_batches"):
-            return []
-        return [r[0] for r in con.execute("SELECT DISTINCT path FROM ingest_batches ORDER BY path").fetchall()]
+            return {}
+        rows = con.execute("SELECT path, arg_max(sha256, finished_at) FROM ingest_batches GROUP BY path "
+                           "ORDER BY path").fetchall()
+    return {path: sha for path, sha in rows}
 
 
 def foreign_input(db: Path, folder: Path) -> str | None:
     """A file the warehouse ``db`` ingested from outside ``folder`` (the generated fleet's),
     else None (no warehouse yet, or only the generated fleet in it)."""
-    paths = ingested_paths(db)
     home = Path(folder).resolve()
-    return next((p for p in paths if Path(p).resolve().parent != home), None)
+    return next((p for p in ingested_files(db) if Path(p).resolve().parent != home), None)
 
 
-def generated_fleet(db: Path) -> tuple[Path, dict] | None:
-    """The folder and manifest of a generated fleet whose files the warehouse ``db`` ingested
-    (its folder's ``manifest.json`` says so), else None."""
+def _manifest(folder: Path) -> dict | None:
+    """The generator's manifest in ``folder``, else None."""
     import json
 
-    for folder in dict.fromkeys(Path(p).resolve().parent for p in ingested_paths(db)):
-        try:
-            found = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(found, dict) and found.get("generator") == "headroom synthetic fleet":
-            return folder, found
-    return None
+    try:
+        found = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) and found.get("generator") == "headroom synthetic fleet" else None
+
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return None
 
 
 def check_no_mix(db: Path, folder: Path, fleet: dict | None) -> None:
     """Refuse to load ``folder`` (a fleet generated with ``fleet``'s settings, or given files:
     None) into a warehouse that holds another generated fleet: the two would mix, the made-up
-    catalog, failures and spot prices feeding the other's pools."""
+    catalog, failures and spot prices feeding the other's pools. A generated fleet is known by
+    its folder's manifest, trusted only while the folder holds the very files ingested."""
     from pipelines.commands.errors import CliError
 
-    held = generated_fleet(db)
-    if held is None:
-        return
-    where, manifest = held
-    had = {k: manifest.get(k) for k in ("nodes", "days", "seed")}
-    if fleet is None and where != Path(folder).resolve():
-        raise CliError(f"{db} holds the generated fleet ingested from {where}; loading {folder} into it would mix "
-                       "your files with made-up ones (its catalog, failures and spot prices): give --db a new "
-                       "warehouse file", 2)
-    if fleet is not None and where == Path(folder).resolve() and had != fleet:
-        raise CliError(f"{db} holds a generated fleet of {', '.join(f'{k}={v}' for k, v in had.items())}; one of "
-                       f"{', '.join(f'{k}={v}' for k, v in fleet.items())} would mix with it: give the same --nodes, "
-                       "--days and --seed, or --db a new warehouse file", 2)
+    files = ingested_files(db)
+    home = Path(folder).resolve()
+    for where in dict.fromkeys(Path(p).resolve().parent for p in files):
+        manifest = _manifest(where)
+        if manifest is None:
+            continue
+        if fleet is None and where != home:
+            raise CliError(f"{db} holds the generated fleet ingested from {where}; loading {folder} into it would "
+                           "mix your files with made-up ones (its catalog, failures and spot prices): give --db a new "
+                           "warehouse file", 2)
+        if fleet is None or where != home:
+            continue
+        changed = [p for p, sha in files.items() if Path(p).resolve().parent == where and _sha256(Path(p)) != sha]
+        if changed:
+            raise CliError(f"{db} holds a generated fleet whose files in {where} have changed since it was ingested "
+                           f"(such as {Path(changed[0]).name}): which fleet it holds cannot be told, and another "
+                           "would mix with it: give --db a new warehouse file", 2)
+        from pipelines.synth.config import FleetConfig
+
+        had = {k: manifest.get(k) for k in ("nodes", "days", "seed")} | {"start": str(manifest.get("start", ""))[:10]}
+        want = {**fleet, "start": FleetConfig.start}
+        if had != want:
+            raise CliError(f"{db} holds a generated fleet of {', '.join(f'{k}={v}' for k, v in had.items())}; one "
+                           f"of {', '.join(f'{k}={v}' for k, v in want.items())} would mix with it: give the same "
+                           "--nodes, --days and --seed, or --db a new warehouse file", 2)
+    if fleet is None and _manifest(home) is not None and any(Path(p).resolve().parent != home for p in files):
+        raise CliError(f"{folder} is a generated fleet and {db} holds other data: loading it there would mix "
+                       "made-up pools, prices and failures into it: give --db a new warehouse file", 2)
 
 
 def check_outputs(stages: list[str] | None) -> None:

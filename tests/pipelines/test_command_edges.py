@@ -292,7 +292,7 @@ def test_run_never_mixes_two_fleets_in_one_warehouse(tmp_path: Path, monkeypatch
         (folder / "utilization.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n"
                                                 "2026-01-05T00:00:00,c,p,n1,gpu,1,8\n")
     (demo / "manifest.json").write_text(json.dumps({"generator": "headroom synthetic fleet", "nodes": 3, "days": 14,
-                                                    "seed": 0}))
+                                                    "seed": 0, "start": "2026-01-05T00:00:00"}))
     db = tmp_path / "w.duckdb"
     assert cli.main(["ingest", "--kind", "utilization", "--db", str(db), str(demo / "utilization.csv")]) == 0
     capsys.readouterr()
@@ -300,8 +300,19 @@ def test_run_never_mixes_two_fleets_in_one_warehouse(tmp_path: Path, monkeypatch
     assert f"{db} holds the generated fleet ingested from {demo}; loading {mine} into it would mix" in _error(capsys)
     monkeypatch.setenv("HEADROOM_DATA_DIR", str(demo))
     assert cli.main(["run", "--db", str(db), "--nodes", "4", "--days", "14", "--stages", "none"]) == 2
-    assert (f"{db} holds a generated fleet of nodes=3, days=14, seed=0; one of nodes=4, days=14, seed=0 would mix"
-            in _error(capsys))
+    assert (f"{db} holds a generated fleet of nodes=3, days=14, seed=0, start=2026-01-05; one of nodes=4, days=14, "
+            "seed=0, start=2026-01-05 would mix" in _error(capsys))
+    # the folder regenerated since (its manifest no longer tells what was ingested): refused too
+    (demo / "utilization.csv").write_text("ts,cluster,pool,node_id,resource,used,capacity\n")
+    assert cli.main(["run", "--db", str(db), "--nodes", "3", "--days", "14", "--stages", "none"]) == 2
+    err = _error(capsys)
+    assert f"whose files in {demo} have changed since it was ingested (such as utilization.csv)" in err
+    # and the other way: a generated fleet's folder given as --input to a warehouse of other data
+    other = tmp_path / "real.duckdb"
+    assert cli.main(["ingest", "--kind", "utilization", "--db", str(other), str(mine / "utilization.csv")]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "--db", str(other), "--input", str(demo), "--stages", "none"]) == 2
+    assert f"{demo} is a generated fleet and {other} holds other data" in _error(capsys)
     from pipelines.store import warehouse
     with warehouse.connect(db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM ingest_batches").fetchone()[0] == 1
