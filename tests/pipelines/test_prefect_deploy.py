@@ -59,6 +59,18 @@ def _wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float)
     pytest.skip(f"prefect server start did not answer {url}/health within {timeout_s:.0f} s")
 
 
+def _post_ok(api: httpx.Client, path: str, tries: int = 5) -> dict:
+    """POST and return the JSON body; a server error (its SQLite busy on a loaded machine) is
+    tried again a few times, and a last failure names the status and body, not a KeyError."""
+    for attempt in range(tries):
+        resp = api.post(path, json={})
+        if resp.status_code < 500 or attempt == tries - 1:
+            break
+        time.sleep(2)
+    assert resp.is_success, f"POST {path}: {resp.status_code} {resp.text[:500]}"
+    return resp.json()
+
+
 @pytest.mark.slow
 def test_prefect_deploy_all_registers_and_a_worker_runs_report(tmp_path: Path) -> None:
     from pipelines.store import warehouse
@@ -97,7 +109,7 @@ def test_prefect_deploy_all_registers_and_a_worker_runs_report(tmp_path: Path) -
         # one for real: the report of an empty warehouse, the path from the worker's settings
         db = tmp_path / "wh.duckdb"
         warehouse.connect(str(db)).close()
-        run = api.post(f"/deployments/{registered['report-daily']['id']}/create_flow_run", json={}).json()
+        run = _post_ok(api, f"/deployments/{registered['report-daily']['id']}/create_flow_run")
         worker_env = {**client_env, "HEADROOM_DB": str(db), "HEADROOM_REPORT_DIR": str(tmp_path / "reports")}
         _prefect(["worker", "start", "--pool", "headroom", "--run-once"], worker_env, timeout=150)
         state = api.get(f"/flow_runs/{run['id']}").json()["state"]
